@@ -1,0 +1,3 @@
+module github.com/nvboot/nvboot
+
+go 1.26

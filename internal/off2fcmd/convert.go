@@ -1,0 +1,127 @@
+package off2fcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+func convert(_ context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "convert", "off2f convert [flags] [-o OUT] IN",
+		`Splits the static executable IN into the header file OUT (a valid ELF whose
+interpreter is the OFF2F loader) and a text file, written into the text store
+under its content hash. Identical text is stored once. The text is written
+before the header file, both atomically, so OUT never refers to missing text.
+
+IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
+-static-pie, busybox-static). Dynamic executables are refused.`,
+		`  off2f convert -store /nv/text -o hello.off2f hello
+  off2f convert -loader $PWD/bin/ld-off2f -store /mnt/pmem/text -fallback /var/lib/off2f -o app app
+  off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -o init nvinit`)
+	storeDir := fs.String("store", off2f.DefaultStoreDir, "text store `DIR` to write the text file into")
+	storePath := fs.String("store-path", "", "store `PATH` recorded for the loader (default: the absolute -store DIR)")
+	loader := fs.String("loader", off2f.DefaultLoader, "loader `PATH` recorded as PT_INTERP")
+	fallback := fs.String("fallback", "", "also write the text into `DIR` (on the root filesystem) as the fallback copy")
+	fallbackPath := fs.String("fallback-path", "", "fallback `PATH` recorded for the loader (default: the absolute -fallback DIR)")
+	mount := fs.String("mount", "", "`DEV:FSTYPE:OPTIONS` the loader mounts at the store path when it is missing (as PID 1)")
+	prefault := fs.Bool("prefault", false, "map the text with MAP_POPULATE (no page faults at run time)")
+	out := fs.String("o", "", "header file to write (default: IN.off2f)")
+	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("convert takes one input executable, got %d", fs.NArg())
+	}
+	in := fs.Arg(0)
+	if *out == "" {
+		*out = in + ".off2f"
+	}
+	raw, err := os.ReadFile(in)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
+	}
+	opt := off2f.Options{Loader: *loader, Prefault: *prefault}
+	if opt.StoreDir, err = recordedPath(*storePath, *storeDir); err != nil {
+		return err
+	}
+	if *fallback != "" || *fallbackPath != "" {
+		if opt.FallbackDir, err = recordedPath(*fallbackPath, *fallback); err != nil {
+			return err
+		}
+	}
+	if *mount != "" {
+		parts := strings.SplitN(*mount, ":", 3)
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+			return cli.Usagef("-mount %q: want DEV:FSTYPE:OPTIONS, e.g. /dev/pmem0:ext4:dax=always", *mount)
+		}
+		opt.Device, opt.FSType, opt.MountOpts = parts[0], parts[1], parts[2]
+	}
+	conv, err := off2f.Convert(raw, opt)
+	if err != nil {
+		return fmt.Errorf("convert %s: %w", in, err)
+	}
+	res := convertResult{Input: in, Header: *out, HeaderSize: len(conv.Header), Text: conv.TextName(), TextSize: len(conv.Text)}
+	for _, dir := range []string{*storeDir, *fallback} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("convert %s: %w", in, err)
+		}
+		written, err := off2f.Store{Dir: dir}.Put(conv.TextName(), conv.Text)
+		if err != nil {
+			return fmt.Errorf("convert %s: %w", in, err)
+		}
+		res.Stored = append(res.Stored, storedText{Path: filepath.Join(dir, conv.TextName()), New: written})
+	}
+	if err := off2f.WriteFileAtomic(*out, conv.Header, 0o755); err != nil {
+		return fmt.Errorf("convert %s: %w", in, err)
+	}
+	if *jsonOut {
+		return cli.JSON(c.Stdout, res)
+	}
+	fmt.Fprintf(c.Stdout, "%s: header %s (%d bytes), text %s (%d bytes)\n", in, *out, len(conv.Header), conv.TextName(), len(conv.Text))
+	for _, s := range res.Stored {
+		state := "already stored"
+		if s.New {
+			state = "written"
+		}
+		fmt.Fprintf(c.Stdout, "  %s: %s\n", s.Path, state)
+	}
+	return nil
+}
+
+type convertResult struct {
+	Input      string       `json:"input"`
+	Header     string       `json:"header"`
+	HeaderSize int          `json:"header_size"`
+	Text       string       `json:"text"`
+	TextSize   int          `json:"text_size"`
+	Stored     []storedText `json:"stored"`
+}
+
+type storedText struct {
+	Path string `json:"path"`
+	New  bool   `json:"new"`
+}
+
+// recordedPath is the path the loader will use: explicit, or the absolute dir.
+func recordedPath(explicit, dir string) (string, error) {
+	if explicit != "" {
+		if !filepath.IsAbs(explicit) {
+			return "", cli.Usagef("recorded path %q must be absolute", explicit)
+		}
+		return filepath.Clean(explicit), nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	return abs, nil
+}

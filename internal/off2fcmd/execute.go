@@ -1,0 +1,54 @@
+// Package off2fcmd is the off2f command, runnable in-process by tests.
+package off2fcmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+const usage = `Usage: off2f <command> [flags] [args]
+
+off2f splits a static executable into an OFF2F program: a small header file that
+stays on storage (ELF header, writable data, PT_INTERP = ld-off2f) and a text file
+with the read-only part, kept in a text store on persistent memory and mapped
+straight from it (DAX) when the program starts.
+
+Commands:
+  convert   split an executable into a header file and a text file in the store
+  inspect   print every field of a header file or a text file
+  verify    check a header file against its text (full hash)
+  unpack    rebuild an executable from a header file and its text
+  store     list the text store, or remove text no manifest needs (gc)
+
+Run 'off2f <command> -h' for the flags and examples of each.
+`
+
+// Execute runs the off2f command line in c.
+func Execute(ctx context.Context, c *cli.Context) error {
+	if len(c.Args) == 0 {
+		fmt.Fprint(c.Stderr, usage)
+		return cli.Usagef("no command given")
+	}
+	cmd, args := c.Args[0], c.Args[1:]
+	sub := *c
+	sub.Args = args
+	switch cmd {
+	case "convert":
+		return convert(ctx, &sub)
+	case "inspect":
+		return inspect(ctx, &sub)
+	case "verify":
+		return verify(ctx, &sub)
+	case "unpack":
+		return unpack(ctx, &sub)
+	case "store":
+		return store(ctx, &sub)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.Stdout, usage)
+		return nil
+	}
+	fmt.Fprint(c.Stderr, usage)
+	return cli.Usagef("unknown command %q", cmd)
+}

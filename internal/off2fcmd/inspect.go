@@ -1,0 +1,194 @@
+package off2fcmd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+func inspect(_ context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "inspect", "off2f inspect [-json] FILE",
+		`Prints every field of an OFF2F header file (its program headers and the
+OFF2F note) or of a text file (its header page), after checking them as the
+loader does. inspect reads only FILE; use verify to check the text's hash.`,
+		`  off2f inspect hello.off2f
+  off2f inspect -json /nv/text/3f2a...`)
+	jsonOut := fs.Bool("json", false, "print the fields as JSON")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("inspect takes one file, got %d", fs.NArg())
+	}
+	path := fs.Arg(0)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	if bytes.HasPrefix(raw, off2f.TextMagic[:]) {
+		var th off2f.TextHeader
+		if err := th.UnmarshalBinary(raw); err != nil {
+			return fmt.Errorf("inspect %s: %w", path, err)
+		}
+		if *jsonOut {
+			return cli.JSON(c.Stdout, textJSON(path, &th))
+		}
+		printText(c.Stdout, path, &th)
+		return nil
+	}
+	h, err := off2f.ParseHeader(raw)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", path, err)
+	}
+	if *jsonOut {
+		return cli.JSON(c.Stdout, headerJSON(path, h))
+	}
+	printHeader(c.Stdout, path, h)
+	return nil
+}
+
+type segmentJSON struct {
+	Vaddr  uint64 `json:"vaddr"`
+	Memsz  uint64 `json:"memsz"`
+	Filesz uint64 `json:"filesz"`
+	Offset uint64 `json:"offset"`
+	Prot   string `json:"prot"`
+	Huge   bool   `json:"huge_aligned"`
+}
+
+func segmentsJSON(segs []off2f.Segment) []segmentJSON {
+	out := make([]segmentJSON, len(segs))
+	for i, s := range segs {
+		out[i] = segmentJSON{s.Vaddr, s.Memsz, s.Filesz, s.Offset, protString(s.Prot),
+			s.Memsz >= off2f.HugeMin && s.Offset%off2f.HugePageSize == s.Vaddr%off2f.HugePageSize}
+	}
+	return out
+}
+
+func protString(p uint32) string {
+	b := []byte("---")
+	if p&off2f.ProtRead != 0 {
+		b[0] = 'r'
+	}
+	if p&off2f.ProtWrite != 0 {
+		b[1] = 'w'
+	}
+	if p&off2f.ProtExec != 0 {
+		b[2] = 'x'
+	}
+	return string(b)
+}
+
+func flagNames(f uint32) []string {
+	names := []string{}
+	for _, n := range []struct {
+		bit  uint32
+		name string
+	}{{off2f.FlagPrefault, "prefault"}, {off2f.FlagHuge, "huge"}, {off2f.FlagDyn, "dyn"}} {
+		if f&n.bit != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return names
+}
+
+type progJSON struct {
+	Type   string `json:"type"`
+	Flags  string `json:"flags"`
+	Offset uint64 `json:"offset"`
+	Vaddr  uint64 `json:"vaddr"`
+	Filesz uint64 `json:"filesz"`
+	Memsz  uint64 `json:"memsz"`
+	Align  uint64 `json:"align"`
+}
+
+type noteJSON struct {
+	Version     uint32        `json:"version"`
+	Flags       []string      `json:"flags"`
+	Hash        string        `json:"hash"`
+	TextSize    uint64        `json:"text_size"`
+	OrigPhnum   uint32        `json:"orig_phnum"`
+	OrigPhdr    uint64        `json:"orig_phdr_vaddr"`
+	StoreDir    string        `json:"store_dir"`
+	FallbackDir string        `json:"fallback_dir"`
+	Device      string        `json:"device"`
+	FSType      string        `json:"fstype"`
+	Options     string        `json:"mount_options"`
+	Segments    []segmentJSON `json:"segments"`
+}
+
+func headerJSON(path string, h *off2f.Header) any {
+	progs := make([]progJSON, len(h.Progs))
+	for i, p := range h.Progs {
+		progs[i] = progJSON{p.Type.String(), p.Flags.String(), p.Off, p.Vaddr, p.Filesz, p.Memsz, p.Align}
+	}
+	n := h.Note
+	return struct {
+		File   string     `json:"file"`
+		Kind   string     `json:"kind"`
+		Type   string     `json:"elf_type"`
+		Entry  uint64     `json:"entry"`
+		Interp string     `json:"interp"`
+		Progs  []progJSON `json:"program_headers"`
+		Note   noteJSON   `json:"note"`
+	}{path, "header", h.Type.String(), h.Entry, h.Interp, progs, noteJSON{
+		n.Version, flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize, n.OrigPhnum, n.OrigPhdr,
+		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments)}}
+}
+
+func textJSON(path string, th *off2f.TextHeader) any {
+	return struct {
+		File     string        `json:"file"`
+		Kind     string        `json:"kind"`
+		Version  uint32        `json:"version"`
+		Flags    []string      `json:"flags"`
+		Hash     string        `json:"hash"`
+		Size     uint64        `json:"size"`
+		Segments []segmentJSON `json:"segments"`
+	}{path, "text", th.Version, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size, segmentsJSON(th.Segments)}
+}
+
+func printSegments(w io.Writer, segs []off2f.Segment) {
+	fmt.Fprintf(w, "  %-18s %-10s %-10s %-10s %-4s %s\n", "vaddr", "memsz", "filesz", "offset", "prot", "2MiB")
+	for _, s := range segmentsJSON(segs) {
+		huge := ""
+		if s.Huge {
+			huge = "yes"
+		}
+		fmt.Fprintf(w, "  %#-18x %#-10x %#-10x %#-10x %-4s %s\n", s.Vaddr, s.Memsz, s.Filesz, s.Offset, s.Prot, huge)
+	}
+}
+
+func printHeader(w io.Writer, path string, h *off2f.Header) {
+	n := h.Note
+	fmt.Fprintf(w, "%s: OFF2F header file\n", path)
+	fmt.Fprintf(w, "ELF type:        %v\nentry:           %#x\ninterpreter:     %s\n", h.Type, h.Entry, h.Interp)
+	fmt.Fprintf(w, "program headers:\n")
+	for _, p := range h.Progs {
+		fmt.Fprintf(w, "  %-14v %-10v off %#-8x vaddr %#-14x filesz %#-8x memsz %#-8x align %#x\n", p.Type, p.Flags, p.Off, p.Vaddr, p.Filesz, p.Memsz, p.Align)
+	}
+	fmt.Fprintf(w, "note:\n  version:       %d\n  flags:         %v\n  text hash:     %s\n  text size:     %d\n", n.Version, flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize)
+	fmt.Fprintf(w, "  original phdrs: %d at %#x\n  store:         %s\n  fallback:      %s\n", n.OrigPhnum, n.OrigPhdr, n.StoreDir, orNone(n.FallbackDir))
+	if n.Device != "" {
+		fmt.Fprintf(w, "  mount:         %s on %s type %s (%s)\n", n.Device, n.StoreDir, n.FSType, n.Options)
+	}
+	fmt.Fprintf(w, "text segments:\n")
+	printSegments(w, n.Segments)
+}
+
+func printText(w io.Writer, path string, th *off2f.TextHeader) {
+	fmt.Fprintf(w, "%s: OFF2F text file\nversion:  %d\nflags:    %v\nhash:     %s\nsize:     %d\nsegments:\n", path, th.Version, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size)
+	printSegments(w, th.Segments)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

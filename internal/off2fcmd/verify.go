@@ -1,0 +1,100 @@
+package off2fcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+func verify(_ context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "verify", "off2f verify [-store DIR] [-json] FILE",
+		`Checks the OFF2F header file FILE against its text: the text file exists in
+the store, its header page matches the note (what the loader checks) and its
+content hashes to the note's hash (what the loader does not have time to check).
+The fallback copy, if the note names one and it exists, is checked the same way.
+Exits 1 if anything does not match.`,
+		`  off2f verify /usr/bin/app
+  off2f verify -store /mnt/pmem/text app.off2f`)
+	storeDir := fs.String("store", "", "text store `DIR` (default: the store path in the note)")
+	jsonOut := fs.Bool("json", false, "print the result as JSON")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("verify takes one header file, got %d", fs.NArg())
+	}
+	path := fs.Arg(0)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	h, err := off2f.ParseHeader(raw)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", path, err)
+	}
+	dir := *storeDir
+	if dir == "" {
+		dir = h.Note.StoreDir
+	}
+	name := off2f.HashName(h.Note.Hash)
+	res := verifyResult{Header: path, Text: filepath.Join(dir, name)}
+	if err := checkTextFile(h, res.Text); err != nil {
+		res.Error = err.Error()
+	}
+	if h.Note.FallbackDir != "" {
+		fb := filepath.Join(h.Note.FallbackDir, name)
+		if _, err := os.Stat(fb); err == nil {
+			res.Fallback = fb
+			if err := checkTextFile(h, fb); err != nil {
+				res.FallbackError = err.Error()
+			}
+		}
+	}
+	res.OK = res.Error == "" && res.FallbackError == ""
+	if *jsonOut {
+		if err := cli.JSON(c.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.Stdout, "%s: text %s: %s\n", path, res.Text, okOr(res.Error))
+		if res.Fallback != "" {
+			fmt.Fprintf(c.Stdout, "%s: fallback %s: %s\n", path, res.Fallback, okOr(res.FallbackError))
+		}
+	}
+	if !res.OK {
+		return fmt.Errorf("verify %s: text does not match", path)
+	}
+	return nil
+}
+
+type verifyResult struct {
+	Header        string `json:"header"`
+	Text          string `json:"text"`
+	Fallback      string `json:"fallback,omitempty"`
+	OK            bool   `json:"ok"`
+	Error         string `json:"error,omitempty"`
+	FallbackError string `json:"fallback_error,omitempty"`
+}
+
+func okOr(e string) string {
+	if e == "" {
+		return "ok"
+	}
+	return e
+}
+
+func checkTextFile(h *off2f.Header, path string) error {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	th, err := off2f.ParseText(text)
+	if err != nil {
+		return err
+	}
+	return h.CheckText(th)
+}

@@ -1,0 +1,442 @@
+/* ld-off2f: the OFF2F program loader (PT_INTERP of every OFF2F header file).
+ *
+ * The kernel has mapped the header file (ELF header, writable segments, the OFF2F
+ * note) and this loader, built a stack and jumped here. We find the note through
+ * AT_PHDR, open the text file in the text store (pmem, DAX), check its header page
+ * against the note, map each read-only segment where the program expects it, show
+ * the program its original program headers, and jump to its entry point with the
+ * kernel's stack. Anything wrong: try the fallback copy; failing that, one line on
+ * stderr and exit 127. It never maps text whose header does not match the note.
+ *
+ * Freestanding: no libc, no allocation, no relocations (checked by the Makefile). */
+#include "sys.h"
+#include "off2f.h"
+
+#define AT_NULL 0
+#define AT_PHDR 3
+#define AT_PHNUM 5
+#define AT_ENTRY 9
+#define AT_EXECFN 31
+#define PT_LOAD 1
+#define PT_NOTE 4
+#define PT_PHDR 6
+
+struct phdr {
+	u32 type, flags;
+	u64 offset, vaddr, paddr, filesz, memsz, align;
+};
+
+/* The program being loaded; everything lives on our stack. */
+struct prog {
+	const char *name;   /* AT_EXECFN, for messages */
+	u64 bias;           /* load bias: 0 for ET_EXEC */
+	const u8 *note;     /* OFF2F note descriptor */
+	u32 nseg;
+	char path[N_PATH_MAX + 80];
+	char err[N_PATH_MAX + 160]; /* reason of the first failure */
+};
+
+/* --- small string helpers ---------------------------------------------- */
+
+static u64 slen(const char *s)
+{
+	u64 n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+static char *scat(char *d, const char *end, const char *s)
+{
+	while (*s && d < end - 1)
+		*d++ = *s++;
+	*d = 0;
+	return d;
+}
+
+static char *shex(char *d, const char *end, u64 v)
+{
+	char b[19];
+	int i = 18;
+	b[i] = 0;
+	do {
+		b[--i] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	b[--i] = 'x';
+	b[--i] = '0';
+	return scat(d, end, b + i);
+}
+
+static char *sdec(char *d, const char *end, u64 v)
+{
+	char b[21];
+	int i = 20;
+	b[i] = 0;
+	do {
+		b[--i] = '0' + v % 10;
+		v /= 10;
+	} while (v);
+	return scat(d, end, b + i);
+}
+
+static int bytes_eq(const u8 *a, const u8 *b, u64 n)
+{
+	for (u64 i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/* Needed by gcc for struct copies even when freestanding. */
+void *memset(void *d, int c, u64 n)
+{
+	u8 *p = d;
+	while (n--)
+		*p++ = (u8)c;
+	return d;
+}
+void *memcpy(void *d, const void *s, u64 n)
+{
+	u8 *p = d;
+	const u8 *q = s;
+	while (n--)
+		*p++ = *q++;
+	return d;
+}
+
+static const char *errstr(i64 e)
+{
+	switch (-e) {
+	case 1: return "Operation not permitted";
+	case 2: return "No such file or directory";
+	case 5: return "Input/output error";
+	case 12: return "Cannot allocate memory";
+	case 13: return "Permission denied";
+	case 16: return "Device or resource busy";
+	case 17: return "File exists";
+	case 19: return "No such device";
+	case 20: return "Not a directory";
+	case 22: return "Invalid argument";
+	case 36: return "File name too long";
+	case 40: return "Too many levels of symbolic links";
+	case 95: return "Operation not supported";
+	}
+	return "system error";
+}
+
+static __attribute__((noreturn)) void die(const struct prog *p, const char *msg)
+{
+	char line[600], *d = line, *end = line + sizeof line - 1;
+	d = scat(d, end, "ld-off2f: ");
+	d = scat(d, end, p->name);
+	d = scat(d, end, ": ");
+	d = scat(d, end, msg);
+	*d++ = '\n';
+	sys3(SYS_write, 2, line, d - line);
+	sys3(SYS_exit_group, 127, 0, 0);
+	__builtin_unreachable();
+}
+
+/* Records why loading from path failed: "<path>: <what>". Returns -1. */
+static int fail(struct prog *p, const char *what, i64 err)
+{
+	char *end = p->err + sizeof p->err, *d = p->err;
+	d = scat(d, end, p->path);
+	d = scat(d, end, ": ");
+	d = scat(d, end, what);
+	if (err < 0) {
+		d = scat(d, end, ": ");
+		scat(d, end, errstr(err));
+	}
+	return -1;
+}
+
+/* --- the note ----------------------------------------------------------- */
+
+/* A NUL-terminated field with only zeros after the NUL. */
+static int field_ok(const u8 *f, u64 size)
+{
+	u64 i = 0;
+	while (i < size && f[i])
+		i++;
+	if (i == size)
+		return 0;
+	for (; i < size; i++)
+		if (f[i])
+			return 0;
+	return 1;
+}
+
+/* The same checks as off2f/format.go (Note.UnmarshalBinary): the loader trusts
+ * nothing in the header file it has not checked. Returns a reason or 0. */
+static const char *check_note(const u8 *n, u64 descsz)
+{
+	if (descsz < N_SEGMENTS)
+		return "bad OFF2F note: too short";
+	if (rd32(n + N_VERSION) != OFF2F_VERSION)
+		return "bad OFF2F note: unsupported version";
+	if (rd32(n + N_FLAGS) & ~(u32)OFF2F_KNOWN_FLAGS)
+		return "bad OFF2F note: unknown flags";
+	u32 nseg = rd32(n + N_NSEG);
+	if (nseg == 0 || nseg > OFF2F_MAX_SEGMENTS || descsz != N_SEGMENTS + (u64)nseg * S_SIZE)
+		return "bad OFF2F note: bad segment count";
+	if (!field_ok(n + N_STORE_DIR, N_PATH_MAX) || n[N_STORE_DIR] != '/' ||
+	    !field_ok(n + N_FALLBACK_DIR, N_PATH_MAX) ||
+	    (n[N_FALLBACK_DIR] && n[N_FALLBACK_DIR] != '/') ||
+	    !field_ok(n + N_DEVICE, N_DEVICE_MAX) || !field_ok(n + N_FSTYPE, N_FSTYPE_MAX) ||
+	    !field_ok(n + N_OPTIONS, N_OPTIONS_MAX))
+		return "bad OFF2F note: bad path field";
+	u64 tsize = rd64(n + N_TEXT_SIZE), prev_end = 0, prev_fend = 0;
+	for (u32 i = 0; i < nseg; i++) {
+		const u8 *s = n + N_SEGMENTS + i * S_SIZE;
+		u64 va = rd64(s + S_VADDR), mem = rd64(s + S_MEMSZ), fsz = rd64(s + S_FILESZ);
+		u64 off = rd64(s + S_OFFSET);
+		u32 prot = rd32(s + S_PROT);
+		if (mem == 0 || fsz > mem || rd32(s + S_RESERVED) ||
+		    (prot & ~(u32)(PROT_READ | PROT_EXEC)) || !(prot & PROT_READ) ||
+		    va >= OFF2F_USER_TOP || mem >= OFF2F_USER_TOP || va + mem > OFF2F_USER_TOP ||
+		    va % OFF2F_PAGE != off % OFF2F_PAGE || off < T_HEADER_SIZE || off > tsize ||
+		    mem > tsize - off ||
+		    (i > 0 && (va & ~(OFF2F_PAGE - 1)) < ((prev_end + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1))) ||
+		    (i > 0 && off < prev_fend))
+			return "bad OFF2F note: bad segment table";
+		prev_end = va + mem;
+		prev_fend = off + mem;
+	}
+	return 0;
+}
+
+/* Finds the OFF2F note and the load bias from the header file's program headers. */
+static const char *find_note(struct prog *p, const struct phdr *ph, u64 phnum, u64 at_phdr)
+{
+	u64 i, have_bias = 0;
+	for (i = 0; i < phnum; i++)
+		if (ph[i].type == PT_PHDR) {
+			p->bias = at_phdr - ph[i].vaddr;
+			have_bias = 1;
+		}
+	if (!have_bias)
+		return "header file has no PT_PHDR";
+	for (i = 0; i < phnum; i++) {
+		if (ph[i].type != PT_NOTE)
+			continue;
+		const u8 *b = (const u8 *)(p->bias + ph[i].vaddr);
+		u64 left = ph[i].filesz;
+		while (left >= 12) {
+			u64 namesz = rd32(b), descsz = rd32(b + 4), type = rd32(b + 8);
+			u64 name_end = 12 + ((namesz + 3) & ~3UL), desc_end = name_end + ((descsz + 3) & ~3UL);
+			if (namesz > left || descsz > left || desc_end > left)
+				break;
+			if (type == OFF2F_NOTE_TYPE && namesz == 6 && bytes_eq(b + 12, (const u8 *)"OFF2F", 6)) {
+				const char *why = check_note(b + name_end, descsz);
+				if (why)
+					return why;
+				p->note = b + name_end;
+				p->nseg = rd32(p->note + N_NSEG);
+				return 0;
+			}
+			b += desc_end;
+			left -= desc_end;
+		}
+	}
+	return "header file has no OFF2F note";
+}
+
+/* --- the text file ------------------------------------------------------ */
+
+static void text_path(struct prog *p, const u8 *dir)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *end = p->path + sizeof p->path, *d = scat(p->path, end, (const char *)dir);
+	d = scat(d, end, "/");
+	for (int i = 0; i < 32 && d < end - 2; i++) {
+		*d++ = hex[p->note[N_HASH + i] >> 4];
+		*d++ = hex[p->note[N_HASH + i] & 15];
+	}
+	*d = 0;
+}
+
+static void unmap_segments(const struct prog *p, u32 n)
+{
+	for (u32 i = 0; i < n; i++) {
+		const u8 *s = p->note + N_SEGMENTS + i * S_SIZE;
+		u64 va = p->bias + rd64(s + S_VADDR);
+		u64 start = va & ~(OFF2F_PAGE - 1);
+		u64 end = (va + rd64(s + S_MEMSZ) + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1);
+		sys3(SYS_munmap, start, end - start, 0);
+	}
+}
+
+/* Checks the text file's header page against the note and maps its segments.
+ * On failure nothing stays mapped and p->err says why. */
+static int map_text(struct prog *p, i64 fd)
+{
+	u8 hdr[T_HEADER_SIZE];
+	struct kstat st;
+	i64 r = sys3(SYS_fstat, fd, &st, 0);
+	if (r < 0)
+		return fail(p, "cannot stat", r);
+	u64 want = rd64(p->note + N_TEXT_SIZE);
+	if ((u64)st.size != want) {
+		char msg[96], *end = msg + sizeof msg, *d = scat(msg, end, "truncated or wrong size (");
+		d = sdec(d, end, (u64)st.size);
+		d = scat(d, end, " bytes, want ");
+		d = sdec(d, end, want);
+		scat(d, end, ")");
+		return fail(p, msg, 0);
+	}
+	r = sys6(SYS_pread64, fd, (i64)hdr, sizeof hdr, 0, 0, 0);
+	if (r != (i64)sizeof hdr)
+		return fail(p, "cannot read header page", r < 0 ? r : 0);
+	if (!bytes_eq(hdr + T_MAGIC, (const u8 *)"OFF2FTXT", 8) || rd32(hdr + T_VERSION) != OFF2F_VERSION ||
+	    rd32(hdr + T_HDRSIZE) != T_HEADER_SIZE)
+		return fail(p, "not an OFF2F text file", 0);
+	if (!bytes_eq(hdr + T_HASH, p->note + N_HASH, 32) || rd64(hdr + T_SIZE) != want ||
+	    rd32(hdr + T_NSEG) != p->nseg ||
+	    !bytes_eq(hdr + T_SEGMENTS, p->note + N_SEGMENTS, (u64)p->nseg * S_SIZE))
+		return fail(p, "text does not match the program (hash or segment table differ)", 0);
+
+	i64 flags = MAP_PRIVATE | MAP_FIXED_NOREPLACE;
+	if (rd32(p->note + N_FLAGS) & OFF2F_FLAG_PREFAULT)
+		flags |= MAP_POPULATE;
+	for (u32 i = 0; i < p->nseg; i++) {
+		const u8 *s = p->note + N_SEGMENTS + i * S_SIZE;
+		u64 va = p->bias + rd64(s + S_VADDR);
+		u64 start = va & ~(OFF2F_PAGE - 1);
+		u64 len = ((va + rd64(s + S_MEMSZ) + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1)) - start;
+		u64 off = rd64(s + S_OFFSET) - (va - start);
+		r = sys6(SYS_mmap, start, len, rd32(s + S_PROT), flags, fd, off);
+		if ((u64)r != start) {
+			/* A kernel older than 4.17 ignores NOREPLACE and may map elsewhere. */
+			if (r >= 0 || r < -4095)
+				sys3(SYS_munmap, r, len, 0);
+			unmap_segments(p, i);
+			char msg[96], *end = msg + sizeof msg, *d = scat(msg, end, "cannot map text segment at ");
+			shex(d, end, start);
+			return fail(p, msg, (r == -EEXIST || r >= 0 || r < -4095) ? -EEXIST : r);
+		}
+	}
+	return 0;
+}
+
+static void mkdirs(const char *path)
+{
+	char b[N_PATH_MAX];
+	u64 n = slen(path);
+	for (u64 i = 1; i <= n && i < sizeof b; i++) {
+		if (path[i] == '/' || path[i] == 0) {
+			for (u64 j = 0; j < i; j++)
+				b[j] = path[j];
+			b[i] = 0;
+			sys3(SYS_mkdir, b, 0755, 0);
+		}
+	}
+}
+
+/* As PID 1 (or whenever the text store is not there) mount the store named in
+ * the note, so init itself can be an OFF2F program. */
+static void mount_store(const struct prog *p)
+{
+	const char *dev = (const char *)p->note + N_DEVICE;
+	const char *dir = (const char *)p->note + N_STORE_DIR;
+	struct kstat st;
+	if (!dev[0])
+		return;
+	if (sys3(SYS_stat, dev, &st, 0) == -ENOENT && sys3(SYS_getpid, 0, 0, 0) == 1) {
+		sys3(SYS_mkdir, "/dev", 0755, 0);
+		sys6(SYS_mount, (i64) "devtmpfs", (i64) "/dev", (i64) "devtmpfs", 0, 0, 0);
+	}
+	mkdirs(dir);
+	sys6(SYS_mount, (i64)dev, (i64)dir, (i64)(p->note + N_FSTYPE), MS_RDONLY,
+	     (i64)(p->note + N_OPTIONS), 0);
+}
+
+static int load_from(struct prog *p, const u8 *dir, int may_mount)
+{
+	text_path(p, dir);
+	i64 fd = sys3(SYS_open, p->path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd == -ENOENT && may_mount && p->note[N_DEVICE]) {
+		mount_store(p);
+		fd = sys3(SYS_open, p->path, O_RDONLY | O_CLOEXEC, 0);
+	}
+	if (fd < 0)
+		return fail(p, "cannot open", fd);
+	int r = map_text(p, fd);
+	sys3(SYS_close, fd, 0, 0);
+	return r;
+}
+
+/* Called from _start with the kernel's stack pointer; returns the entry point. */
+u64 loader_main(u64 *sp)
+{
+	struct prog p = {0};
+	u64 argc = sp[0], *v = sp + 1 + argc + 1;
+	while (*v)
+		v++;
+	u64 *auxv = v + 1, at_phdr = 0, at_phnum = 0, at_entry = 0;
+	p.name = argc ? (const char *)sp[1] : "?";
+	for (u64 *a = auxv; a[0] != AT_NULL; a += 2) {
+		switch (a[0]) {
+		case AT_PHDR: at_phdr = a[1]; break;
+		case AT_PHNUM: at_phnum = a[1]; break;
+		case AT_ENTRY: at_entry = a[1]; break;
+		case AT_EXECFN: p.name = (const char *)a[1]; break;
+		}
+	}
+	if (!at_phdr || !at_phnum || !at_entry)
+		die(&p, "run ld-off2f through an OFF2F program, not directly");
+	const char *why = find_note(&p, (const struct phdr *)at_phdr, at_phnum, at_phdr);
+	if (why)
+		die(&p, why);
+
+	if (load_from(&p, p.note + N_STORE_DIR, 1) < 0) {
+		char first[sizeof p.err];
+		scat(first, first + sizeof first, p.err);
+		if (!p.note[N_FALLBACK_DIR] || load_from(&p, p.note + N_FALLBACK_DIR, 0) < 0) {
+			char msg[2 * sizeof p.err + 16], *end = msg + sizeof msg, *d = scat(msg, end, first);
+			if (p.note[N_FALLBACK_DIR]) {
+				d = scat(d, end, "; fallback ");
+				scat(d, end, p.err);
+			}
+			die(&p, msg);
+		}
+	}
+
+	/* Show the program its own program headers (PT_TLS, PT_GNU_EH_FRAME, its
+	 * text segments), now mapped with the text, as if the kernel had loaded it. */
+	for (u64 *a = auxv; a[0] != AT_NULL; a += 2) {
+		if (a[0] == AT_PHDR)
+			a[1] = p.bias + rd64(p.note + N_ORIG_PHDR);
+		else if (a[0] == AT_PHNUM)
+			a[1] = rd32(p.note + N_ORIG_PHNUM);
+	}
+	return at_entry;
+}
+
+/* Entry: keep the kernel's stack pointer, let loader_main map the text, then jump
+ * to the program with the stack and registers as the kernel would leave them. */
+__asm__(".text\n"
+	".globl _start\n"
+	"_start:\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %rsp, %rbx\n"
+	"	mov %rsp, %rdi\n"
+	"	and $-16, %rsp\n"
+	"	call loader_main\n"
+	"	mov %rbx, %rsp\n"
+	"	mov %rax, %r11\n"
+	"	xor %eax, %eax\n"
+	"	xor %ebx, %ebx\n"
+	"	xor %ecx, %ecx\n"
+	"	xor %edx, %edx\n"
+	"	xor %esi, %esi\n"
+	"	xor %edi, %edi\n"
+	"	xor %r8d, %r8d\n"
+	"	xor %r9d, %r9d\n"
+	"	xor %r10d, %r10d\n"
+	"	xor %r12d, %r12d\n"
+	"	xor %r13d, %r13d\n"
+	"	xor %r14d, %r14d\n"
+	"	xor %r15d, %r15d\n"
+	"	jmp *%r11\n");

@@ -1,0 +1,117 @@
+package off2f
+
+import (
+	"debug/elf"
+	"fmt"
+)
+
+// DefaultLoader is where the appliance keeps ld-off2f.
+const DefaultLoader = "/lib/ld-off2f.so.1"
+
+// DefaultStoreDir is where the appliance mounts the text store.
+const DefaultStoreDir = "/nv/text"
+
+// Options say how a program is converted. The directories are the paths the
+// loader will use at run time, which need not be where the files are written now.
+type Options struct {
+	Loader      string // PT_INTERP of the header file; DefaultLoader if empty
+	StoreDir    string // text store directory at run time; DefaultStoreDir if empty
+	FallbackDir string // directory holding a fallback copy of the text; may be empty
+	Device      string // store device the loader mounts as PID 1; may be empty
+	FSType      string // filesystem type of Device
+	MountOpts   string // mount options for Device, e.g. "dax=always"
+	Prefault    bool   // map the text with MAP_POPULATE
+}
+
+// Converted is the result of a conversion: the header file, the text file and
+// the note that ties them together.
+type Converted struct {
+	Header []byte
+	Text   []byte
+	Note   Note
+}
+
+// TextName is the name of the text file in the store.
+func (c *Converted) TextName() string { return HashName(c.Note.Hash) }
+
+// Convert splits a static executable into a header file and a text file.
+func Convert(raw []byte, opt Options) (*Converted, error) {
+	p, err := parseProgram(raw)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Loader == "" {
+		opt.Loader = DefaultLoader
+	}
+	if opt.StoreDir == "" {
+		opt.StoreDir = DefaultStoreDir
+	}
+
+	var texts, datas, others []elf.ProgHeader
+	for _, ph := range p.progs {
+		switch {
+		case isText(ph):
+			texts = append(texts, ph)
+		case isData(ph):
+			datas = append(datas, ph)
+		case ph.Type != elf.PT_LOAD && ph.Type != elf.PT_PHDR:
+			others = append(others, ph)
+		}
+	}
+	if len(texts) == 0 || len(texts) > MaxSegments {
+		return nil, unsupported("%d read-only segments (want 1..%d)", len(texts), MaxSegments)
+	}
+	origPhdr, ok := phdrVaddr(p.phoff, uint64(len(p.progs))*phdrSize, texts)
+	if !ok {
+		return nil, unsupported("program headers at offset %#x are not inside a read-only segment", p.phoff)
+	}
+	for _, t := range texts {
+		for _, d := range datas {
+			if pageDown(t.Vaddr) < pageUp(d.Vaddr+d.Memsz) && pageDown(d.Vaddr) < pageUp(t.Vaddr+t.Memsz) {
+				return nil, unsupported("read-only segment at %#x shares a page with the writable segment at %#x; relink with -z separate-code", t.Vaddr, d.Vaddr)
+			}
+		}
+	}
+
+	segs := make([]Segment, len(texts))
+	contents := make([][]byte, len(texts))
+	for i, t := range texts {
+		segs[i] = Segment{Vaddr: t.Vaddr, Memsz: t.Memsz, Filesz: t.Filesz, Prot: prot(t.Flags)}
+		contents[i] = p.segmentContents(t)
+	}
+	th, text, err := buildText(segs, contents)
+	if err != nil {
+		return nil, fmt.Errorf("building text file: %w", err)
+	}
+	note := Note{
+		Version: Version, Flags: th.Flags, Hash: th.Hash, TextSize: th.Size,
+		OrigPhnum: uint32(len(p.progs)), OrigPhdr: origPhdr,
+		StoreDir: opt.StoreDir, FallbackDir: opt.FallbackDir,
+		Device: opt.Device, FSType: opt.FSType, Options: opt.MountOpts,
+		Segments: th.Segments,
+	}
+	if opt.Prefault {
+		note.Flags |= FlagPrefault
+	}
+	if p.typ == elf.ET_DYN {
+		note.Flags |= FlagDyn
+	}
+	desc, err := note.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("encoding note: %w", err)
+	}
+	hdr, err := buildHeader(p, texts, datas, others, opt.Loader, desc)
+	if err != nil {
+		return nil, err
+	}
+	return &Converted{Header: hdr, Text: text, Note: note}, nil
+}
+
+func phdrVaddr(off, size uint64, texts []elf.ProgHeader) (uint64, bool) {
+	for _, t := range texts {
+		if off >= t.Off && size <= t.Filesz && off-t.Off <= t.Filesz-size {
+			return t.Vaddr + (off - t.Off), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,399 @@
+// Package off2f implements the OFF2F program format on Linux: an executable split
+// into a header file (a valid ELF whose PT_INTERP is ld-off2f, holding the ELF
+// header, the writable segments and an OFF2F note) and a text file (the read-only
+// segments, stored in a text store on persistent memory, named by content hash).
+//
+// The byte layouts below are shared with the loader (loader/off2f.h); the test
+// TestFormatFrozen pins every size and offset so a change cannot slip in.
+package off2f
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Version is the format version of both the note and the text file header.
+const Version = 1
+
+// Limits. They bound what the loader must handle, so a corrupt file cannot make
+// it loop or index out of range.
+const (
+	MaxSegments = 16
+	PathMax     = 128 // store and fallback directory fields, NUL-terminated
+	DeviceMax   = 64
+	FSTypeMax   = 16
+	OptionsMax  = 48
+
+	PageSize     = 4096
+	HugePageSize = 2 << 20
+	// HugeMin is the size from which a read-only segment is placed at a text-file
+	// offset congruent to its vaddr modulo 2 MiB, so DAX can map it with PMD entries.
+	HugeMin = HugePageSize
+
+	// TextHeaderSize is the size of the text file's header page.
+	TextHeaderSize = PageSize
+)
+
+// Note flags.
+const (
+	FlagPrefault = 1 << 0 // map text with MAP_POPULATE
+	FlagHuge     = 1 << 1 // at least one segment is 2 MiB-aligned in the text file
+	FlagDyn      = 1 << 2 // the program is ET_DYN (static-pie)
+	knownFlags   = FlagPrefault | FlagHuge | FlagDyn
+)
+
+// Segment protections, as in mmap(2).
+const (
+	ProtRead  = 1
+	ProtWrite = 2
+	ProtExec  = 4
+)
+
+// NoteName is the ELF note name of the OFF2F note; NoteType its type.
+const (
+	NoteName = "OFF2F"
+	NoteType = 1
+)
+
+// TextMagic opens every text file.
+var TextMagic = [8]byte{'O', 'F', 'F', '2', 'F', 'T', 'X', 'T'}
+
+// Segment describes one read-only segment. Encoded as 40 bytes:
+//
+//	0  u64 vaddr   link-time virtual address (add the load bias for ET_DYN)
+//	8  u64 memsz   bytes mapped; the text file holds all memsz bytes
+//	16 u64 filesz  bytes that came from the input file (the rest were zero)
+//	24 u64 offset  offset of the segment in the text file
+//	32 u32 prot    ProtRead|ProtExec
+//	36 u32 reserved, must be zero
+type Segment struct {
+	Vaddr, Memsz, Filesz, Offset uint64
+	Prot                         uint32
+}
+
+// SegmentSize is the encoded size of a Segment.
+const SegmentSize = 40
+
+// Note is the descriptor of the OFF2F note in the header file. Encoded as
+// NoteFixedSize bytes followed by Nseg segments:
+//
+//	0   u32 version
+//	4   u32 flags
+//	8   [32] SHA-256 content hash of the text (see TextHash)
+//	40  u64 size of the text file in bytes
+//	48  u32 number of segments
+//	52  u32 number of program headers of the original program
+//	56  u64 vaddr of the original program header table (inside a text segment)
+//	64  [128] text store directory, NUL-terminated ("/nv/text")
+//	192 [128] fallback directory, NUL-terminated, may be empty
+//	320 [64]  store device to mount when it is not mounted, may be empty
+//	384 [16]  its filesystem type
+//	400 [48]  its mount options
+//	448 segments
+type Note struct {
+	Version     uint32
+	Flags       uint32
+	Hash        [32]byte
+	TextSize    uint64
+	OrigPhnum   uint32
+	OrigPhdr    uint64
+	StoreDir    string
+	FallbackDir string
+	Device      string
+	FSType      string
+	Options     string
+	Segments    []Segment
+}
+
+// NoteFixedSize is the encoded size of a Note without its segments.
+const NoteFixedSize = 448
+
+// TextHeader is the header page of a text file:
+//
+//	0  [8] magic "OFF2FTXT"
+//	8  u32 version
+//	12 u32 flags (FlagHuge)
+//	16 [32] SHA-256 content hash
+//	48 u64 size of the whole text file
+//	56 u32 number of segments
+//	60 u32 header size (4096)
+//	64 segments, then zeros up to 4096
+type TextHeader struct {
+	Version  uint32
+	Flags    uint32
+	Hash     [32]byte
+	Size     uint64
+	Segments []Segment
+}
+
+// TextHeaderFixedSize is the encoded size of a TextHeader without its segments.
+const TextHeaderFixedSize = 64
+
+// HashName is the name of a text file in the store: the hex content hash.
+func HashName(h [32]byte) string { return hex.EncodeToString(h[:]) }
+
+var le = binary.LittleEndian
+
+func putSegments(b []byte, segs []Segment) {
+	for i, s := range segs {
+		p := b[i*SegmentSize:]
+		le.PutUint64(p[0:], s.Vaddr)
+		le.PutUint64(p[8:], s.Memsz)
+		le.PutUint64(p[16:], s.Filesz)
+		le.PutUint64(p[24:], s.Offset)
+		le.PutUint32(p[32:], s.Prot)
+		le.PutUint32(p[36:], 0)
+	}
+}
+
+func getSegments(b []byte, n int) ([]Segment, error) {
+	segs := make([]Segment, n)
+	for i := range segs {
+		p := b[i*SegmentSize:]
+		segs[i] = Segment{
+			Vaddr:  le.Uint64(p[0:]),
+			Memsz:  le.Uint64(p[8:]),
+			Filesz: le.Uint64(p[16:]),
+			Offset: le.Uint64(p[24:]),
+			Prot:   le.Uint32(p[32:]),
+		}
+		if le.Uint32(p[36:]) != 0 {
+			return nil, fmt.Errorf("segment %d: reserved field is not zero", i)
+		}
+	}
+	return segs, nil
+}
+
+func putString(b []byte, s, field string) error {
+	if len(s) >= len(b) {
+		return fmt.Errorf("%s %q is too long (at most %d bytes)", field, s, len(b)-1)
+	}
+	if bytes.IndexByte([]byte(s), 0) >= 0 {
+		return fmt.Errorf("%s %q contains a NUL byte", field, s)
+	}
+	copy(b, s)
+	return nil
+}
+
+func getString(b []byte, field string) (string, error) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return "", fmt.Errorf("%s is not NUL-terminated", field)
+	}
+	for _, c := range b[i:] {
+		if c != 0 {
+			return "", fmt.Errorf("%s has bytes after its terminating NUL", field)
+		}
+	}
+	return string(b[:i]), nil
+}
+
+// MarshalBinary encodes the note descriptor.
+func (n *Note) MarshalBinary() ([]byte, error) {
+	if len(n.Segments) == 0 || len(n.Segments) > MaxSegments {
+		return nil, fmt.Errorf("note: %d segments (want 1..%d)", len(n.Segments), MaxSegments)
+	}
+	b := make([]byte, NoteFixedSize+len(n.Segments)*SegmentSize)
+	le.PutUint32(b[0:], n.Version)
+	le.PutUint32(b[4:], n.Flags)
+	copy(b[8:40], n.Hash[:])
+	le.PutUint64(b[40:], n.TextSize)
+	le.PutUint32(b[48:], uint32(len(n.Segments)))
+	le.PutUint32(b[52:], n.OrigPhnum)
+	le.PutUint64(b[56:], n.OrigPhdr)
+	for _, f := range []struct {
+		off, size int
+		val, name string
+	}{
+		{64, PathMax, n.StoreDir, "store directory"},
+		{192, PathMax, n.FallbackDir, "fallback directory"},
+		{320, DeviceMax, n.Device, "store device"},
+		{384, FSTypeMax, n.FSType, "store filesystem type"},
+		{400, OptionsMax, n.Options, "store mount options"},
+	} {
+		if err := putString(b[f.off:f.off+f.size], f.val, f.name); err != nil {
+			return nil, err
+		}
+	}
+	putSegments(b[NoteFixedSize:], n.Segments)
+	return b, nil
+}
+
+// ErrFormat marks every decoding error: the input is not a valid OFF2F file.
+var ErrFormat = errors.New("not a valid OFF2F file")
+
+func formatErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
+}
+
+// UnmarshalBinary decodes and checks a note descriptor. It rejects everything the
+// loader would reject, so inspect and verify agree with it.
+func (n *Note) UnmarshalBinary(b []byte) error {
+	if len(b) < NoteFixedSize {
+		return formatErr("note is %d bytes, want at least %d", len(b), NoteFixedSize)
+	}
+	v := Note{
+		Version:   le.Uint32(b[0:]),
+		Flags:     le.Uint32(b[4:]),
+		TextSize:  le.Uint64(b[40:]),
+		OrigPhnum: le.Uint32(b[52:]),
+		OrigPhdr:  le.Uint64(b[56:]),
+	}
+	copy(v.Hash[:], b[8:40])
+	if v.Version != Version {
+		return formatErr("note version %d, this tool reads version %d", v.Version, Version)
+	}
+	if v.Flags&^knownFlags != 0 {
+		return formatErr("note has unknown flags %#x", v.Flags&^knownFlags)
+	}
+	nseg := le.Uint32(b[48:])
+	if nseg == 0 || nseg > MaxSegments {
+		return formatErr("note has %d segments (want 1..%d)", nseg, MaxSegments)
+	}
+	if want := NoteFixedSize + int(nseg)*SegmentSize; len(b) != want {
+		return formatErr("note is %d bytes, want %d for %d segments", len(b), want, nseg)
+	}
+	var err error
+	for _, f := range []struct {
+		off, size int
+		dst       *string
+		name      string
+	}{
+		{64, PathMax, &v.StoreDir, "store directory"},
+		{192, PathMax, &v.FallbackDir, "fallback directory"},
+		{320, DeviceMax, &v.Device, "store device"},
+		{384, FSTypeMax, &v.FSType, "store filesystem type"},
+		{400, OptionsMax, &v.Options, "store mount options"},
+	} {
+		if *f.dst, err = getString(b[f.off:f.off+f.size], f.name); err != nil {
+			return formatErr("note: %v", err)
+		}
+	}
+	if v.StoreDir == "" || v.StoreDir[0] != '/' {
+		return formatErr("note: store directory %q is not an absolute path", v.StoreDir)
+	}
+	if v.FallbackDir != "" && v.FallbackDir[0] != '/' {
+		return formatErr("note: fallback directory %q is not an absolute path", v.FallbackDir)
+	}
+	if v.Segments, err = getSegments(b[NoteFixedSize:], int(nseg)); err != nil {
+		return formatErr("note: %v", err)
+	}
+	if err := checkSegments(v.Segments, v.TextSize); err != nil {
+		return formatErr("note: %v", err)
+	}
+	if v.OrigPhnum == 0 || v.OrigPhnum > 256 {
+		return formatErr("note: original program has %d program headers", v.OrigPhnum)
+	}
+	if !inSegments(v.Segments, v.OrigPhdr, uint64(v.OrigPhnum)*56) {
+		return formatErr("note: original program headers at %#x are not inside a text segment", v.OrigPhdr)
+	}
+	*n = v
+	return nil
+}
+
+func inSegments(segs []Segment, addr, size uint64) bool {
+	for _, s := range segs {
+		if addr >= s.Vaddr && size <= s.Memsz && addr-s.Vaddr <= s.Memsz-size {
+			return true
+		}
+	}
+	return false
+}
+
+// userTop bounds vaddrs: x86_64 user space with 4-level paging ends at 2^47.
+const userTop = 1 << 47
+
+// checkSegments enforces what the loader relies on: page congruence between vaddr
+// and offset, segments inside the text file after its header page, ascending and
+// non-overlapping in both memory and file, read-only protections.
+func checkSegments(segs []Segment, textSize uint64) error {
+	var prevEnd, prevFileEnd uint64
+	for i, s := range segs {
+		switch {
+		case s.Memsz == 0:
+			return fmt.Errorf("segment %d is empty", i)
+		case s.Filesz > s.Memsz:
+			return fmt.Errorf("segment %d: filesz %#x > memsz %#x", i, s.Filesz, s.Memsz)
+		case s.Prot&^(ProtRead|ProtExec) != 0 || s.Prot&ProtRead == 0:
+			return fmt.Errorf("segment %d: protection %#x is not read-only (r or r-x)", i, s.Prot)
+		case s.Vaddr >= userTop || s.Memsz >= userTop || s.Vaddr+s.Memsz > userTop:
+			return fmt.Errorf("segment %d: [%#x, +%#x) is outside user space", i, s.Vaddr, s.Memsz)
+		case s.Vaddr%PageSize != s.Offset%PageSize:
+			return fmt.Errorf("segment %d: vaddr %#x and offset %#x differ modulo the page size", i, s.Vaddr, s.Offset)
+		case s.Offset < TextHeaderSize:
+			return fmt.Errorf("segment %d: offset %#x overlaps the header page", i, s.Offset)
+		case s.Offset > textSize || s.Memsz > textSize-s.Offset:
+			return fmt.Errorf("segment %d: [%#x, +%#x) runs past the end of the %d-byte text file", i, s.Offset, s.Memsz, textSize)
+		case i > 0 && pageDown(s.Vaddr) < pageUp(prevEnd):
+			return fmt.Errorf("segment %d at %#x overlaps or precedes segment %d", i, s.Vaddr, i-1)
+		case i > 0 && s.Offset < prevFileEnd:
+			return fmt.Errorf("segment %d at offset %#x overlaps segment %d in the text file", i, s.Offset, i-1)
+		}
+		prevEnd, prevFileEnd = s.Vaddr+s.Memsz, s.Offset+s.Memsz
+	}
+	return nil
+}
+
+func pageDown(x uint64) uint64 { return x &^ (PageSize - 1) }
+func pageUp(x uint64) uint64   { return (x + PageSize - 1) &^ (PageSize - 1) }
+
+// MarshalBinary encodes the text header page (TextHeaderSize bytes).
+func (t *TextHeader) MarshalBinary() ([]byte, error) {
+	if len(t.Segments) == 0 || len(t.Segments) > MaxSegments {
+		return nil, fmt.Errorf("text header: %d segments (want 1..%d)", len(t.Segments), MaxSegments)
+	}
+	b := make([]byte, TextHeaderSize)
+	copy(b[0:8], TextMagic[:])
+	le.PutUint32(b[8:], t.Version)
+	le.PutUint32(b[12:], t.Flags)
+	copy(b[16:48], t.Hash[:])
+	le.PutUint64(b[48:], t.Size)
+	le.PutUint32(b[56:], uint32(len(t.Segments)))
+	le.PutUint32(b[60:], TextHeaderSize)
+	putSegments(b[TextHeaderFixedSize:], t.Segments)
+	return b, nil
+}
+
+// UnmarshalBinary decodes and checks a text header page. fileSize is the size of
+// the text file it came from.
+func (t *TextHeader) UnmarshalBinary(b []byte) error {
+	if len(b) < TextHeaderSize {
+		return formatErr("text file is %d bytes, shorter than its %d-byte header page", len(b), TextHeaderSize)
+	}
+	if !bytes.Equal(b[0:8], TextMagic[:]) {
+		return formatErr("text file magic is %q, want %q", b[0:8], TextMagic[:])
+	}
+	v := TextHeader{Version: le.Uint32(b[8:]), Flags: le.Uint32(b[12:]), Size: le.Uint64(b[48:])}
+	copy(v.Hash[:], b[16:48])
+	if v.Version != Version {
+		return formatErr("text file version %d, this tool reads version %d", v.Version, Version)
+	}
+	if v.Flags&^FlagHuge != 0 {
+		return formatErr("text file has unknown flags %#x", v.Flags&^FlagHuge)
+	}
+	if hs := le.Uint32(b[60:]); hs != TextHeaderSize {
+		return formatErr("text file header size %d, want %d", hs, TextHeaderSize)
+	}
+	nseg := le.Uint32(b[56:])
+	if nseg == 0 || nseg > MaxSegments {
+		return formatErr("text file has %d segments (want 1..%d)", nseg, MaxSegments)
+	}
+	end := TextHeaderFixedSize + int(nseg)*SegmentSize
+	for _, c := range b[end:TextHeaderSize] {
+		if c != 0 {
+			return formatErr("text file header page has bytes after its segment table")
+		}
+	}
+	var err error
+	if v.Segments, err = getSegments(b[TextHeaderFixedSize:], int(nseg)); err != nil {
+		return formatErr("text file: %v", err)
+	}
+	if err := checkSegments(v.Segments, v.Size); err != nil {
+		return formatErr("text file: %v", err)
+	}
+	*t = v
+	return nil
+}

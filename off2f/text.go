@@ -1,0 +1,93 @@
+package off2f
+
+import (
+	"crypto/sha256"
+	"fmt"
+)
+
+// TextHash is the content hash that names a text file: SHA-256 over the encoded
+// segment table followed by the memsz bytes of every segment. The table is part of
+// the hash so that the same bytes at other addresses are a different text.
+func TextHash(segs []Segment, contents [][]byte) [32]byte {
+	h := sha256.New()
+	table := make([]byte, len(segs)*SegmentSize)
+	putSegments(table, segs)
+	h.Write(table)
+	for _, c := range contents {
+		h.Write(c)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// layoutText assigns text-file offsets: after the header page, each segment at the
+// first offset congruent to its vaddr modulo 2 MiB when it is at least HugeMin
+// long (so DAX can use PMD mappings), else modulo the page size. It returns the
+// segments with offsets, the file size (page-aligned) and whether any was huge.
+func layoutText(segs []Segment) ([]Segment, uint64, bool) {
+	out := make([]Segment, len(segs))
+	cursor := uint64(TextHeaderSize)
+	huge := false
+	for i, s := range segs {
+		align := uint64(PageSize)
+		if s.Memsz >= HugeMin {
+			align, huge = HugePageSize, true
+		}
+		off := cursor - cursor%align + s.Vaddr%align
+		if off < cursor {
+			off += align
+		}
+		s.Offset = off
+		out[i] = s
+		cursor = off + s.Memsz
+	}
+	return out, pageUp(cursor), huge
+}
+
+// buildText assembles the whole text file: header page, then each segment's bytes
+// at its offset. Gaps are zero (sparse once written to a filesystem).
+func buildText(segs []Segment, contents [][]byte) (*TextHeader, []byte, error) {
+	segs, size, huge := layoutText(segs)
+	th := &TextHeader{Version: Version, Hash: TextHash(segs, contents), Size: size, Segments: segs}
+	if huge {
+		th.Flags |= FlagHuge
+	}
+	hdr, err := th.MarshalBinary()
+	if err != nil {
+		return nil, nil, err
+	}
+	body := make([]byte, size)
+	copy(body, hdr)
+	for i, s := range segs {
+		if uint64(len(contents[i])) != s.Memsz {
+			return nil, nil, fmt.Errorf("segment %d: have %d bytes, want %d", i, len(contents[i]), s.Memsz)
+		}
+		copy(body[s.Offset:], contents[i])
+	}
+	return th, body, nil
+}
+
+// ParseText decodes a whole text file and checks its hash. It is the full check
+// that `off2f verify` runs; the loader checks only the header page.
+func ParseText(b []byte) (*TextHeader, error) {
+	var th TextHeader
+	if err := th.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	if th.Size != uint64(len(b)) {
+		return nil, formatErr("text file is %d bytes, its header says %d", len(b), th.Size)
+	}
+	if got := TextHash(th.Segments, segmentBytes(b, th.Segments)); got != th.Hash {
+		return nil, formatErr("text content hash %s does not match the header's %s", HashName(got), HashName(th.Hash))
+	}
+	return &th, nil
+}
+
+func segmentBytes(text []byte, segs []Segment) [][]byte {
+	out := make([][]byte, len(segs))
+	for i, s := range segs {
+		out[i] = text[s.Offset : s.Offset+s.Memsz]
+	}
+	return out
+}
