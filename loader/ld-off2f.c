@@ -204,6 +204,17 @@ static const char *check_note(const u8 *n, u64 descsz)
 		prev_end = va + mem;
 		prev_fend = off + mem;
 	}
+	/* The original program headers must lie inside the text: they become AT_PHDR. */
+	u64 oph = rd64(n + N_ORIG_PHDR), ophsz = (u64)rd32(n + N_ORIG_PHNUM) * 56;
+	int inside = 0;
+	for (u32 i = 0; i < nseg; i++) {
+		const u8 *s = n + N_SEGMENTS + i * S_SIZE;
+		u64 va = rd64(s + S_VADDR), mem = rd64(s + S_MEMSZ);
+		if (oph >= va && ophsz <= mem && oph - va <= mem - ophsz)
+			inside = 1;
+	}
+	if (ophsz == 0 || ophsz > 256 * 56 || oph % 8 || !inside)
+		return "bad OFF2F note: original program headers outside the text";
 	return 0;
 }
 
@@ -293,7 +304,8 @@ static int map_text(struct prog *p, i64 fd)
 	    rd32(hdr + T_HDRSIZE) != T_HEADER_SIZE)
 		return fail(p, "not an OFF2F text file", 0);
 	if (!bytes_eq(hdr + T_HASH, p->note + N_HASH, 32) || rd64(hdr + T_SIZE) != want ||
-	    rd32(hdr + T_NSEG) != p->nseg ||
+	    rd32(hdr + T_NSEG) != p->nseg || rd64(hdr + T_ORIG_PHDR) != rd64(p->note + N_ORIG_PHDR) ||
+	    rd32(hdr + T_ORIG_PHNUM) != rd32(p->note + N_ORIG_PHNUM) ||
 	    !bytes_eq(hdr + T_SEGMENTS, p->note + N_SEGMENTS, (u64)p->nseg * S_SIZE))
 		return fail(p, "text does not match the program (hash or segment table differ)", 0);
 

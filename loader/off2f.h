@@ -50,7 +50,10 @@
 #define T_SIZE 48
 #define T_NSEG 56
 #define T_HDRSIZE 60
-#define T_SEGMENTS 64
+#define T_ORIG_PHDR 64
+#define T_ORIG_PHNUM 72
+#define T_RESERVED 76
+#define T_SEGMENTS 80
 #define T_HEADER_SIZE 4096
 
 #endif

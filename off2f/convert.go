@@ -79,7 +79,7 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 		segs[i] = Segment{Vaddr: t.Vaddr, Memsz: t.Memsz, Filesz: t.Filesz, Prot: prot(t.Flags)}
 		contents[i] = p.segmentContents(t)
 	}
-	th, text, err := buildText(segs, contents)
+	th, text, err := buildText(origPhdr, uint32(len(p.progs)), segs, contents)
 	if err != nil {
 		return nil, fmt.Errorf("building text file: %w", err)
 	}

@@ -34,6 +34,9 @@ const ehdrSize, phdrSize = 64, 56
 func parseProgram(raw []byte) (*program, error) {
 	f, err := elf.NewFile(bytes.NewReader(raw))
 	if err != nil {
+		if bytes.HasPrefix(raw, []byte(elf.ELFMAG)) {
+			return nil, unsupported("malformed or truncated ELF file (%d bytes): %v", len(raw), err)
+		}
 		return nil, unsupported("not an ELF file: %v", err)
 	}
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
@@ -57,6 +60,11 @@ func parseProgram(raw []byte) (*program, error) {
 		return nil, unsupported("ELF type %v is not an executable", f.Type)
 	}
 	for _, ph := range p.progs {
+		if ph.Type == elf.PT_NOTE && p.hasOFF2FNote(ph) {
+			return nil, unsupported("already an OFF2F header file; convert the original executable")
+		}
+	}
+	for _, ph := range p.progs {
 		switch ph.Type {
 		case elf.PT_INTERP:
 			interp := ""
@@ -64,10 +72,6 @@ func parseProgram(raw []byte) (*program, error) {
 				interp = string(bytes.TrimRight(raw[ph.Off:ph.Off+ph.Filesz], "\x00"))
 			}
 			return nil, unsupported("dynamically linked (interpreter %q); OFF2F converts static executables: link with -static or -static-pie (Go: CGO_ENABLED=0)", interp)
-		case elf.PT_NOTE:
-			if p.hasOFF2FNote(ph) {
-				return nil, unsupported("already an OFF2F header file; convert the original executable")
-			}
 		}
 	}
 	if f.Type == elf.ET_DYN {
@@ -75,7 +79,7 @@ func parseProgram(raw []byte) (*program, error) {
 			return nil, unsupported("shared library (ET_DYN without an entry point), not an executable")
 		}
 		if !isPIE(f) {
-			return nil, unsupported("shared library (ET_DYN without DF_1_PIE), not a static-pie executable")
+			return nil, unsupported("ET_DYN without PT_DYNAMIC or DF_1_PIE: a shared object, not a static-pie executable (Go: build with -buildmode=pie -ldflags='-linkmode=external -extldflags=-static-pie')")
 		}
 	}
 	return p, p.checkLoads()

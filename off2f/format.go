@@ -120,17 +120,26 @@ const NoteFixedSize = 448
 //	48 u64 size of the whole text file
 //	56 u32 number of segments
 //	60 u32 header size (4096)
-//	64 segments, then zeros up to 4096
+//	64 u64 vaddr of the original program header table (as in the note)
+//	72 u32 number of original program headers (as in the note)
+//	76 u32 reserved, must be zero
+//	80 segments, then zeros up to 4096
+//
+// The original program header fields are here too (and in the hash) so that the
+// loader's comparison of this page with the note also vouches for them: the
+// loader hands them to the program as AT_PHDR and AT_PHNUM.
 type TextHeader struct {
-	Version  uint32
-	Flags    uint32
-	Hash     [32]byte
-	Size     uint64
-	Segments []Segment
+	Version   uint32
+	Flags     uint32
+	Hash      [32]byte
+	Size      uint64
+	OrigPhdr  uint64
+	OrigPhnum uint32
+	Segments  []Segment
 }
 
 // TextHeaderFixedSize is the encoded size of a TextHeader without its segments.
-const TextHeaderFixedSize = 64
+const TextHeaderFixedSize = 80
 
 // HashName is the name of a text file in the store: the hex content hash.
 func HashName(h [32]byte) string { return hex.EncodeToString(h[:]) }
@@ -284,13 +293,23 @@ func (n *Note) UnmarshalBinary(b []byte) error {
 	if err := checkSegments(v.Segments, v.TextSize); err != nil {
 		return formatErr("note: %v", err)
 	}
-	if v.OrigPhnum == 0 || v.OrigPhnum > 256 {
-		return formatErr("note: original program has %d program headers", v.OrigPhnum)
-	}
-	if !inSegments(v.Segments, v.OrigPhdr, uint64(v.OrigPhnum)*56) {
-		return formatErr("note: original program headers at %#x are not inside a text segment", v.OrigPhdr)
+	if err := checkOrigPhdr(v.Segments, v.OrigPhdr, v.OrigPhnum); err != nil {
+		return formatErr("note: %v", err)
 	}
 	*n = v
+	return nil
+}
+
+// MaxOrigPhnum bounds the original program's program header count.
+const MaxOrigPhnum = 256
+
+func checkOrigPhdr(segs []Segment, vaddr uint64, n uint32) error {
+	if n == 0 || n > MaxOrigPhnum {
+		return fmt.Errorf("original program has %d program headers (want 1..%d)", n, MaxOrigPhnum)
+	}
+	if vaddr%8 != 0 || !inSegments(segs, vaddr, uint64(n)*56) {
+		return fmt.Errorf("original program headers at %#x are not inside a text segment", vaddr)
+	}
 	return nil
 }
 
@@ -353,6 +372,8 @@ func (t *TextHeader) MarshalBinary() ([]byte, error) {
 	le.PutUint64(b[48:], t.Size)
 	le.PutUint32(b[56:], uint32(len(t.Segments)))
 	le.PutUint32(b[60:], TextHeaderSize)
+	le.PutUint64(b[64:], t.OrigPhdr)
+	le.PutUint32(b[72:], t.OrigPhnum)
 	putSegments(b[TextHeaderFixedSize:], t.Segments)
 	return b, nil
 }
@@ -366,7 +387,11 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 	if !bytes.Equal(b[0:8], TextMagic[:]) {
 		return formatErr("text file magic is %q, want %q", b[0:8], TextMagic[:])
 	}
-	v := TextHeader{Version: le.Uint32(b[8:]), Flags: le.Uint32(b[12:]), Size: le.Uint64(b[48:])}
+	v := TextHeader{Version: le.Uint32(b[8:]), Flags: le.Uint32(b[12:]), Size: le.Uint64(b[48:]),
+		OrigPhdr: le.Uint64(b[64:]), OrigPhnum: le.Uint32(b[72:])}
+	if le.Uint32(b[76:]) != 0 {
+		return formatErr("text file header: reserved field is not zero")
+	}
 	copy(v.Hash[:], b[16:48])
 	if v.Version != Version {
 		return formatErr("text file version %d, this tool reads version %d", v.Version, Version)
@@ -392,6 +417,9 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 		return formatErr("text file: %v", err)
 	}
 	if err := checkSegments(v.Segments, v.Size); err != nil {
+		return formatErr("text file: %v", err)
+	}
+	if err := checkOrigPhdr(v.Segments, v.OrigPhdr, v.OrigPhnum); err != nil {
 		return formatErr("text file: %v", err)
 	}
 	*t = v

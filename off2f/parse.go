@@ -85,6 +85,8 @@ func (h *Header) CheckText(th *TextHeader) error {
 		return fmt.Errorf("text hash %s does not match the note's %s", HashName(th.Hash), HashName(n.Hash))
 	case th.Size != n.TextSize:
 		return fmt.Errorf("text file size %d does not match the note's %d", th.Size, n.TextSize)
+	case th.OrigPhdr != n.OrigPhdr || th.OrigPhnum != n.OrigPhnum:
+		return fmt.Errorf("text's original program headers (%d at %#x) do not match the note's (%d at %#x)", th.OrigPhnum, th.OrigPhdr, n.OrigPhnum, n.OrigPhdr)
 	case len(th.Segments) != len(n.Segments):
 		return fmt.Errorf("text file has %d segments, the note %d", len(th.Segments), len(n.Segments))
 	}

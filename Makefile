@@ -1,0 +1,42 @@
+# nvboot: `make test` runs every test (installing what it needs); `make build`
+# puts the tools in bin/; `make kernel` builds (or finds cached) the appliance kernel.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+CMDS := off2f
+
+.PHONY: all build deps test test-short kernel fuzz clean
+all: build
+
+deps:
+	@bash ci/deps.sh
+
+build: $(BIN)/ld-off2f $(addprefix $(BIN)/,$(CMDS))
+
+$(BIN)/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
+	@$(MAKE) -s -C loader OUT=$(CURDIR)/$(BIN)/ld-off2f
+
+$(BIN)/%: FORCE
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $@ ./cmd/$*
+FORCE:
+
+kernel: deps
+	@kernel-config/build.sh >/dev/null
+
+# Every test: unit, loader, fuzz corpora (as regression tests), QEMU/DAX end-to-end.
+test: deps build kernel
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) test -count=1 -timeout 40m ./...
+
+test-short: build
+	$(GO) test -short -count=1 ./...
+
+# Fuzz each parser of untrusted input for FUZZTIME (corpus kept in testdata/fuzz).
+FUZZTIME ?= 30s
+fuzz: build
+	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseText$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,251 @@
+package off2f_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nvboot/nvboot/off2f"
+)
+
+var staticInputs = []string{"go-probe", "go-probe-pie", "c-static", "c-static-pie", "busybox"}
+
+// pair places the original as A/<file> and the converted program as B/<file>,
+// so the only difference between the runs is the directory, which run() hides.
+func pair(t *testing.T, p *progs, name, file string, opt off2f.Options) (orig, conv string) {
+	t.Helper()
+	base := t.TempDir()
+	a, b := filepath.Join(base, "A"), filepath.Join(base, "B")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(p.bins[name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig = filepath.Join(a, file)
+	if err := os.WriteFile(orig, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hdr, _ := p.convertInto(t, name, b, opt)
+	conv = filepath.Join(b, file)
+	if hdr != conv {
+		if err := os.Rename(hdr, conv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return orig, conv
+}
+
+func runAs(t *testing.T, path, argv0 string, args, env []string) outcome {
+	t.Helper()
+	link := filepath.Join(filepath.Dir(path), argv0)
+	if argv0 != filepath.Base(path) {
+		if err := os.Symlink(filepath.Base(path), link); err != nil && !errors.Is(err, os.ErrExist) {
+			t.Fatal(err)
+		}
+	}
+	return run(t, link, args, env)
+}
+
+func TestConvertedBehavesLikeOriginal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real programs")
+	}
+	p := testProgs(t)
+	env := []string{"PROBE_B=2", "PROBE_A=1 with spaces", "PATH=/usr/bin:/bin"}
+	cases := []struct {
+		name, prog, argv0 string
+		args              []string
+	}{
+		{"go/plain", "go-probe", "probe", nil},
+		{"go/args", "go-probe", "probe", []string{"a", "b c", ""}},
+		{"go/exit", "go-probe", "probe", []string{"exit=3"}},
+		{"go/killed", "go-probe", "probe", []string{"kill"}},
+		{"go/panic", "go-probe", "probe", []string{"panic"}},
+		{"go-pie/args", "go-probe-pie", "probe", []string{"x", "exit=9"}},
+		{"go-pie/killed", "go-probe-pie", "probe", []string{"kill"}},
+		{"c-static", "c-static", "phdrs", []string{"one", "two"}},
+		{"c-static-pie", "c-static-pie", "phdrs", []string{"one"}},
+		{"busybox/echo", "busybox", "echo", []string{"hello", "world"}},
+		{"busybox/sh", "busybox", "sh", []string{"-c", `echo "$PROBE_A"; printf '%s\n' a b | wc -l; exit 5`}},
+		{"busybox/expr", "busybox", "busybox", []string{"expr", "6", "*", "7"}},
+		{"busybox/sha256", "busybox", "sha256sum", []string{"/etc/hostname"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := tc.argv0
+			if tc.prog == "busybox" {
+				file = "busybox"
+			}
+			orig, conv := pair(t, p, tc.prog, file, off2f.Options{})
+			want := runAs(t, orig, tc.argv0, tc.args, env)
+			got := runAs(t, conv, tc.argv0, tc.args, env)
+			if got != want {
+				t.Errorf("converted program differs\n got: %+v\nwant: %+v", got, want)
+			}
+			if want.Stdout == "" && want.Signal == "" {
+				t.Errorf("original printed nothing; the comparison proves little: %+v", want)
+			}
+		})
+	}
+}
+
+// The C probe prints the program headers glibc sees: the converted program must
+// see its original table (text PT_LOADs, PT_TLS, PT_GNU_EH_FRAME), which the
+// loader presents through AT_PHDR.
+func TestConvertedSeesOriginalProgramHeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real programs")
+	}
+	p := testProgs(t)
+	for _, name := range []string{"c-static", "c-static-pie"} {
+		_, conv := pair(t, p, name, "phdrs", off2f.Options{})
+		out := runAs(t, conv, "phdrs", nil, nil)
+		f, err := elf.Open(p.bins[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[elf.ProgType]int{}
+		for _, pr := range f.Progs {
+			count[pr.Type]++
+		}
+		want := "object phnum=" + strconv.Itoa(len(f.Progs)) + " loads=" + strconv.Itoa(count[elf.PT_LOAD]) +
+			" tls=1 eh_frame_hdr=" + strconv.Itoa(count[elf.PT_GNU_EH_FRAME])
+		if !strings.Contains(out.Stdout, want) || !strings.Contains(out.Stdout, "at_random=set") {
+			t.Errorf("%s: want %q in output, got:\n%s", name, want, out.Stdout)
+		}
+	}
+}
+
+func TestPrefaultRunsIdentically(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real programs")
+	}
+	p := testProgs(t)
+	orig, conv := pair(t, p, "go-probe", "probe", off2f.Options{Prefault: true})
+	h, err := off2f.ParseHeader(mustRead(t, conv))
+	if err != nil || h.Note.Flags&off2f.FlagPrefault == 0 {
+		t.Fatalf("prefault flag not in note: %v %+v", err, h)
+	}
+	if got, want := runAs(t, conv, "probe", []string{"q"}, nil), runAs(t, orig, "probe", []string{"q"}, nil); got != want {
+		t.Errorf("prefaulted program differs\n got: %+v\nwant: %+v", got, want)
+	}
+}
+
+func TestRejectsDynamicAndOtherInputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds real programs")
+	}
+	p := testProgs(t)
+	hdr, _ := p.convertInto(t, "go-probe", t.TempDir(), off2f.Options{})
+	cases := []struct {
+		name string
+		raw  []byte
+		want string
+	}{
+		{"dynamic", mustRead(t, p.bins["c-dynamic"]), "dynamically linked"},
+		{"already converted", mustRead(t, hdr), "already an OFF2F header file"},
+		{"text", []byte("#!/bin/sh\necho hi\n"), "not an ELF file"},
+		{"empty", nil, "not an ELF file"},
+		{"truncated", mustRead(t, p.bins["c-static"])[:3000], "truncated"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := off2f.Convert(tc.raw, off2f.Options{})
+			if !errors.Is(err, off2f.ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrUnsupported containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// unpack must give back every loadable segment byte for byte, and a program
+// that runs like the original.
+func TestUnpackRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds real programs")
+	}
+	p := testProgs(t)
+	for _, name := range staticInputs {
+		t.Run(name, func(t *testing.T) {
+			raw := mustRead(t, p.bins[name])
+			conv, err := off2f.Convert(raw, off2f.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := off2f.Unpack(conv.Header, conv.Text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := elf.NewFile(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, pr := range f.Progs {
+				if pr.Type != elf.PT_LOAD {
+					continue
+				}
+				n++
+				end := pr.Off + pr.Filesz
+				if end > uint64(len(got)) || !bytes.Equal(got[pr.Off:end], raw[pr.Off:end]) {
+					t.Errorf("segment at offset %#x (vaddr %#x) differs after unpack", pr.Off, pr.Vaddr)
+				}
+			}
+			if n < 2 {
+				t.Fatalf("only %d loadable segments compared", n)
+			}
+			if name == "go-probe" {
+				dir := t.TempDir()
+				a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+				os.Mkdir(a, 0o755)
+				os.Mkdir(b, 0o755)
+				os.WriteFile(filepath.Join(a, "probe"), raw, 0o755)
+				os.WriteFile(filepath.Join(b, "probe"), got, 0o755)
+				if o1, o2 := runAs(t, filepath.Join(a, "probe"), "probe", []string{"z"}, nil), runAs(t, filepath.Join(b, "probe"), "probe", []string{"z"}, nil); o1 != o2 {
+					t.Errorf("unpacked program differs\n got: %+v\nwant: %+v", o2, o1)
+				}
+			}
+		})
+	}
+}
+
+func TestIdenticalTextStoredOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds real programs")
+	}
+	p := testProgs(t)
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	_, c1 := p.convertInto(t, "go-probe", filepath.Join(dir, "one"), off2f.Options{StoreDir: store})
+	os.MkdirAll(filepath.Join(dir, "two"), 0o755)
+	_, c2 := p.convertInto(t, "go-probe", filepath.Join(dir, "two"), off2f.Options{StoreDir: store, Prefault: true})
+	if c1.TextName() != c2.TextName() {
+		t.Fatalf("same program, different text names %s %s", c1.TextName(), c2.TextName())
+	}
+	written, err := off2f.Store{Dir: store}.Put(c2.TextName(), c2.Text)
+	if err != nil || written {
+		t.Fatalf("second Put of identical text: written=%v err=%v", written, err)
+	}
+	entries, _ := off2f.Store{Dir: store}.List()
+	if len(entries) != 1 {
+		t.Fatalf("store has %d entries, want 1", len(entries))
+	}
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

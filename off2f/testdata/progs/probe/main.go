@@ -1,0 +1,79 @@
+// probe prints what a program can observe about how it was started, so a test
+// can compare an executable with its OFF2F conversion. Arguments select actions:
+// exit=N, kill (SIGKILL itself), panic.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+func main() {
+	fmt.Printf("args=%q\n", os.Args)
+	var env []string
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "PROBE_") {
+			env = append(env, e)
+		}
+	}
+	sort.Strings(env)
+	fmt.Printf("env=%q\n", env)
+	wd, _ := os.Getwd()
+	fmt.Printf("cwd=%s\n", filepath.Base(wd))
+	exe, err := os.Executable()
+	fmt.Printf("executable=%s err=%v\n", exe, err)
+	link, _ := os.Readlink("/proc/self/exe")
+	fmt.Printf("proc_self_exe=%s\n", link)
+
+	// Goroutines on several threads.
+	var wg sync.WaitGroup
+	sums := make([]int, 64)
+	for i := range sums {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j <= i*1000; j++ {
+				sums[i] += j
+			}
+		}(i)
+	}
+	wg.Wait()
+	total := 0
+	for _, s := range sums {
+		total += s
+	}
+	fmt.Printf("goroutines_sum=%d\n", total)
+
+	// A signal delivered to ourselves and handled.
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	fmt.Printf("signal=%v\n", <-ch)
+
+	var rl syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_STACK, &rl)
+	fmt.Printf("stack_limit=%d\n", rl.Cur)
+	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
+		f := strings.Fields(string(b))
+		fmt.Printf("comm=%s\n", f[1])
+	}
+
+	for _, a := range os.Args[1:] {
+		switch {
+		case strings.HasPrefix(a, "exit="):
+			n, _ := strconv.Atoi(strings.TrimPrefix(a, "exit="))
+			os.Exit(n)
+		case a == "kill":
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		case a == "panic":
+			panic("probe panics on request")
+		}
+	}
+}
