@@ -15,6 +15,7 @@
 #define AT_NULL 0
 #define AT_PHDR 3
 #define AT_PHNUM 5
+#define AT_BASE 7
 #define AT_ENTRY 9
 #define AT_EXECFN 31
 #define PT_LOAD 1
@@ -386,17 +387,19 @@ u64 loader_main(u64 *sp)
 	u64 argc = sp[0], *v = sp + 1 + argc + 1;
 	while (*v)
 		v++;
-	u64 *auxv = v + 1, at_phdr = 0, at_phnum = 0, at_entry = 0;
+	u64 *auxv = v + 1, at_phdr = 0, at_phnum = 0, at_entry = 0, at_base = 0;
 	p.name = argc ? (const char *)sp[1] : "?";
 	for (u64 *a = auxv; a[0] != AT_NULL; a += 2) {
 		switch (a[0]) {
 		case AT_PHDR: at_phdr = a[1]; break;
 		case AT_PHNUM: at_phnum = a[1]; break;
 		case AT_ENTRY: at_entry = a[1]; break;
+		case AT_BASE: at_base = a[1]; break;
 		case AT_EXECFN: p.name = (const char *)a[1]; break;
 		}
 	}
-	if (!at_phdr || !at_phnum || !at_entry)
+	/* Run as a program of its own, the kernel gives no interpreter base. */
+	if (!at_phdr || !at_phnum || !at_entry || !at_base)
 		die(&p, "run ld-off2f through an OFF2F program, not directly");
 	const char *why = find_note(&p, (const struct phdr *)at_phdr, at_phnum, at_phdr);
 	if (why)
