@@ -59,6 +59,7 @@ func buildProgs() (*progs, error) {
 		{"go-probe-pie", []string{"CGO_ENABLED=1"}, []string{"go", "build", "-buildmode=pie", "-ldflags=-linkmode=external -extldflags=-static-pie", "-o", filepath.Join(dir, "go-probe-pie"), "./testdata/progs/probe"}},
 		{"c-static", nil, []string{"gcc", "-O2", "-static", "-o", filepath.Join(dir, "c-static"), "testdata/progs/c/phdrs.c"}},
 		{"c-static-pie", nil, []string{"gcc", "-O2", "-static-pie", "-o", filepath.Join(dir, "c-static-pie"), "testdata/progs/c/phdrs.c"}},
+		{"tiny", nil, []string{"gcc", "-nostdlib", "-static", "-s", "-Wl,-z,separate-code", "-o", filepath.Join(dir, "tiny"), "testdata/progs/c/tiny.S"}},
 		{"c-dynamic", nil, []string{"gcc", "-O2", "-o", filepath.Join(dir, "c-dynamic"), "testdata/progs/c/phdrs.c"}},
 	}
 	for _, s := range steps {

@@ -1,0 +1,125 @@
+package off2f
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestFormatFrozen pins every size and offset of the on-disk formats, shared with
+// loader/off2f.h: changing one without bumping Version must fail here.
+func TestFormatFrozen(t *testing.T) {
+	n := Note{Version: Version, StoreDir: "/nv/text", OrigPhnum: 1, OrigPhdr: 0x400040, TextSize: 2 * PageSize,
+		Segments: []Segment{{Vaddr: 0x400000, Memsz: 0x1000, Filesz: 90, Offset: PageSize, Prot: ProtRead | ProtExec}}}
+	n.Hash[0], n.Hash[31] = 0xaa, 0xbb
+	b, err := n.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		off, size int
+		want      uint64
+	}{
+		{"version", 0, 4, Version},
+		{"hash[0]", 8, 1, 0xaa},
+		{"hash[31]", 39, 1, 0xbb},
+		{"text size", 40, 8, 2 * PageSize},
+		{"nseg", 48, 4, 1},
+		{"orig phnum", 52, 4, 1},
+		{"orig phdr", 56, 8, 0x400040},
+		{"store dir[0]", 64, 1, '/'},
+		{"seg vaddr", 448, 8, 0x400000},
+		{"seg memsz", 456, 8, 0x1000},
+		{"seg filesz", 464, 8, 90},
+		{"seg offset", 472, 8, PageSize},
+		{"seg prot", 480, 4, ProtRead | ProtExec},
+	}
+	for _, c := range checks {
+		var got uint64
+		for i := c.size - 1; i >= 0; i-- {
+			got = got<<8 | uint64(b[c.off+i])
+		}
+		if got != c.want {
+			t.Errorf("note %s at %d: got %#x want %#x", c.name, c.off, got, c.want)
+		}
+	}
+	if len(b) != 448+40 || NoteFixedSize != 448 || SegmentSize != 40 || TextHeaderFixedSize != 80 || TextHeaderSize != 4096 {
+		t.Errorf("sizes changed: note %d", len(b))
+	}
+	th := TextHeader{Version: Version, Hash: n.Hash, Size: 2 * PageSize, OrigPhdr: 0x400040, OrigPhnum: 1, Segments: n.Segments}
+	tb, err := th.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(tb[0:8]) != "OFF2FTXT" || tb[8] != Version || tb[16] != 0xaa || tb[48] != 0 || tb[49] != 0x20 ||
+		tb[56] != 1 || tb[61] != 0x10 || tb[64] != 0x40 || tb[72] != 1 || tb[80+2] != 0x40 {
+		t.Errorf("text header layout changed: % x", tb[:96])
+	}
+	var n2 Note
+	if err := n2.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if n2.StoreDir != n.StoreDir || n2.Segments[0] != n.Segments[0] || n2.Hash != n.Hash {
+		t.Errorf("round trip: %+v", n2)
+	}
+}
+
+func TestNoteRejects(t *testing.T) {
+	good := func() *Note {
+		return &Note{Version: Version, StoreDir: "/nv/text", OrigPhnum: 2, OrigPhdr: 0x400040, TextSize: 3 * PageSize,
+			Segments: []Segment{{Vaddr: 0x400000, Memsz: 0x1000, Filesz: 0x1000, Offset: PageSize, Prot: ProtRead | ProtExec}}}
+	}
+	cases := []struct {
+		name string
+		mod  func(n *Note)
+		want string
+	}{
+		{"relative store", func(n *Note) { n.StoreDir = "nv/text" }, "not an absolute path"},
+		{"writable", func(n *Note) { n.Segments[0].Prot |= ProtWrite }, "not read-only"},
+		{"offset not congruent", func(n *Note) { n.Segments[0].Offset += 8 }, "differ modulo the page size"},
+		{"past end", func(n *Note) { n.TextSize = PageSize }, "past the end"},
+		{"over header page", func(n *Note) { n.Segments[0].Offset = 0 }, "overlaps the header page"},
+		{"kernel address", func(n *Note) { n.Segments[0].Vaddr = 1 << 63 }, "outside user space"},
+		{"phdr outside", func(n *Note) { n.OrigPhdr = 0x500000 }, "not inside a text segment"},
+		{"filesz > memsz", func(n *Note) { n.Segments[0].Filesz = 0x2000 }, "filesz"},
+		{"unknown flag", func(n *Note) { n.Flags = 1 << 20 }, "unknown flags"},
+		{"overlap", func(n *Note) {
+			n.Segments = append(n.Segments, Segment{Vaddr: 0x400800, Memsz: 0x100, Filesz: 0x100, Offset: 2*PageSize + 0x800, Prot: ProtRead})
+		}, "overlaps"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := good()
+			c.mod(n)
+			b, err := n.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out Note
+			err = out.UnmarshalBinary(b)
+			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want ErrFormat containing %q", err, c.want)
+			}
+		})
+	}
+	if _, err := (&Note{StoreDir: strings.Repeat("/a", 100), Segments: good().Segments}).MarshalBinary(); err == nil {
+		t.Error("an over-long store path was encoded")
+	}
+}
+
+func TestLayoutAlignsHugeSegments(t *testing.T) {
+	segs, size, huge := layoutText([]Segment{
+		{Vaddr: 0x400000, Memsz: 3 << 20, Prot: ProtRead | ProtExec},
+		{Vaddr: 0x700000 + 0x123, Memsz: 0x1000, Prot: ProtRead},
+	})
+	if !huge || segs[0].Offset%HugePageSize != 0x400000%HugePageSize || segs[0].Offset < TextHeaderSize {
+		t.Errorf("huge segment at offset %#x", segs[0].Offset)
+	}
+	if segs[1].Offset%PageSize != 0x123 || segs[1].Offset < segs[0].Offset+segs[0].Memsz {
+		t.Errorf("small segment at offset %#x", segs[1].Offset)
+	}
+	if size%PageSize != 0 || size < segs[1].Offset+segs[1].Memsz {
+		t.Errorf("size %#x", size)
+	}
+}
