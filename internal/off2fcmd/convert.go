@@ -42,11 +42,15 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 	if *out == "" {
 		*out = in + ".off2f"
 	}
-	raw, err := os.ReadFile(in)
-	if err != nil {
-		return fmt.Errorf("convert: %w", err)
-	}
 	opt := off2f.Options{Loader: *loader, Prefault: *prefault}
+	if *mount != "" {
+		parts := strings.SplitN(*mount, ":", 3)
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+			return cli.Usagef("-mount %q: want DEV:FSTYPE:OPTIONS, e.g. /dev/pmem0:ext4:dax=always", *mount)
+		}
+		opt.Device, opt.FSType, opt.MountOpts = parts[0], parts[1], parts[2]
+	}
+	var err error
 	if opt.StoreDir, err = recordedPath(*storePath, *storeDir); err != nil {
 		return err
 	}
@@ -55,12 +59,9 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 			return err
 		}
 	}
-	if *mount != "" {
-		parts := strings.SplitN(*mount, ":", 3)
-		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
-			return cli.Usagef("-mount %q: want DEV:FSTYPE:OPTIONS, e.g. /dev/pmem0:ext4:dax=always", *mount)
-		}
-		opt.Device, opt.FSType, opt.MountOpts = parts[0], parts[1], parts[2]
+	raw, err := os.ReadFile(in)
+	if err != nil {
+		return fmt.Errorf("convert: %w", err)
 	}
 	conv, err := off2f.Convert(raw, opt)
 	if err != nil {
