@@ -1,0 +1,61 @@
+// Package kernelconfig holds the appliance kernel's config fragments; its test
+// checks that every option they set survives into the final .config.
+package kernelconfig
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFragmentOptionsInFinalConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the kernel build (cached outside the checkout)")
+	}
+	out, err := exec.Command("./build.sh").Output()
+	if err != nil {
+		t.Fatalf("kernel-config/build.sh: %v", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	final := readConfig(t, filepath.Join(dir, "config"))
+	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+		t.Fatal(err)
+	}
+	frags, _ := filepath.Glob("*.config")
+	if len(frags) < 2 {
+		t.Fatalf("found fragments %v, want the arch one and common.config", frags)
+	}
+	n := 0
+	for _, frag := range frags {
+		for opt, val := range readConfig(t, frag) {
+			n++
+			if got, ok := final[opt]; !ok || got != val {
+				t.Errorf("%s: %s=%s, final .config has %q (dropped by an unmet dependency?)", frag, opt, val, got)
+			}
+		}
+	}
+	if n < 40 {
+		t.Errorf("only %d options checked", n)
+	}
+}
+
+func readConfig(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			m[k] = v
+		}
+	}
+	return m
+}
