@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
@@ -27,23 +26,15 @@ strip), so they are not restored. The text's hash is checked first.`,
 		return cli.Usagef("unpack takes -o OUT and one header file")
 	}
 	path := fs.Arg(0)
-	header, err := os.ReadFile(path)
+	hdr, err := readHeader("unpack", path, *storeDir)
 	if err != nil {
-		return fmt.Errorf("unpack: %w", err)
+		return err
 	}
-	h, err := off2f.ParseHeader(header)
-	if err != nil {
-		return fmt.Errorf("unpack %s: %w", path, err)
-	}
-	dir := *storeDir
-	if dir == "" {
-		dir = h.Note.StoreDir
-	}
-	text, err := os.ReadFile(filepath.Join(dir, off2f.HashName(h.Note.Hash)))
+	text, err := os.ReadFile(hdr.text)
 	if err != nil {
 		return fmt.Errorf("unpack %s: text: %w", path, err)
 	}
-	elf, err := off2f.Unpack(header, text)
+	elf, err := off2f.Unpack(hdr.raw, text)
 	if err != nil {
 		return fmt.Errorf("unpack %s: %w", path, err)
 	}

@@ -28,20 +28,12 @@ Exits 1 if anything does not match.`,
 		return cli.Usagef("verify takes one header file, got %d", fs.NArg())
 	}
 	path := fs.Arg(0)
-	raw, err := os.ReadFile(path)
+	hdr, err := readHeader("verify", path, *storeDir)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return err
 	}
-	h, err := off2f.ParseHeader(raw)
-	if err != nil {
-		return fmt.Errorf("verify %s: %w", path, err)
-	}
-	dir := *storeDir
-	if dir == "" {
-		dir = h.Note.StoreDir
-	}
-	name := off2f.HashName(h.Note.Hash)
-	res := verifyResult{Header: path, Text: filepath.Join(dir, name)}
+	h, name := hdr.h, off2f.HashName(hdr.h.Note.Hash)
+	res := verifyResult{Header: path, Text: hdr.text}
 	if err := checkTextFile(h, res.Text); err != nil {
 		res.Error = err.Error()
 	}
