@@ -6,6 +6,7 @@
 //   - the child's text mappings from /proc/PID/smaps (path, size, Rss);
 //   - the page cache (Cached in /proc/meminfo) before and after the child ran;
 //   - the physical extents of the text file (FIEMAP), to check 2 MiB alignment.
+//
 // It imports net/http so that its own text is over 2 MiB (a huge segment).
 package main
 
@@ -22,7 +23,6 @@ import (
 	"time"
 	"unsafe"
 )
-
 
 func say(k string, v any) { fmt.Printf("DAXPROBE %s=%v\n", k, v) }
 

@@ -14,7 +14,6 @@ import (
 	"unsafe"
 )
 
-
 // bigText keeps net/http (a few MiB of text) reachable so the text segment is
 // over 2 MiB and is laid out for 2 MiB DAX mappings.
 func bigText() {
