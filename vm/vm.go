@@ -1,0 +1,330 @@
+// Package vm boots the appliance kernel in QEMU the way nvboot's tests,
+// benchmarks and `nvboot run/measure/powercut` need it: emulated NVDIMMs backed
+// by files (their contents persist across boots: that is the pmem), virtio
+// disks with storage speed models, the serial console captured line by line
+// with the time since power-on, and SIGKILL of QEMU as a power cut.
+//
+// QEMU runs with KVM only when KVM can really run a guest here (see
+// KVMUsable); otherwise with TCG.
+package vm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Config describes one virtual machine.
+type Config struct {
+	QEMU    string // the QEMU binary; default qemu-system-x86_64
+	Kernel  string // bzImage to boot directly (-kernel); required
+	Initrd  string // initramfs, optional
+	Cmdline string // kernel command line after the console settings vm adds
+	MemMiB  int    // RAM; default 256
+	CPUs    int    // default 1
+	Accel   string // "kvm" or "tcg"; "" picks KVM when usable, else TCG
+	Disks   []Disk
+	NVDIMMs []NVDIMM
+	// Forwards are host TCP ports forwarded to the guest (user networking,
+	// virtio-net). Empty: the guest has no network device.
+	Forwards []Forward
+	// Console, when set, gets a copy of everything the guest prints on its
+	// serial console, as it arrives.
+	Console io.Writer
+	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
+	Stdin io.Reader
+	Extra []string // more QEMU arguments, appended last
+}
+
+// Disk is a virtio block device (vda, vdb, ... in order).
+type Disk struct {
+	Path     string
+	Storage  Storage // speed model; zero value: unthrottled
+	ReadOnly bool
+}
+
+// NVDIMM is an emulated NVDIMM backed by a file (pmem0, pmem1, ... in order).
+// The guest sees it as one label-less namespace covering the whole file.
+type NVDIMM struct {
+	Path string
+	// Size of the DIMM; 0 means the file's size. The kernel maps pmem in
+	// 2 MiB units (and its memory sections are 128 MiB), so keep it a
+	// multiple of 128 MiB.
+	Size int64
+}
+
+// Forward forwards host TCP port Host to guest port Guest.
+type Forward struct{ Host, Guest int }
+
+// Line is one line of serial console output and when it arrived, measured
+// from the start of QEMU (power-on).
+type Line struct {
+	At   time.Duration
+	Text string
+}
+
+// Machine is a running (or finished) QEMU.
+type Machine struct {
+	cmd   *exec.Cmd
+	Start time.Time // when QEMU was started: power-on
+	Accel string    // the accelerator in use
+	Args  []string  // the QEMU command line
+
+	mu      sync.Mutex
+	lines   []Line
+	partial []byte
+	changed chan struct{} // closed and replaced on each new line and at exit
+	exited  bool
+	waitErr error
+	done    chan struct{}
+}
+
+// ErrExited is returned by Expect when QEMU ended before the line came.
+var ErrExited = errors.New("vm: QEMU exited")
+
+// Args returns the QEMU command line for c (without the binary).
+func (c Config) args(accel string) ([]string, error) {
+	if c.Kernel == "" {
+		return nil, errors.New("vm: no kernel (set NVBOOT_KERNEL or run make kernel)")
+	}
+	mem := c.MemMiB
+	if mem == 0 {
+		mem = 256
+	}
+	cpus := c.CPUs
+	if cpus == 0 {
+		cpus = 1
+	}
+	machine := "pc"
+	if len(c.NVDIMMs) > 0 {
+		machine += ",nvdimm=on"
+	}
+	a := []string{
+		"-machine", machine, "-accel", accel, "-cpu", cpuModel(accel), "-smp", fmt.Sprint(cpus),
+		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
+		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
+		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
+		"-kernel", c.Kernel,
+		"-append", strings.TrimSpace("console=ttyS0 " + c.Cmdline),
+	}
+	if c.Initrd != "" {
+		a = append(a, "-initrd", c.Initrd)
+	}
+	var pmem int64
+	for i, n := range c.NVDIMMs {
+		size := n.Size
+		if size == 0 {
+			st, err := os.Stat(n.Path)
+			if err != nil {
+				return nil, fmt.Errorf("vm: nvdimm %d: %w", i, err)
+			}
+			size = st.Size()
+		}
+		if size <= 0 || size%(2<<20) != 0 {
+			return nil, fmt.Errorf("vm: nvdimm %d (%s): size %d is not a positive multiple of 2 MiB", i, n.Path, size)
+		}
+		pmem += size
+		a = append(a,
+			"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, size),
+			"-device", fmt.Sprintf("nvdimm,id=nv%d,memdev=pm%d", i, i))
+	}
+	memArg := fmt.Sprintf("%dM", mem)
+	if len(c.NVDIMMs) > 0 {
+		memArg = fmt.Sprintf("%dM,slots=%d,maxmem=%dM", mem, len(c.NVDIMMs)+1, int64(mem)+pmem>>20+1024)
+	}
+	a = append(a, "-m", memArg)
+	for i, d := range c.Disks {
+		if _, err := os.Stat(d.Path); err != nil {
+			return nil, fmt.Errorf("vm: disk %d: %w", i, err)
+		}
+		opt := fmt.Sprintf("file=%s,if=none,id=d%d,format=raw", d.Path, i)
+		if d.ReadOnly {
+			opt += ",readonly=on"
+		}
+		if t := d.Storage.throttle(); t != "" {
+			opt += "," + t
+		}
+		a = append(a, "-drive", opt, "-device", fmt.Sprintf("virtio-blk-pci,drive=d%d", i))
+	}
+	if len(c.Forwards) > 0 {
+		net := "user,id=n0"
+		for _, f := range c.Forwards {
+			net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
+		}
+		a = append(a, "-netdev", net, "-device", "virtio-net-pci,netdev=n0")
+	}
+	a = append(a, "-device", "virtio-rng-pci") // the guest's entropy: Go's runtime wants getrandom early
+	return append(a, c.Extra...), nil
+}
+
+func cpuModel(accel string) string {
+	if accel == "kvm" {
+		return "host"
+	}
+	return "max" // TCG: every feature it emulates (CLWB, CLFLUSHOPT for pheap)
+}
+
+// ChooseAccel returns "kvm" when KVM really works here and "tcg" otherwise,
+// with the reason when it is TCG.
+func ChooseAccel(qemu string) (accel, why string) {
+	if ok, why := KVMUsable(qemu); ok {
+		return "kvm", ""
+	} else {
+		return "tcg", why
+	}
+}
+
+// Start powers the machine on.
+func Start(ctx context.Context, c Config) (*Machine, error) {
+	qemu := c.QEMU
+	if qemu == "" {
+		qemu = "qemu-system-x86_64"
+	}
+	accel := c.Accel
+	if accel == "" {
+		accel, _ = ChooseAccel(qemu)
+	}
+	args, err := c.args(accel)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test or tool
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if c.Stdin != nil {
+		cmd.Stdin = c.Stdin
+	}
+	m := &Machine{cmd: cmd, Accel: accel, Args: append([]string{qemu}, args...),
+		changed: make(chan struct{}), done: make(chan struct{})}
+	m.Start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
+	}
+	go func() {
+		m.read(out, c.Console)
+		err := cmd.Wait()
+		if err != nil && stderr.Len() > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		m.mu.Lock()
+		m.exited, m.waitErr = true, err
+		close(m.changed)
+		m.mu.Unlock()
+		close(m.done)
+	}()
+	return m, nil
+}
+
+// read splits the console into lines, stamping each on arrival.
+func (m *Machine) read(r io.Reader, copyTo io.Writer) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && copyTo != nil {
+			copyTo.Write(b)
+		}
+		m.mu.Lock()
+		m.partial = append(m.partial, b...)
+		if n := len(m.partial); n > 0 && m.partial[n-1] == '\n' {
+			text := strings.TrimRight(string(m.partial), "\r\n")
+			m.lines = append(m.lines, Line{At: time.Since(m.Start), Text: text})
+			m.partial = m.partial[:0]
+			close(m.changed)
+			m.changed = make(chan struct{})
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.mu.Lock()
+			if len(m.partial) > 0 { // the last line, cut off by the power cut
+				m.lines = append(m.lines, Line{At: time.Since(m.Start), Text: strings.TrimRight(string(m.partial), "\r\n")})
+				m.partial = nil
+			}
+			m.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Expect waits for a console line for which match returns true, looking at
+// lines from index from on, and returns it with its index. It fails with
+// ErrExited if QEMU ends first, or with ctx's error.
+func (m *Machine) Expect(ctx context.Context, from int, match func(string) bool) (Line, int, error) {
+	for {
+		m.mu.Lock()
+		for i := from; i < len(m.lines); i++ {
+			if match(m.lines[i].Text) {
+				l := m.lines[i]
+				m.mu.Unlock()
+				return l, i, nil
+			}
+		}
+		from = max(from, len(m.lines))
+		exited, ch := m.exited, m.changed
+		m.mu.Unlock()
+		if exited {
+			return Line{}, 0, fmt.Errorf("%w before a matching line: %v", ErrExited, m.waitErr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Line{}, 0, fmt.Errorf("vm: waiting for console output: %w", ctx.Err())
+		}
+	}
+}
+
+// ExpectString waits for a line containing s.
+func (m *Machine) ExpectString(ctx context.Context, s string) (Line, error) {
+	l, _, err := m.Expect(ctx, 0, func(t string) bool { return strings.Contains(t, s) })
+	return l, err
+}
+
+// Lines returns the console lines so far.
+func (m *Machine) Lines() []Line {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Line(nil), m.lines...)
+}
+
+// Console returns the console output so far as text.
+func (m *Machine) Console() string {
+	var b strings.Builder
+	for _, l := range m.Lines() {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Kill cuts the power: SIGKILL to QEMU, nothing flushed, then waits for it.
+func (m *Machine) Kill() {
+	m.cmd.Process.Kill()
+	<-m.done
+}
+
+// Wait waits for QEMU to end (the guest powered off or rebooted) and returns
+// its exit error, if any.
+func (m *Machine) Wait(ctx context.Context) error {
+	select {
+	case <-m.done:
+		return m.waitErr
+	case <-ctx.Done():
+		return fmt.Errorf("vm: waiting for the guest to power off: %w", ctx.Err())
+	}
+}
+
+// Done is closed when QEMU has ended.
+func (m *Machine) Done() <-chan struct{} { return m.done }
