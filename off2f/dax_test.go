@@ -1,0 +1,244 @@
+package off2f_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/off2f"
+	"github.com/nvboot/nvboot/vm"
+)
+
+// guestKernel returns the appliance kernel ($NVBOOT_KERNEL, which make test
+// sets), skipping without it or without QEMU.
+func guestKernel(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	k := os.Getenv("NVBOOT_KERNEL")
+	if k == "" {
+		t.Skip("NVBOOT_KERNEL unset (make test sets it)")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("no qemu-system-x86_64")
+	}
+	return k
+}
+
+// daxProbe is one boot's "DAXPROBE key=value" lines (a key may repeat).
+type daxProbe map[string][]string
+
+func parseProbe(console, prefix string) daxProbe {
+	p := daxProbe{}
+	for _, l := range strings.Split(console, "\n") {
+		l = strings.TrimSpace(l)
+		rest, ok := strings.CutPrefix(l, prefix+" ")
+		if !ok {
+			continue
+		}
+		k, v, _ := strings.Cut(rest, "=")
+		p[k] = append(p[k], v)
+	}
+	return p
+}
+
+func (p daxProbe) int(t *testing.T, k string) int {
+	t.Helper()
+	if len(p[k]) != 1 {
+		t.Fatalf("probe: want one %s, have %q", k, p[k])
+	}
+	n, err := strconv.Atoi(p[k][0])
+	if err != nil {
+		t.Fatalf("probe: %s=%q: %v", k, p[k][0], err)
+	}
+	return n
+}
+
+// TestTextMappedFromDAXPmem is the end-to-end proof on a real kernel (the
+// appliance kernel from kernel-config/) with an emulated NVDIMM:
+//
+// Boot 1 turns the NVDIMM into an fsdax namespace and copies an ext4 text
+// store onto it. As a control it runs textwalk (which faults in all of its
+// text) with the same store on a virtio disk without DAX: the page cache grows
+// by about the text size. It also runs converted static-pie programs (gcc and
+// Go) from the DAX store and checks they match the originals in this kernel.
+//
+// Boot 2 starts the converted daxprobe as PID 1 (rdinit=): nothing has mounted
+// the store, so the loader must mount it from the note (/dev/pmem0, ext4,
+// dax=always) before daxprobe runs. daxprobe runs textwalk and reports its
+// /proc/PID/smaps and the page cache: the text is mapped from /nv/text on a
+// dax=always mount and the page cache does not grow by the text size.
+func TestTextMappedFromDAXPmem(t *testing.T) {
+	kernel := guestKernel(t)
+	p := testProgs(t)
+	dir := t.TempDir()
+	build := func(name string) string {
+		out := filepath.Join(dir, "bin", name)
+		cmd := exec.Command("go", "build", "-o", out, "./testdata/progs/"+name)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, b)
+		}
+		return out
+	}
+	bins := map[string]string{"daxprobe": build("daxprobe"), "textwalk": build("textwalk"),
+		"c-static-pie": p.bins["c-static-pie"], "go-probe-pie": p.bins["go-probe-pie"]}
+
+	// Convert for the guest: loader at its installed path, store at /nv/text
+	// on /dev/pmem0, texts into storefs/ (the store filesystem's contents).
+	storefs := filepath.Join(dir, "storefs")
+	opt := off2f.Options{Loader: "/lib/ld-off2f.so.1", StoreDir: "/nv/text",
+		Device: "/dev/pmem0", FSType: "ext4", MountOpts: "dax=always"}
+	files := map[string]string{"lib/ld-off2f.so.1": p.loader}
+	textSize := map[string]int{}
+	if err := os.MkdirAll(storefs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"daxprobe", "textwalk", "c-static-pie", "go-probe-pie"} {
+		raw, err := os.ReadFile(bins[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv, err := off2f.Convert(raw, opt)
+		if err != nil {
+			t.Fatalf("converting %s: %v", name, err)
+		}
+		if _, err := (off2f.Store{Dir: storefs}).Put(conv.TextName(), conv.Text); err != nil {
+			t.Fatal(err)
+		}
+		hdr := filepath.Join(dir, "hdr", name)
+		os.MkdirAll(filepath.Dir(hdr), 0o755)
+		if err := os.WriteFile(hdr, conv.Header, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		files["sbin/"+name] = hdr
+		files["orig/"+name] = bins[name]
+		for _, seg := range conv.Note.Segments {
+			textSize[name] += int(seg.Memsz)
+		}
+	}
+	if textSize["textwalk"] < 4<<20 {
+		t.Fatalf("textwalk text is %d bytes; the test needs a big one", textSize["textwalk"])
+	}
+	storeImg := filepath.Join(dir, "store.ext4")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-d", storefs, storeImg, "96M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	pmem := filepath.Join(dir, "pmem.img")
+	if err := os.WriteFile(pmem, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(pmem, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	cfg := vm.Config{Kernel: kernel, MemMiB: 512, NVDIMMs: []vm.NVDIMM{{Path: pmem}},
+		Disks: []vm.Disk{{Path: storeImg, ReadOnly: true}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// Boot 1: provision, the non-DAX control, static-pie in this kernel.
+	res, err := vm.RunScript(ctx, cfg, vm.Script{Files: files, Script: `
+nvboot_fsdax namespace0.0
+dd if=/dev/vda of=/dev/pmem0 bs=1M 2>/dev/null
+sync
+mkdir -p /nv/text
+mount -t ext4 -o ro /dev/vda /nv/text
+echo 3 > /proc/sys/vm/drop_caches
+/sbin/daxprobe /sbin/textwalk | sed 's/^DAXPROBE/CONTROL/'
+umount /nv/text
+mount -t ext4 -o ro,dax=always /dev/pmem0 /nv/text
+for p in c-static-pie go-probe-pie; do
+	a=$(/orig/$p one two 2>&1; echo "exit $?")
+	b=$(/sbin/$p one two 2>&1; echo "exit $?")
+	a=$(echo "$a" | sed 's#/orig/#/X/#g')
+	b=$(echo "$b" | sed 's#/sbin/#/X/#g')
+	if [ "$a" = "$b" ]; then echo "PIE-SAME $p"; else echo "PIE-DIFF $p: [$a] vs [$b]"; fi
+done
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != 0 {
+		t.Fatalf("boot 1: script status %d\n%s", res.Status, res.Console)
+	}
+	for _, name := range []string{"c-static-pie", "go-probe-pie"} {
+		if !strings.Contains(res.Console, "PIE-SAME "+name) {
+			t.Errorf("converted %s in the guest differs from the original:\n%s", name, res.Console)
+		}
+	}
+	control := parseProbe(res.Console, "CONTROL")
+	if len(control["child_map"]) == 0 {
+		t.Fatalf("control: textwalk has no mapping from /nv/text:\n%s", res.Console)
+	}
+	controlGrowth := control.int(t, "cached_after_kib") - control.int(t, "cached_before_kib")
+	if controlGrowth*1024 < textSize["textwalk"]/2 {
+		t.Fatalf("control without DAX: the page cache grew by %d KiB for %d KiB of text; the probe does not measure what it should:\n%s",
+			controlGrowth, textSize["textwalk"]>>10, res.Console)
+	}
+
+	// Boot 2: the loader as PID 1 mounts the DAX store itself.
+	cfg.Disks = nil
+	cfg.Cmdline = "quiet rdinit=/sbin/daxprobe -- /sbin/textwalk"
+	initrd := filepath.Join(dir, "initrd2")
+	if err := (vm.Script{Files: files}).BuildInitramfs(initrd); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Initrd = initrd
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Wait(ctx); err != nil {
+		m.Kill()
+		t.Fatalf("boot 2: %v\n%s", err, m.Console())
+	}
+	con := m.Console()
+	probe := parseProbe(con, "DAXPROBE")
+	if len(probe["end"]) == 0 {
+		t.Fatalf("boot 2: daxprobe did not finish:\n%s", con)
+	}
+	if pid := probe["pid"]; len(pid) != 1 || pid[0] != "1" {
+		t.Fatalf("boot 2: daxprobe is not PID 1 (%q):\n%s", pid, con)
+	}
+	mnt := strings.Join(probe["mount"], "")
+	if !strings.HasPrefix(mnt, "/dev/pmem0 ext4 ") || !strings.Contains(mnt, "dax=always") || !strings.Contains(mnt, "ro") {
+		t.Errorf("boot 2: /nv/text is mounted as %q, want /dev/pmem0 ext4 ro,dax=always", mnt)
+	}
+	if len(probe["self_map"]) == 0 {
+		t.Errorf("boot 2: daxprobe (PID 1) has no text mapping from /nv/text:\n%s", con)
+	}
+	if !regexp.MustCompile(`^faulted [1-9]`).MatchString(strings.Join(probe["child_said"], "")) {
+		t.Errorf("boot 2: textwalk did not fault its text in: %q", probe["child_said"])
+	}
+	var mappedKiB int
+	for _, m := range probe["child_map"] {
+		f := strings.Fields(m)
+		if len(f) != 3 || !strings.HasPrefix(f[0], "/nv/text/") {
+			t.Errorf("boot 2: odd text mapping %q", m)
+			continue
+		}
+		n, _ := strconv.Atoi(f[1])
+		mappedKiB += n
+	}
+	if mappedKiB*1024 < textSize["textwalk"]*3/4 {
+		t.Errorf("boot 2: textwalk maps %d KiB from /nv/text, its text is %d KiB", mappedKiB, textSize["textwalk"]>>10)
+	}
+	growth := probe.int(t, "cached_after_kib") - probe.int(t, "cached_before_kib")
+	// DAX maps pmem itself: the page cache may move by a few pages for the
+	// directory and inode, never by the text it maps.
+	if growth*1024 > textSize["textwalk"]/8 {
+		t.Errorf("boot 2: page cache grew by %d KiB running %d KiB of text from DAX (control without DAX: %d KiB)",
+			growth, textSize["textwalk"]>>10, controlGrowth)
+	}
+	t.Logf("textwalk text %d KiB; page cache growth: DAX %d KiB, control without DAX %d KiB", textSize["textwalk"]>>10, growth, controlGrowth)
+	for _, e := range probe["extent"] {
+		t.Logf("text file extent: %s", e)
+	}
+}
