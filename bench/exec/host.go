@@ -45,19 +45,39 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 	}
 	h := filepath.Join(ram, "host")
 	store := filepath.Join(h, "store")
+	if err := placeELFs(p, filepath.Join(disk, "elf")); err != nil {
+		return nil, err
+	}
+	if err := placeELFs(p, filepath.Join(h, "elf")); err != nil {
+		return nil, err
+	}
+	opt := off2f.Options{Loader: p.Loader, StoreDir: store, Prefault: c.Prefault}
+	if err := placeOFF2F(p, filepath.Join(disk, "off2f"), store, opt); err != nil {
+		return nil, err
+	}
 	layouts := []layout{
 		{layoutELF, filepath.Join(disk, "elf")},
 		{layoutOFF2FTmpfs, filepath.Join(disk, "off2f")},
-		{layoutTmpfs, filepath.Join(h, "elf")},
 	}
-	for _, l := range []layout{layouts[0], layouts[2]} {
-		if err := placeELFs(p, l.Dir); err != nil {
+	// The same on a tmpfs with 2 MiB pages: the nearest the host has to DAX,
+	// whose text the kernel can map with 2 MiB entries.
+	huge := filepath.Join(h, "huge")
+	if err := mountHugeTmpfs(huge); err != nil {
+		log.printf("host: no huge-page tmpfs (%v); skipping the %s and %s layouts", err, layoutOFF2FHuge, layoutHugeTmpfs)
+	} else {
+		defer syscall.Unmount(huge, syscall.MNT_DETACH)
+		opt.StoreDir = filepath.Join(huge, "store")
+		if err := placeOFF2F(p, filepath.Join(disk, "off2f-huge"), opt.StoreDir, opt); err != nil {
 			return nil, err
 		}
+		if err := placeELFs(p, filepath.Join(huge, "elf")); err != nil {
+			return nil, err
+		}
+		layouts = append(layouts, layout{layoutOFF2FHuge, filepath.Join(disk, "off2f-huge")})
 	}
-	opt := off2f.Options{Loader: p.Loader, StoreDir: store, Prefault: c.Prefault}
-	if err := placeOFF2F(p, layouts[1].Dir, store, opt); err != nil {
-		return nil, err
+	layouts = append(layouts, layout{layoutTmpfs, filepath.Join(h, "elf")})
+	if _, err := os.Stat(filepath.Join(huge, "elf")); err == nil {
+		layouts = append(layouts, layout{layoutHugeTmpfs, filepath.Join(huge, "elf")})
 	}
 	k := countsFor(c, false)
 	scripts, err := writeScripts(h, h, "/bin/sh", layouts, k.MakeIters)
@@ -78,7 +98,7 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 // runMeasure runs the measurer on this machine and collects its records; its
 // stderr (one line per group) is passed through as progress.
 func runMeasure(ctx context.Context, measure string, pl plan.Plan, planPath string, log *progress) ([]plan.Record, error) {
-	b, err := json.MarshalIndent(pl, "", "  ")
+	b, err := jsonBytes(pl)
 	if err != nil {
 		return nil, err
 	}
@@ -127,3 +147,16 @@ func names(ls []layout) []string {
 	}
 	return s
 }
+
+// mountHugeTmpfs mounts a private tmpfs with huge=always at dir.
+func mountHugeTmpfs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount("nvboot-bench-huge", dir, "tmpfs", 0, "huge=always,size=1g,mode=0755"); err != nil {
+		return fmt.Errorf("mount -t tmpfs -o huge=always %s: %w", dir, err)
+	}
+	return nil
+}
+
+func jsonBytes(pl plan.Plan) ([]byte, error) { return json.MarshalIndent(pl, "", "  ") }

@@ -16,8 +16,12 @@ const (
 	layoutELF        = "elf"              // the plain ELF on storage
 	layoutOFF2F      = "off2f"            // header on storage, text in the store on DAX pmem (VM)
 	layoutOFF2FTmpfs = "off2f-tmpfs-text" // header on storage, text in a store on tmpfs (host)
-	layoutDAXELF     = "dax-elf"          // the whole ELF on the DAX filesystem (VM)
-	layoutTmpfs      = "tmpfs"            // the ELF on tmpfs
+	// Header on storage, text in a store on a tmpfs mounted huge=always (host):
+	// 2 MiB pages, like DAX on pmem can map the text, where plain tmpfs has 4 KiB.
+	layoutOFF2FHuge = "off2f-hugetmpfs-text"
+	layoutDAXELF    = "dax-elf"   // the whole ELF on the DAX filesystem (VM)
+	layoutTmpfs     = "tmpfs"     // the ELF on tmpfs
+	layoutHugeTmpfs = "hugetmpfs" // the ELF on a tmpfs mounted huge=always (host)
 )
 
 // layout is one way of laying out the programs: a directory (as the measurer

@@ -160,6 +160,14 @@ func (rep *report) ratios() map[string]float64 {
 			add("host_make_off2f_vs_elf", ps, "make/cold", o, layoutELF, false)
 			add("host_big_cold_off2f_vs_tmpfs", ps, "big/cold", o, layoutTmpfs, false)
 			add("host_big_warm_off2f_vs_tmpfs", ps, "big/warm", o, layoutTmpfs, false)
+			// The text store on 2 MiB tmpfs pages, DAX's stand-in on the host.
+			hg := layoutOFF2FHuge
+			add("host_big_cold_off2f_hugetmpfs_vs_elf", ps, "big/cold", hg, layoutELF, false)
+			add("host_big_warm_off2f_hugetmpfs_vs_elf", ps, "big/warm", hg, layoutELF, false)
+			add("host_mid_warm_off2f_hugetmpfs_vs_elf", ps, "mid/warm", hg, layoutELF, false)
+			add("host_tiny_off2f_hugetmpfs_minus_elf_us", ps, "tiny/warm", hg, layoutELF, true)
+			add("host_make_off2f_hugetmpfs_vs_elf", ps, "make/cold", hg, layoutELF, false)
+			add("host_big_cold_off2f_hugetmpfs_vs_hugetmpfs", ps, "big/cold", hg, layoutHugeTmpfs, false)
 			continue
 		}
 		guests = append(guests, p)

@@ -2,9 +2,186 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvboot/nvboot/bench/exec/plan"
+	"github.com/nvboot/nvboot/off2f"
+	"github.com/nvboot/nvboot/vm"
 )
 
+// Where things are in the guest.
+const (
+	guestProg  = "/prog"    // the program disk (vda, throttled to the profile)
+	guestNV    = "/nv"      // the ext4 on the fsdax NVDIMM, mounted dax=always
+	guestStore = "/nv/text" // the OFF2F text store on it
+	guestRAM   = "/ram"     // in the initramfs: tmpfs
+	guestLD    = "/lib/ld-off2f.so.1"
+)
+
+// runVM measures inside a QEMU guest running the appliance kernel: the program
+// disk is a virtio disk throttled to the storage profile, the NVDIMM holds an
+// ext4 mounted with dax=always that carries the OFF2F text store and the
+// whole-ELF copies, and the tmpfs layout is in the initramfs. Every layout
+// runs in the same boot, in the plan's round-robin order.
 func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log *progress) (*place, error) {
-	return nil, errors.New("vm package not ready")
+	storage, err := vm.Profile(profile)
+	if err != nil {
+		return nil, err
+	}
+	kernel, err := guestKernel(ctx, c, p.Root)
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp(c.DiskDir, "nvboot-bench-exec-vm-")
+	if err != nil {
+		return nil, err
+	}
+	if c.Keep {
+		log.printf("vm-%s: work directory %s", profile, work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	progDir, nvDir := filepath.Join(work, "prog"), filepath.Join(work, "nv")
+	opt := off2f.Options{Loader: guestLD, StoreDir: guestStore, Prefault: c.Prefault}
+	steps := []error{
+		placeELFs(p, filepath.Join(progDir, "elf")),
+		placeOFF2F(p, filepath.Join(progDir, "off2f"), filepath.Join(nvDir, "text"), opt),
+		placeELFs(p, filepath.Join(nvDir, "elf")),
+	}
+	for _, err := range steps {
+		if err != nil {
+			return nil, err
+		}
+	}
+	layouts := []layout{
+		{layoutELF, guestProg + "/elf"},
+		{layoutOFF2F, guestProg + "/off2f"},
+		{layoutDAXELF, guestNV + "/elf"},
+		{layoutTmpfs, guestRAM + "/elf"},
+	}
+	k := countsFor(c, true)
+	scripts, err := writeScripts(progDir, guestProg, "/bin/sh", layouts, k.MakeIters)
+	if err != nil {
+		return nil, err
+	}
+	pl := makePlan(layouts, k, scripts, "/sys/block/vda/stat")
+	planJSON, err := jsonBytes(pl)
+	if err != nil {
+		return nil, err
+	}
+	progImg, nvImg := filepath.Join(work, "prog.ext4"), filepath.Join(work, "nv.ext4")
+	for _, im := range [][2]string{{progDir, progImg}, {nvDir, nvImg}} {
+		if err := mkfsExt4(ctx, im[0], im[1]); err != nil {
+			return nil, err
+		}
+	}
+	nvSize, err := fileSize(nvImg)
+	if err != nil {
+		return nil, err
+	}
+	// The NVDIMM: the filesystem plus room for the fsdax metadata, in 128 MiB
+	// steps (the kernel hot-plugs pmem in memory sections).
+	pmem := filepath.Join(work, "pmem.img")
+	if err := sparseFile(pmem, (nvSize+(16<<20)+(128<<20)-1)/(128<<20)*(128<<20)); err != nil {
+		return nil, err
+	}
+	files := map[string]string{guestLD[1:]: p.Loader, "bin/measure": p.Measure}
+	for _, name := range programNames {
+		files["ram/elf/"+name] = p.Bins[name]
+	}
+	script := vm.Script{Files: files, Data: map[string][]byte{"plan.json": planJSON}, Script: fmt.Sprintf(`
+nvboot_fsdax namespace0.0
+dd if=/dev/vdb of=/dev/pmem0 bs=1M 2>/dev/null
+mkdir -p %[1]s %[2]s
+mount -t ext4 -o ro,dax=always /dev/pmem0 %[1]s
+mount -t ext4 -o ro /dev/vda %[2]s
+grep -E ' (%[1]s|%[2]s) ' /proc/mounts
+/bin/measure /plan.json
+`, guestNV, guestProg)}
+	cfg := vm.Config{Kernel: kernel, MemMiB: 1024, NVDIMMs: []vm.NVDIMM{{Path: pmem}},
+		Disks: []vm.Disk{{Path: progImg, Storage: storage, ReadOnly: true}, {Path: nvImg, ReadOnly: true}}}
+	log.printf("vm-%s: %s; layouts %s", profile, storage.About, layoutNames(layouts))
+	log.printf("vm-%s: %d cold / %d warm runs per case, make loop %d x %d starts; booting", profile, k.Cold, k.Warm, k.Make, 2*k.MakeIters)
+	res, err := vm.RunScript(ctx, cfg, script)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := plan.Parse(strings.NewReader(res.Console))
+	if err != nil {
+		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(res.Console, 30))
+	}
+	if res.Status != 0 {
+		return nil, fmt.Errorf("guest script exited %d; console:\n%s", res.Status, lastLines(res.Console, 30))
+	}
+	if !strings.Contains(res.Console, "dax=always") {
+		return nil, fmt.Errorf("the NVDIMM filesystem is not mounted with dax=always; console:\n%s", lastLines(res.Console, 30))
+	}
+	return &place{Name: "vm-" + profile, Storage: "QEMU virtio disk, " + storage.About + "; text store on ext4 dax=always on an emulated NVDIMM (" + res.Machine.Accel + ")",
+		Layouts: names(layouts), Plan: pl, Records: recs}, nil
+}
+
+// guestKernel is -kernel, else $NVBOOT_KERNEL, else the cached build of
+// kernel-config/ (built now if missing: about ten minutes).
+func guestKernel(ctx context.Context, c *config, root string) (string, error) {
+	if c.Kernel != "" {
+		return c.Kernel, nil
+	}
+	if k := os.Getenv("NVBOOT_KERNEL"); k != "" {
+		return k, nil
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "kernel-config", "build.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the guest kernel (kernel-config/build.sh): %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
+}
+
+// mkfsExt4 builds an ext4 image of dir, sized to its contents with room to spare.
+func mkfsExt4(ctx context.Context, dir, img string) error {
+	var total int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	mib := (total*5/4)>>20 + 32
+	return runCmd(ctx, "", nil, "mkfs.ext4", "-q", "-F", "-b", "4096", "-d", dir, img, fmt.Sprintf("%dM", mib))
+}
+
+func fileSize(path string) (int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+func sparseFile(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
 }
