@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin
 CMDS := off2f
 
-.PHONY: all build deps test test-short kernel fuzz clean
+.PHONY: all build deps demo test test-short kernel fuzz clean
 all: build
 
 deps:
@@ -23,6 +23,11 @@ FORCE:
 
 kernel: deps
 	@kernel-config/build.sh >/dev/null
+
+# Program start in a QEMU guest with emulated pmem: ELF vs OFF2F vs whole ELF
+# on DAX vs tmpfs, on an SD-card storage model (see README.md).
+demo: deps build kernel
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) run ./bench/exec -host=false -storage sd
 
 # Every test: unit, loader, fuzz corpora (as regression tests), QEMU/DAX end-to-end.
 test: deps build kernel
