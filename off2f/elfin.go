@@ -71,7 +71,7 @@ func parseProgram(raw []byte) (*program, error) {
 			if ph.Off < uint64(len(raw)) && ph.Filesz <= uint64(len(raw))-ph.Off {
 				interp = string(bytes.TrimRight(raw[ph.Off:ph.Off+ph.Filesz], "\x00"))
 			}
-			return nil, unsupported("dynamically linked (interpreter %q); OFF2F converts static executables: link with -static or -static-pie (Go: CGO_ENABLED=0)", interp)
+			return nil, unsupported("dynamically linked (interpreter %q); OFF2F converts static executables: link with -static or -static-pie (Go: CGO_ENABLED=0; a Go PIE is static only when linked externally: -buildmode=pie -ldflags='-linkmode=external -extldflags=-static-pie')", interp)
 		}
 	}
 	if f.Type == elf.ET_DYN {
