@@ -2,6 +2,7 @@ package off2f_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +129,9 @@ func TestTextMappedFromDAXPmem(t *testing.T) {
 		t.Fatalf("textwalk text is %d bytes; the test needs a big one", textSize["textwalk"])
 	}
 	storeImg := filepath.Join(dir, "store.ext4")
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-d", storefs, storeImg, "96M").CombinedOutput(); err != nil {
+	// 2 MiB clusters (bigalloc): every file starts on a 2 MiB boundary of the
+	// device, so text laid out 2 MiB-congruent is 2 MiB-aligned on pmem.
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-O", "bigalloc", "-C", "2097152", "-d", storefs, storeImg, "96M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
 	pmem := filepath.Join(dir, "pmem.img")
@@ -238,7 +241,24 @@ done
 			growth, textSize["textwalk"]>>10, controlGrowth)
 	}
 	t.Logf("textwalk text %d KiB; page cache growth: DAX %d KiB, control without DAX %d KiB", textSize["textwalk"]>>10, growth, controlGrowth)
+	// The text file's blocks: every extent that starts a 2 MiB-aligned part of
+	// the file sits 2 MiB-aligned on the device, so DAX can use PMD entries.
+	aligned := 0
 	for _, e := range probe["extent"] {
 		t.Logf("text file extent: %s", e)
+		var name string
+		var logical, physical, length uint64
+		if _, err := fmt.Sscanf(e, "%s logical=%d physical=%d length=%d", &name, &logical, &physical, &length); err != nil {
+			t.Fatalf("extent %q: %v", e, err)
+		}
+		if logical%(2<<20) == 0 && length >= 2<<20 {
+			if physical%(2<<20) != 0 {
+				t.Errorf("extent at file offset %#x is at device offset %#x: not 2 MiB-aligned", logical, physical)
+			}
+			aligned++
+		}
+	}
+	if aligned == 0 {
+		t.Errorf("no 2 MiB extent of the text file to check: %q", probe["extent"])
 	}
 }

@@ -73,25 +73,17 @@ func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log
 	if err != nil {
 		return nil, err
 	}
-	progImg, nvImg, blankImg := filepath.Join(work, "prog.ext4"), filepath.Join(work, "nv.ext4"), filepath.Join(work, "blank.ext4")
-	if err := os.MkdirAll(filepath.Join(work, "blank"), 0o755); err != nil {
+	progImg, nvImg := filepath.Join(work, "prog.ext4"), filepath.Join(work, "nv.ext4")
+	if err := mkfsExt4(ctx, progDir, progImg); err != nil {
 		return nil, err
 	}
-	for _, im := range [][2]string{{progDir, progImg}, {nvDir, nvImg}} {
-		if err := mkfsExt4(ctx, im[0], im[1]); err != nil {
-			return nil, err
-		}
+	// 2 MiB clusters (bigalloc) on the DAX filesystem: every file starts on a
+	// 2 MiB boundary, so text laid out 2 MiB-congruent gets 2 MiB mappings.
+	if err := mkfsExt4(ctx, nvDir, nvImg, "-O", "bigalloc", "-C", "2097152"); err != nil {
+		return nil, err
 	}
 	nvSize, err := fileSize(nvImg)
 	if err != nil {
-		return nil, err
-	}
-	// The DAX filesystem starts blank with a 2 MiB stripe and is filled in the
-	// guest: the kernel's allocator then puts large files on 2 MiB-aligned
-	// blocks, so DAX can map their text with 2 MiB entries (mke2fs -d does
-	// not align).
-	if err := runCmd(ctx, "", nil, "mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "stride=512,stripe_width=512",
-		"-d", filepath.Join(work, "blank"), blankImg, fmt.Sprintf("%dM", nvSize>>20)); err != nil {
 		return nil, err
 	}
 	// The NVDIMM: the filesystem plus room for the fsdax metadata, in 128 MiB
@@ -106,20 +98,15 @@ func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log
 	}
 	script := vm.Script{Files: files, Data: map[string][]byte{"plan.json": planJSON}, Script: fmt.Sprintf(`
 nvboot_fsdax namespace0.0
-dd if=/dev/vdc of=/dev/pmem0 bs=1M 2>/dev/null
-mkdir -p %[1]s %[2]s /src
-mount -t ext4 -o dax=always,stripe=512 /dev/pmem0 %[1]s
-mount -t ext4 -o ro /dev/vdb /src
-cp -a /src/text /src/elf %[1]s/
-umount /src
-sync
-mount -o remount,ro %[1]s
+dd if=/dev/vdb of=/dev/pmem0 bs=1M 2>/dev/null
+mkdir -p %[1]s %[2]s
+mount -t ext4 -o ro,dax=always /dev/pmem0 %[1]s
 mount -t ext4 -o ro /dev/vda %[2]s
 grep -E ' (%[1]s|%[2]s) ' /proc/mounts
 /bin/measure /plan.json
 `, guestNV, guestProg)}
 	cfg := vm.Config{Kernel: kernel, MemMiB: 1024, NVDIMMs: []vm.NVDIMM{{Path: pmem}},
-		Disks: []vm.Disk{{Path: progImg, Storage: storage, ReadOnly: true}, {Path: nvImg, ReadOnly: true}, {Path: blankImg, ReadOnly: true}}}
+		Disks: []vm.Disk{{Path: progImg, Storage: storage, ReadOnly: true}, {Path: nvImg, ReadOnly: true}}}
 	log.printf("vm-%s: %s; layouts %s", profile, storage.About, layoutNames(layouts))
 	log.printf("vm-%s: %d cold / %d warm runs per case, make loop %d x %d starts; booting", profile, k.Cold, k.Warm, k.Make, 2*k.MakeIters)
 	res, err := vm.RunScript(ctx, cfg, script)
@@ -158,12 +145,13 @@ func guestKernel(ctx context.Context, c *config, root string) (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
 }
 
-// mkfsExt4 builds an ext4 image of dir, sized to its contents with room to spare.
-func mkfsExt4(ctx context.Context, dir, img string) error {
+// mkfsExt4 builds an ext4 image of dir, sized to its contents with room to
+// spare (2 MiB a file for bigalloc's clusters), with extra mke2fs options.
+func mkfsExt4(ctx context.Context, dir, img string, opts ...string) error {
 	var total int64
 	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
-			total += fi.Size()
+			total += fi.Size() + 2<<20
 		}
 		return err
 	})
@@ -171,7 +159,8 @@ func mkfsExt4(ctx context.Context, dir, img string) error {
 		return err
 	}
 	mib := (total*5/4)>>20 + 32
-	return runCmd(ctx, "", nil, "mkfs.ext4", "-q", "-F", "-b", "4096", "-d", dir, img, fmt.Sprintf("%dM", mib))
+	args := append([]string{"mkfs.ext4", "-q", "-F", "-b", "4096"}, opts...)
+	return runCmd(ctx, "", nil, append(args, "-d", dir, img, fmt.Sprintf("%dM", mib))...)
 }
 
 func fileSize(path string) (int64, error) {
