@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func do(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAPI(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.log")
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler(st))
+	defer srv.Close()
+	u := srv.URL
+	steps := []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"PUT", "/kv/a/1", "one", 204, ""},
+		{"PUT", "/kv/a/2", "two", 204, ""},
+		{"PUT", "/kv/b", "bee", 204, ""},
+		{"GET", "/kv/a/1", "", 200, "one"},
+		{"GET", "/kv/zzz", "", 404, ""},
+		{"GET", "/kv?prefix=a/", "", 200, "a/1\na/2\n"},
+		{"DELETE", "/kv/a/1", "", 204, ""},
+		{"DELETE", "/kv/a/1", "", 404, ""},
+		{"POST", "/kv/a/2", "", 405, ""},
+		{"GET", "/healthz", "", 200, "ok\n"},
+	}
+	for _, s := range steps {
+		code, body := do(t, s.method, u+s.path, s.body)
+		if code != s.code || (s.want != "" && body != s.want) {
+			t.Errorf("%s %s: %d %q, want %d %q", s.method, s.path, code, body, s.code, s.want)
+		}
+	}
+	st.Close()
+	// Reopen: the state is the log's.
+	st2, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	if got := st2.Keys(""); fmt.Sprint(got) != "[a/2 b]" {
+		t.Errorf("after reopen: keys %v", got)
+	}
+}
+
+// A record torn at any byte by a power cut is dropped; every whole record stays.
+func TestTornTail(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kv.log")
+	st, _ := openStore(path)
+	st.Put("kept", []byte("yes"))
+	before := st.size
+	st.Put("torn", []byte("this record will be cut"))
+	full := st.size
+	st.Close()
+	whole, _ := os.ReadFile(path)
+	for cut := before + 1; cut < full; cut++ {
+		os.WriteFile(path, whole[:cut], 0o644)
+		st, err := openStore(path)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		if v, err := st.Get("kept"); err != nil || string(v) != "yes" {
+			t.Fatalf("cut at %d: kept = %q, %v", cut, v, err)
+		}
+		if _, err := st.Get("torn"); err == nil {
+			t.Fatalf("cut at %d: torn record read back", cut)
+		}
+		// The tail is cut off, so the next append makes a whole log again.
+		st.Put("after", []byte("x"))
+		st.Close()
+		st, err = openStore(path)
+		if err != nil || len(st.Keys("")) != 2 {
+			t.Fatalf("cut at %d, after a new put: %v %v", cut, st.Keys(""), err)
+		}
+		st.Close()
+	}
+	// Damage before the end is corruption: an error, the file untouched.
+	bad := bytes.Clone(whole)
+	bad[10] ^= 0xff
+	os.WriteFile(path, bad, 0o644)
+	if _, err := openStore(path); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), path) {
+		t.Errorf("corrupt first record: %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Error("a failed open changed the state file")
+	}
+}
+
+// SIGKILL the real program mid-stream: every acknowledged put is there after
+// a restart.
+func TestKillKeepsAcknowledged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the program")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kv")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	state := filepath.Join(dir, "kv.log")
+	start := func() (*exec.Cmd, string) {
+		addr := "127.0.0.1:" + freePort(t)
+		cmd := exec.Command(bin, "-listen", addr, "-state", state)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 500; i++ {
+			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+				resp.Body.Close()
+				return cmd, "http://" + addr
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("kv did not come up")
+		return nil, ""
+	}
+	cmd, u := start()
+	acked := 0
+	done := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		close(done)
+	}()
+	for i := 0; ; i++ {
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(i)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 204 {
+			acked = i + 1
+		}
+	}
+	<-done
+	cmd.Wait()
+	if acked == 0 {
+		t.Fatal("no put was acknowledged before the kill")
+	}
+	cmd, u = start()
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for i := 0; i < acked; i++ {
+		if code, body := do(t, "GET", fmt.Sprintf("%s/kv/k%05d", u, i), ""); code != 200 || body != fmt.Sprint(i) {
+			t.Fatalf("acknowledged put k%05d lost: %d %q (of %d acknowledged)", i, code, body, acked)
+		}
+	}
+	t.Logf("%d acknowledged puts, all there after SIGKILL", acked)
+}
+
+func freePort(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	return srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+}

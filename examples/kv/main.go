@@ -1,0 +1,136 @@
+// Command kv is the nvboot demo service: an HTTP key-value store whose state
+// survives power cuts.
+//
+//	PUT    /kv/<key>     body = value; 204 once it is durable
+//	GET    /kv/<key>     200 with the value, or 404
+//	DELETE /kv/<key>     204, or 404
+//	GET    /kv?prefix=P  the keys starting with P, one a line
+//	GET    /stats        JSON: keys, state size, mode
+//	GET    /healthz      200 "ok" (readiness)
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const maxValue = 1 << 20
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "kv: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", ":8080", "TCP `address` to serve HTTP on")
+	state := fs.String("state", "/nv/state/kv.log", "state `file` (created if absent)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-state FILE]
+
+An HTTP key-value store whose every acknowledged write survives a power cut
+(the nvboot demo service). PUT /kv/KEY stores the body and answers 204 once
+it is durable; GET /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P, GET /stats.
+
+Flags:
+`)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, `
+Examples:
+  kv -listen 127.0.0.1:8080 -state /tmp/kv.log
+  curl -X PUT --data-binary hello localhost:8080/kv/greeting
+  curl localhost:8080/kv/greeting
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := openStore(*state)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler(st)}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
+	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), *state, len(st.Keys("")))
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+func handler(st *store) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st.Stats())
+	})
+	mux.HandleFunc("GET /kv", func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range st.Keys(r.URL.Query().Get("prefix")) {
+			fmt.Fprintln(w, k)
+		}
+	})
+	mux.HandleFunc("/kv/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		if key == "" || strings.ContainsAny(key, "\n") {
+			http.Error(w, "bad key", http.StatusBadRequest)
+			return
+		}
+		switch r.Method {
+		case http.MethodPut:
+			val, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValue))
+			if err != nil {
+				http.Error(w, "value too large or unreadable: "+err.Error(), http.StatusRequestEntityTooLarge)
+				return
+			}
+			if err := st.Put(key, val); err != nil {
+				http.Error(w, "not stored: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodGet:
+			v, err := st.Get(key)
+			if err != nil {
+				http.NotFound(w, r)
+				return
+			}
+			w.Write(v)
+		case http.MethodDelete:
+			switch err := st.Delete(key); {
+			case errors.Is(err, errNotFound):
+				http.NotFound(w, r)
+			case err != nil:
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			default:
+				w.WriteHeader(http.StatusNoContent)
+			}
+		default:
+			w.Header().Set("Allow", "GET, PUT, DELETE")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		}
+	})
+	return mux
+}
