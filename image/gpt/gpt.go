@@ -1,0 +1,223 @@
+// Package gpt writes disk images with a GUID partition table (UEFI 2.10,
+// chapter 5): a protective MBR, the primary header and entry array, the
+// partitions' contents, and the backup array and header at the end.
+//
+// Images are reproducible: GUIDs are derived from a seed and the partition
+// names, never random.
+package gpt
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"unicode/utf16"
+)
+
+// Partition type GUIDs (the Discoverable Partitions Specification's where
+// one exists).
+var (
+	TypeESP       = mustGUID("C12A7328-F81F-11D2-BA4B-00A0C93EC93B")
+	TypeRootX8664 = mustGUID("4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709")
+	TypeLinuxData = mustGUID("0FC63DAF-8483-4772-8E79-3D69D8477DE4")
+)
+
+const (
+	sector     = 512
+	numEntries = 128
+	entrySize  = 128
+	entryLBAs  = numEntries * entrySize / sector // 32
+	alignLBAs  = 2048                            // 1 MiB: what partitioning tools use
+)
+
+// GUID is a GUID in its on-disk byte order (first three fields little-endian).
+type GUID [16]byte
+
+func mustGUID(s string) GUID {
+	var g GUID
+	var a uint32
+	var b, c uint16
+	var d [8]byte
+	if _, err := fmt.Sscanf(s, "%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X", &a, &b, &c,
+		&d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6], &d[7]); err != nil {
+		panic("gpt: bad GUID " + s)
+	}
+	binary.LittleEndian.PutUint32(g[0:], a)
+	binary.LittleEndian.PutUint16(g[4:], b)
+	binary.LittleEndian.PutUint16(g[6:], c)
+	copy(g[8:], d[:])
+	return g
+}
+
+// String formats g the usual way.
+func (g GUID) String() string {
+	return fmt.Sprintf("%08X-%04X-%04X-%X-%X", binary.LittleEndian.Uint32(g[0:]), binary.LittleEndian.Uint16(g[4:]),
+		binary.LittleEndian.Uint16(g[6:]), g[8:10], g[10:])
+}
+
+// derive makes a version-4-shaped GUID from the seed and a name.
+func derive(seed, name string) GUID {
+	h := sha256.Sum256([]byte("nvboot-gpt\x00" + seed + "\x00" + name))
+	var g GUID
+	copy(g[:], h[:16])
+	g[7] = g[7]&0x0f | 0x40
+	g[8] = g[8]&0x3f | 0x80
+	return g
+}
+
+// Partition is one partition: its contents come from a file (padded with
+// zeros to Size), or it is empty.
+type Partition struct {
+	Name string // GPT partition name, also the GUID seed
+	Type GUID
+	Size int64  // bytes; rounded up to 1 MiB; 0: the size of Source
+	Src  string // image file to copy in; "" for an empty partition
+}
+
+// Layout is where Write placed a partition.
+type Layout struct {
+	Name         string
+	Type, Unique GUID
+	First, Last  int64 // LBAs, inclusive
+}
+
+// Write writes the disk image to path (temporary file, then rename: no
+// partial image on failure) and returns the partitions' places.
+func Write(path, seed string, parts []Partition) ([]Layout, error) {
+	lba := int64(alignLBAs)
+	var lay []Layout
+	for i := range parts {
+		p := &parts[i]
+		size := p.Size
+		if p.Src != "" {
+			st, err := os.Stat(p.Src)
+			if err != nil {
+				return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
+			}
+			if size == 0 {
+				size = st.Size()
+			} else if st.Size() > size {
+				return nil, fmt.Errorf("disk image %s: partition %s: %s is %d bytes, larger than the partition (%d)", path, p.Name, p.Src, st.Size(), size)
+			}
+		}
+		if size <= 0 {
+			return nil, fmt.Errorf("disk image %s: partition %s has no size", path, p.Name)
+		}
+		n := (size + alignLBAs*sector - 1) / (alignLBAs * sector) * alignLBAs
+		lay = append(lay, Layout{Name: p.Name, Type: p.Type, Unique: derive(seed, p.Name), First: lba, Last: lba + n - 1})
+		lba += n
+	}
+	total := lba + 1 + entryLBAs // backup entries and header
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err != nil {
+		return nil, fmt.Errorf("disk image %s: %w", path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Truncate(total * sector); err != nil {
+		return nil, err
+	}
+	entries := make([]byte, numEntries*entrySize)
+	for i, l := range lay {
+		e := entries[i*entrySize:]
+		copy(e[0:], l.Type[:])
+		copy(e[16:], l.Unique[:])
+		binary.LittleEndian.PutUint64(e[32:], uint64(l.First))
+		binary.LittleEndian.PutUint64(e[40:], uint64(l.Last))
+		for j, u := range utf16.Encode([]rune(l.Name)) {
+			if j >= 36 {
+				break
+			}
+			binary.LittleEndian.PutUint16(e[56+2*j:], u)
+		}
+	}
+	entCRC := crc32.ChecksumIEEE(entries)
+	disk := derive(seed, "\x00disk")
+	header := func(cur, backup, entLBA int64) []byte {
+		h := make([]byte, sector)
+		copy(h, "EFI PART")
+		binary.LittleEndian.PutUint32(h[8:], 0x00010000)
+		binary.LittleEndian.PutUint32(h[12:], 92)
+		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
+		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
+		binary.LittleEndian.PutUint64(h[40:], uint64(2+entryLBAs))
+		binary.LittleEndian.PutUint64(h[48:], uint64(total-2-entryLBAs))
+		copy(h[56:], disk[:])
+		binary.LittleEndian.PutUint64(h[72:], uint64(entLBA))
+		binary.LittleEndian.PutUint32(h[80:], numEntries)
+		binary.LittleEndian.PutUint32(h[84:], entrySize)
+		binary.LittleEndian.PutUint32(h[88:], entCRC)
+		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
+		return h
+	}
+	mbr := make([]byte, sector)
+	pe := mbr[446:]
+	pe[4] = 0xEE // protective: the whole disk is GPT
+	binary.LittleEndian.PutUint32(pe[8:], 1)
+	binary.LittleEndian.PutUint32(pe[12:], uint32(min(total-1, 0xFFFFFFFF)))
+	mbr[510], mbr[511] = 0x55, 0xAA
+	last := total - 1
+	writes := []struct {
+		b   []byte
+		lba int64
+	}{
+		{mbr, 0}, {header(1, last, 2), 1}, {entries, 2},
+		{entries, last - entryLBAs}, {header(last, 1, last-entryLBAs), last},
+	}
+	for _, w := range writes {
+		if _, err := tmp.WriteAt(w.b, w.lba*sector); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range parts {
+		if p.Src == "" {
+			continue
+		}
+		if err := copyAt(tmp, lay[i].First*sector, p.Src); err != nil {
+			return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return nil, err
+	}
+	ok = true
+	return lay, nil
+}
+
+func copyAt(dst *os.File, off int64, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if _, werr := dst.WriteAt(buf[:n], off); werr != nil {
+				return werr
+			}
+			off += int64(n)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

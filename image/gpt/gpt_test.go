@@ -1,0 +1,78 @@
+package gpt
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteCheckedBySgdisk(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root.img")
+	os.WriteFile(root, bytes.Repeat([]byte("R"), 3<<20), 0o644)
+	parts := []Partition{
+		{Name: "ESP", Type: TypeESP, Size: 8 << 20},
+		{Name: "root", Type: TypeRootX8664, Src: root},
+	}
+	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
+	lay, err := Write(a, "seed", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Write(b, "seed", parts); err != nil {
+		t.Fatal(err)
+	}
+	ab, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if !bytes.Equal(ab, bb) {
+		t.Error("the same inputs gave different images")
+	}
+	if got := ab[lay[1].First*512 : lay[1].First*512+3<<20]; !bytes.Equal(got, bytes.Repeat([]byte("R"), 3<<20)) {
+		t.Error("root partition contents not at its first LBA")
+	}
+	if lay[0].First != 2048 || lay[1].First != 2048+8<<20/512 {
+		t.Errorf("layout %+v", lay)
+	}
+	if _, err := exec.LookPath("sgdisk"); err != nil {
+		t.Skip("sgdisk not installed (gdisk)")
+	}
+	out, err := exec.Command("sgdisk", "-v", a).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "No problems found") {
+		t.Fatalf("sgdisk -v: %v\n%s", err, out)
+	}
+	out, _ = exec.Command("sgdisk", "-p", a).CombinedOutput()
+	for _, want := range []string{"EF00", "8304", "ESP", "root"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("sgdisk -p lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRejects(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	os.WriteFile(big, make([]byte, 2<<20), 0o644)
+	out := filepath.Join(dir, "out")
+	os.MkdirAll(out, 0o755)
+	for name, parts := range map[string][]Partition{
+		"missing source": {{Name: "root", Type: TypeRootX8664, Src: filepath.Join(dir, "nope")}},
+		"source too big": {{Name: "root", Type: TypeRootX8664, Src: big, Size: 1 << 20}},
+		"no size":        {{Name: "data", Type: TypeLinuxData}},
+	} {
+		if _, err := Write(filepath.Join(out, "disk.img"), "s", parts); err == nil || !strings.Contains(err.Error(), "disk.img") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if left, _ := os.ReadDir(out); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+func TestGUIDString(t *testing.T) {
+	if s := TypeESP.String(); s != "C12A7328-F81F-11D2-BA4B-00A0C93EC93B" {
+		t.Errorf("ESP type formats as %s", s)
+	}
+}
