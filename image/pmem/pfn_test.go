@@ -68,6 +68,9 @@ func FuzzParse(f *testing.F) {
 	in, _ := NewInfo(256<<20, [16]byte{7})
 	f.Add(in.Marshal(), int64(256<<20))
 	f.Add(make([]byte, InfoSize), int64(0))
+	if k, err := os.ReadFile("testdata/kernel-pfn-256M-uuid-6e7662f0.bin"); err == nil {
+		f.Add(k, int64(256<<20)) // what the kernel itself wrote
+	}
 	f.Fuzz(func(t *testing.T, b []byte, size int64) {
 		in, err := Parse(b, size)
 		if err != nil {
