@@ -1,0 +1,210 @@
+// Package config is the nvboot image configuration: what `nvboot build`
+// reads. It follows gokrazy's config.Struct where the ideas match (Hostname,
+// Packages, PackageConfig with flags, environment and readiness), so a
+// gokrazy user reads it without a manual; nvboot's own parts (pmem sizes, the
+// text store) have their own fields.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Config is one appliance image.
+type Config struct {
+	// Hostname of the appliance; default "nvboot".
+	Hostname string `json:",omitempty"`
+	// Packages are the services: Go import paths buildable from the current
+	// module ("github.com/nvboot/nvboot/examples/kv") or local directories
+	// ("./examples/kv"), started in this order.
+	Packages []string
+	// PackageConfig holds per-package settings, keyed by the Packages entry.
+	PackageConfig map[string]PackageConfig `json:",omitempty"`
+	// KernelPath is the bzImage; empty: the cached build of kernel-config/.
+	KernelPath string `json:",omitempty"`
+	// KernelCmdline is appended to the command line nvboot sets.
+	KernelCmdline string `json:",omitempty"`
+	// TextStoreMiB is the size of the pmem text store image; 0: fitted to the
+	// programs (their text plus 2 MiB a file for the 2 MiB clusters, plus room).
+	TextStoreMiB int `json:",omitempty"`
+	// StateMiB is the size of the pmem state image (/nv/state); default 128.
+	StateMiB int `json:",omitempty"`
+	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
+	RootFS string `json:",omitempty"`
+}
+
+// PackageConfig is how one service is built and started.
+type PackageConfig struct {
+	// GoBuildFlags are passed to go build (e.g. "-tags=netgo").
+	GoBuildFlags []string `json:",omitempty"`
+	// Environment is added to the service's environment, as KEY=VALUE.
+	Environment []string `json:",omitempty"`
+	// CommandLineFlags are the service's arguments.
+	CommandLineFlags []string `json:",omitempty"`
+	// WaitFor is how nvinit knows the service is ready: "tcp:PORT" (a TCP
+	// connect to 127.0.0.1:PORT succeeds); empty: ready once started.
+	WaitFor string `json:",omitempty"`
+	// ForwardPort is the guest TCP port `nvboot run` and `measure` forward
+	// from the host and probe for the first successful request; 0: none.
+	ForwardPort int `json:",omitempty"`
+	// DontStart builds and installs the program without starting it.
+	DontStart bool `json:",omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultHostname = "nvboot"
+	DefaultStateMiB = 128
+	DefaultRootFS   = "erofs"
+)
+
+// HostnameOrDefault and friends fill in the defaults.
+func (c *Config) HostnameOrDefault() string { return or(c.Hostname, DefaultHostname) }
+func (c *Config) StateMiBOrDefault() int {
+	if c.StateMiB == 0 {
+		return DefaultStateMiB
+	}
+	return c.StateMiB
+}
+func (c *Config) RootFSOrDefault() string { return or(c.RootFS, DefaultRootFS) }
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Name is the program name of a package: the last element of its path.
+func Name(pkg string) string { return path.Base(strings.TrimRight(pkg, "/")) }
+
+// Demo is the default image: the kv example, ready when it listens on 8080.
+func Demo() *Config {
+	const kv = "github.com/nvboot/nvboot/examples/kv"
+	return &Config{
+		Packages: []string{kv},
+		PackageConfig: map[string]PackageConfig{kv: {
+			CommandLineFlags: []string{"-listen", ":8080", "-state", "/nv/state/kv.log"},
+			WaitFor:          "tcp:8080",
+			ForwardPort:      8080,
+		}},
+	}
+}
+
+// Load reads and validates the config file at p. Unknown fields are errors:
+// a misspelt field must not be silently ignored.
+func Load(p string) (*Config, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config %s: more than one JSON value", p)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
+	return &c, nil
+}
+
+// Validate checks every field, naming the one that is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Hostname != "" && !validHostname(c.Hostname) {
+		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
+	}
+	if len(c.Packages) == 0 {
+		bad("Packages: empty (list at least one service)")
+	}
+	names := map[string]string{}
+	for i, p := range c.Packages {
+		if strings.TrimSpace(p) == "" {
+			bad("Packages[%d]: empty", i)
+			continue
+		}
+		n := Name(p)
+		if other, dup := names[n]; dup {
+			bad("Packages[%d] %q: program name %q is also %q's", i, p, n, other)
+		}
+		names[n] = p
+	}
+	keys := make([]string, 0, len(c.PackageConfig))
+	for k := range c.PackageConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	ports := map[int]string{}
+	for _, k := range keys {
+		pc := c.PackageConfig[k]
+		if _, ok := names[Name(k)]; !ok || names[Name(k)] != k {
+			bad("PackageConfig[%q]: not in Packages", k)
+		}
+		for _, e := range pc.Environment {
+			if i := strings.IndexByte(e, '='); i <= 0 {
+				bad("PackageConfig[%q].Environment %q: want KEY=VALUE", k, e)
+			}
+		}
+		if pc.WaitFor != "" {
+			port, ok := strings.CutPrefix(pc.WaitFor, "tcp:")
+			if n, err := strconv.Atoi(port); !ok || err != nil || n < 1 || n > 65535 {
+				bad("PackageConfig[%q].WaitFor %q: want tcp:PORT", k, pc.WaitFor)
+			}
+		}
+		if pc.ForwardPort != 0 {
+			if pc.ForwardPort < 1 || pc.ForwardPort > 65535 {
+				bad("PackageConfig[%q].ForwardPort %d: not a TCP port", k, pc.ForwardPort)
+			} else if other, dup := ports[pc.ForwardPort]; dup {
+				bad("PackageConfig[%q].ForwardPort %d: also %q's", k, pc.ForwardPort, other)
+			}
+			ports[pc.ForwardPort] = k
+		}
+	}
+	if c.TextStoreMiB < 0 || (c.TextStoreMiB > 0 && c.TextStoreMiB%2 != 0) {
+		bad("TextStoreMiB %d: a positive multiple of 2 (or 0: fitted)", c.TextStoreMiB)
+	}
+	if c.StateMiB < 0 || (c.StateMiB > 0 && c.StateMiB%2 != 0) {
+		bad("StateMiB %d: a positive multiple of 2 (or 0: %d)", c.StateMiB, DefaultStateMiB)
+	}
+	switch c.RootFSOrDefault() {
+	case "erofs", "ext4":
+	default:
+		bad("RootFS %q: want erofs or ext4", c.RootFS)
+	}
+	return errors.Join(errs...)
+}
+
+func validHostname(h string) bool {
+	if len(h) > 63 || strings.HasPrefix(h, "-") || net.ParseIP(h) != nil {
+		return false
+	}
+	for _, r := range h {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Write is the one canonical writer: indented JSON, defaults left out.
+func (c *Config) Write(p string) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,66 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDemoIsValidAndRoundTrips(t *testing.T) {
+	d := Demo()
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := d.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, d) {
+		t.Errorf("round trip: %+v, want %+v", back, d)
+	}
+	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" {
+		t.Error("defaults")
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want string
+	}{
+		{"no packages", Config{}, "Packages: empty"},
+		{"bad hostname", Config{Hostname: "a b", Packages: []string{"x"}}, "Hostname"},
+		{"same name", Config{Packages: []string{"a/kv", "b/kv"}}, `program name "kv"`},
+		{"stray package config", Config{Packages: []string{"a/kv"}, PackageConfig: map[string]PackageConfig{"b/x": {}}}, `PackageConfig["b/x"]: not in Packages`},
+		{"bad env", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Environment: []string{"NOEQ"}}}}, "Environment"},
+		{"bad waitfor", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {WaitFor: "http:80"}}}, "WaitFor"},
+		{"bad port", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {ForwardPort: 70000}}}, "ForwardPort"},
+		{"odd size", Config{Packages: []string{"kv"}, StateMiB: 3}, "StateMiB"},
+		{"rootfs", Config{Packages: []string{"kv"}, RootFS: "btrfs"}, "RootFS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadRejectsUnknownFields(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Pakages": ["typo"]}`), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "Pakages") || !strings.Contains(err.Error(), p) {
+		t.Errorf("unknown field: %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
