@@ -1,0 +1,92 @@
+// Package bootmark is the serial-console marker format that nvinit prints at
+// each boot stage and `nvboot measure` reads back: the role of Firecracker's
+// boot-time magic write, on the console every board has.
+//
+//	NVBOOT-MARK <name> [<arg>] <uptime_us>
+//
+// uptime_us is CLOCK_BOOTTIME in microseconds: time since the kernel started,
+// so the host can place the kernel's start on its own clock (the line's
+// arrival time minus the uptime) and split power-on-to-service into stages.
+package bootmark
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Prefix starts every marker line.
+const Prefix = "NVBOOT-MARK "
+
+// Well-known marker names, in boot order.
+const (
+	Init         = "init"          // PID 1 started
+	Mounts       = "mounts"        // /proc, /sys, /dev, /run mounted
+	Store        = "store"         // text store mounted (or the fallback chosen)
+	ServiceStart = "service-start" // arg: service name
+	ServiceReady = "service-ready" // arg: service name
+	Shutdown     = "shutdown"
+)
+
+// Mark is one parsed marker.
+type Mark struct {
+	Name   string
+	Arg    string        // e.g. the service name; may be empty
+	Uptime time.Duration // since the kernel started
+}
+
+// Format returns the marker line for m (without a newline).
+func Format(m Mark) string {
+	s := Prefix + m.Name
+	if m.Arg != "" {
+		s += " " + m.Arg
+	}
+	return s + " " + strconv.FormatInt(m.Uptime.Microseconds(), 10)
+}
+
+// Parse reads a marker from a console line. The marker may start anywhere in
+// the line (the kernel can print onto the same line); ok is false when the line
+// holds none or a malformed one.
+func Parse(line string) (m Mark, ok bool) {
+	i := strings.Index(line, Prefix)
+	if i < 0 {
+		return Mark{}, false
+	}
+	f := strings.Fields(line[i+len(Prefix):])
+	if len(f) < 2 || len(f) > 3 || !isWord(f[0]) {
+		return Mark{}, false
+	}
+	us, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil || us < 0 || us > int64(1<<62)/1000 {
+		return Mark{}, false
+	}
+	m = Mark{Name: f[0], Uptime: time.Duration(us) * time.Microsecond}
+	if len(f) == 3 {
+		if !isWord(f[1]) {
+			return Mark{}, false
+		}
+		m.Arg = f[1]
+	}
+	return m, true
+}
+
+func isWord(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Key names a mark in a report: "name" or "name:arg".
+func (m Mark) Key() string {
+	if m.Arg == "" {
+		return m.Name
+	}
+	return fmt.Sprintf("%s:%s", m.Name, m.Arg)
+}

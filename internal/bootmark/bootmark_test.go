@@ -1,0 +1,75 @@
+package bootmark
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range []Mark{
+		{Name: Init, Uptime: 812345 * time.Microsecond},
+		{Name: ServiceReady, Arg: "kv", Uptime: 2 * time.Second},
+		{Name: Store, Uptime: 0},
+	} {
+		got, ok := Parse(Format(m))
+		if !ok || got != m {
+			t.Errorf("Parse(Format(%+v)) = %+v, %v", m, got, ok)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ok   bool
+		want Mark
+	}{
+		{"[    1.2] some kernel text NVBOOT-MARK init 1200\r", true, Mark{Name: "init", Uptime: 1200 * time.Microsecond}},
+		{"NVBOOT-MARK service-ready kv 5", true, Mark{Name: "service-ready", Arg: "kv", Uptime: 5 * time.Microsecond}},
+		{"NVBOOT-MARK init", false, Mark{}},
+		{"NVBOOT-MARK init -5", false, Mark{}},
+		{"NVBOOT-MARK init 12x", false, Mark{}},
+		{"NVBOOT-MARK a b c 1", false, Mark{}},
+		{"NVBOOT-MARK in/it 1", false, Mark{}},
+		{"no marker here", false, Mark{}},
+	} {
+		got, ok := Parse(tc.line)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("Parse(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("NVBOOT-MARK service-ready kv 900000")
+	f.Add("[ 0.1] NVBOOT-MARK init 1")
+	f.Fuzz(func(t *testing.T, line string) {
+		m, ok := Parse(line)
+		if !ok {
+			return
+		}
+		// What parses formats to a line that parses the same.
+		if again, ok := Parse(Format(m)); !ok || again != m {
+			t.Fatalf("%q: %+v does not survive Format/Parse: %+v %v", line, m, again, ok)
+		}
+	})
+}
+
+func TestPlace(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tl := Place([]Stamped{
+		{At: ms(1300), Mark: Mark{Name: Init, Uptime: ms(1000)}},                   // 300 ms late-ish
+		{At: ms(1250), Mark: Mark{Name: Store, Uptime: ms(1010)}},                  // bound 240: the best
+		{At: ms(2400), Mark: Mark{Name: ServiceReady, Arg: "kv", Uptime: ms(2100)}}, // bound 300
+		{At: ms(2500), Mark: Mark{Name: ServiceReady, Arg: "kv", Uptime: ms(2200)}}, // a second one: ignored
+	})
+	if tl.KernelStart != ms(240) {
+		t.Errorf("kernel start %v, want 240ms", tl.KernelStart)
+	}
+	if got := tl.Stages["service-ready:kv"]; got != ms(2340) {
+		t.Errorf("service ready at %v, want 2.34s", got)
+	}
+	if got := tl.Stages["init"]; got != ms(1240) {
+		t.Errorf("init at %v, want 1.24s", got)
+	}
+}
