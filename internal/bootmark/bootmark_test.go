@@ -58,8 +58,8 @@ func FuzzParse(f *testing.F) {
 func TestPlace(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tl := Place([]Stamped{
-		{At: ms(1300), Mark: Mark{Name: Init, Uptime: ms(1000)}},                   // 300 ms late-ish
-		{At: ms(1250), Mark: Mark{Name: Store, Uptime: ms(1010)}},                  // bound 240: the best
+		{At: ms(1300), Mark: Mark{Name: Init, Uptime: ms(1000)}},                    // 300 ms late-ish
+		{At: ms(1250), Mark: Mark{Name: Store, Uptime: ms(1010)}},                   // bound 240: the best
 		{At: ms(2400), Mark: Mark{Name: ServiceReady, Arg: "kv", Uptime: ms(2100)}}, // bound 300
 		{At: ms(2500), Mark: Mark{Name: ServiceReady, Arg: "kv", Uptime: ms(2200)}}, // a second one: ignored
 	})
