@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-CMDS := off2f
+CMDS := off2f nvinit
 
 .PHONY: all build deps demo test test-short kernel fuzz clean
 all: build
@@ -18,7 +18,7 @@ $(BIN)/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
 
 $(BIN)/%: FORCE
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $@ ./cmd/$*
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/$*
 FORCE:
 
 kernel: deps

@@ -125,7 +125,7 @@ func Load(p string) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Hostname != "" && !validHostname(c.Hostname) {
+	if c.Hostname != "" && !ValidHostname(c.Hostname) {
 		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
 	}
 	if len(c.Packages) == 0 {
@@ -188,7 +188,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validHostname(h string) bool {
+// ValidHostname reports whether h is a usable hostname label: letters,
+// digits and '-', not starting with '-', up to 63, not an IP address.
+func ValidHostname(h string) bool {
 	if len(h) > 63 || strings.HasPrefix(h, "-") || net.ParseIP(h) != nil {
 		return false
 	}

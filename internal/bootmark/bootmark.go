@@ -54,7 +54,7 @@ func Parse(line string) (m Mark, ok bool) {
 		return Mark{}, false
 	}
 	f := strings.Fields(line[i+len(Prefix):])
-	if len(f) < 2 || len(f) > 3 || !isWord(f[0]) {
+	if len(f) < 2 || len(f) > 3 || !IsWord(f[0]) {
 		return Mark{}, false
 	}
 	us, err := strconv.ParseInt(f[len(f)-1], 10, 64)
@@ -63,7 +63,7 @@ func Parse(line string) (m Mark, ok bool) {
 	}
 	m = Mark{Name: f[0], Uptime: time.Duration(us) * time.Microsecond}
 	if len(f) == 3 {
-		if !isWord(f[1]) {
+		if !IsWord(f[1]) {
 			return Mark{}, false
 		}
 		m.Arg = f[1]
@@ -71,7 +71,10 @@ func Parse(line string) (m Mark, ok bool) {
 	return m, true
 }
 
-func isWord(s string) bool {
+// IsWord reports whether s can be a marker name or argument (a service name
+// must be one, since it appears in markers): 1 to 64 of letters, digits, '-',
+// '_' and '.'.
+func IsWord(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

@@ -1,0 +1,187 @@
+package nvinit
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Action is how the machine ends.
+type Action int
+
+const (
+	PowerOff Action = iota
+	Reboot
+)
+
+func (a Action) String() string {
+	if a == Reboot {
+		return "reboot"
+	}
+	return "power off"
+}
+
+// Boot is one run of nvinit, from the first marker to the power-off.
+type Boot struct {
+	ConfigPath string
+	Console    *Console
+	// PID1 does what only init may: the kernel filesystems, hostname,
+	// reaping every orphan, reboot(2). Without it (tests, a host run) the
+	// run returns instead of powering off.
+	PID1      bool
+	Mounter   Mounter       // nil: SysMounter
+	Sys       string        // sysfs root; "": /sys
+	MountInfo string        // "": /proc/self/mountinfo
+	Grace     time.Duration // 0: DefaultGrace
+	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
+	Signals <-chan os.Signal
+}
+
+// Run boots, supervises until a shutdown signal (or, with Poweroff, until
+// every service has exited), shuts down, and returns the action to take.
+// As PID 1 it takes it and returns only if reboot(2) failed.
+func (b *Boot) Run(ctx context.Context) Action {
+	con := b.Console
+	con.Mark("init", "")
+	m := b.Mounter
+	if m == nil {
+		m = SysMounter{}
+	}
+	if b.PID1 {
+		if err := MountAll(m, KernelMounts); err != nil {
+			con.Logf("%v", err)
+		}
+		reopenConsole()
+		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
+		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
+	}
+	con.Mark("mounts", "")
+
+	cfg, err := LoadConfig(or(b.ConfigPath, DefaultConfigPath))
+	if err != nil {
+		con.Logf("%v; starting no services", err)
+		cfg = &Config{}
+	}
+	if b.PID1 && cfg.Hostname != "" {
+		if err := syscall.Sethostname([]byte(cfg.Hostname)); err != nil {
+			con.Logf("hostname %q: %v", cfg.Hostname, err)
+		}
+	}
+
+	var mounted []string // to take down at the end, state first
+	if ts := cfg.TextStore; ts.Device != "" {
+		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
+			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
+		if _, err := s.Run(); err != nil {
+			con.Logf("text store: %v; programs use the fallback text on the root filesystem", err)
+		}
+		if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
+			mounted = append(mounted, ts.DirOrDefault())
+		}
+	}
+	con.Mark("store", "")
+	if st := cfg.State; st.Device != "" {
+		dir := st.DirOrDefault()
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			// Never formatted here: an unmountable state device is kept as it
+			// is for someone to look at, not wiped.
+			err = m.Mount(st.Device, dir, st.FSTypeOrDefault(), 0, st.OptionsOrDefault())
+		}
+		if err != nil {
+			con.Logf("state: mounting %s on %s: %v; services run without state", st.Device, dir, err)
+		} else {
+			mounted = append([]string{dir}, mounted...)
+		}
+		con.Mark("state", "")
+	}
+
+	action := b.supervise(ctx, cfg)
+	Unmount(m, mounted, con.Logf)
+	if !b.PID1 {
+		return action
+	}
+	con.Logf("%s", action)
+	cmd := syscall.LINUX_REBOOT_CMD_POWER_OFF
+	if action == Reboot {
+		cmd = syscall.LINUX_REBOOT_CMD_RESTART
+	}
+	if err := syscall.Reboot(cmd); err != nil {
+		con.Logf("reboot(2): %v", err)
+	}
+	return action
+}
+
+// supervise runs the services until a signal says stop (SIGTERM: power off,
+// SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
+func (b *Boot) supervise(ctx context.Context, cfg *Config) Action {
+	sigs := b.Signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+	reaper := &Reaper{All: b.PID1}
+	rctx, stopReaper := context.WithCancel(ctx)
+	defer stopReaper()
+	go reaper.Run(rctx)
+
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	action, marked := PowerOff, false
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGINT {
+				action = Reboot
+			}
+			b.Console.Logf("%v: shutting down", sig)
+			// Marked here, before the services are stopped: the stage is
+			// the whole shutdown.
+			b.Console.Mark("shutdown", "")
+			marked = true
+			stop()
+		case <-sctx.Done():
+		}
+	}()
+	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
+		Poweroff: cfg.Poweroff, Grace: b.Grace}
+	err := s.Run(sctx)
+	stop()
+	<-watched
+	if errors.Is(err, ErrAllExited) {
+		b.Console.Logf("%v", err)
+	}
+	if !marked {
+		b.Console.Mark("shutdown", "")
+	}
+	return action
+}
+
+// reopenConsole gives PID 1 a console when the kernel could not: it opens
+// /dev/console for init only if the root filesystem has one, and devtmpfs
+// was not mounted yet at that point.
+func reopenConsole() {
+	var st syscall.Stat_t
+	if syscall.Fstat(1, &st) == nil {
+		return
+	}
+	fd, err := syscall.Open("/dev/console", syscall.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return
+	}
+	for i := 0; i < 3; i++ {
+		if fd != i {
+			syscall.Dup3(fd, i, 0)
+		}
+	}
+	if fd > 2 {
+		syscall.Close(fd)
+	}
+}

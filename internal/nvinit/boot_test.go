@@ -1,0 +1,133 @@
+package nvinit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+func writeConfig(t *testing.T, json string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(p, []byte(json), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// marks returns the marker keys of a console transcript, in order.
+func marks(out string) []string {
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if m, ok := ParseMark(l); ok {
+			got = append(got, m.Key())
+		}
+	}
+	return got
+}
+
+func TestBootPoweroffWhenServicesExit(t *testing.T) {
+	cfg := writeConfig(t, `{"Poweroff":true,"Services":[
+		{"Name":"hello","Path":"/bin/echo","Args":["hi"],"Restart":"never"},
+		{"Name":"later","Path":"/bin/true","DontStart":true}]}`)
+	var out bytes.Buffer
+	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Signals: make(chan os.Signal)}
+	if a := b.Run(context.Background()); a != PowerOff {
+		t.Errorf("action %v", a)
+	}
+	got := strings.Join(marks(out.String()), " ")
+	if want := "init mounts store service-start:hello service-ready:hello shutdown"; got != want {
+		t.Errorf("marks %q, want %q\n%s", got, want, out.String())
+	}
+	for _, want := range []string{"hello: hi\n", "nvinit: hello exited with status 0\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("console lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBootSignalReboots(t *testing.T) {
+	cfg := writeConfig(t, `{"Services":[{"Name":"s","Path":"/bin/sleep","Args":["30"]}]}`)
+	out := make(lines, 100)
+	sigs := make(chan os.Signal, 1)
+	b := &Boot{ConfigPath: cfg, Console: &Console{W: out}, Signals: sigs, Grace: time.Second}
+	done := make(chan Action)
+	go func() { done <- b.Run(context.Background()) }()
+	out.expect(t, "service-ready s")
+	sigs <- syscall.SIGINT
+	out.expect(t, "NVBOOT-MARK shutdown ")
+	out.expect(t, "nvinit: s killed by signal 15 (terminated)")
+	if a := <-done; a != Reboot {
+		t.Errorf("action %v, want reboot", a)
+	}
+}
+
+func TestBootBadConfigStillBoots(t *testing.T) {
+	cfg := writeConfig(t, `{"Services":[{"Name":"","Path":"x"}],"Poweroff":true}`)
+	var out bytes.Buffer
+	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Signals: make(chan os.Signal)}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	b.Run(ctx)
+	if !strings.Contains(out.String(), "Services[0].Name") || !strings.Contains(out.String(), "starting no services") {
+		t.Errorf("console:\n%s", out.String())
+	}
+	if got := strings.Join(marks(out.String()), " "); got != "init mounts store shutdown" {
+		t.Errorf("marks %q", got)
+	}
+}
+
+func TestBootTextStoreFallback(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, `{"Poweroff":true,"TextStore":{"Device":"`+dir+`/nope","Image":"/i","Manifest":"/m","Dir":"`+dir+`/text"},
+		"State":{"Device":"`+dir+`/state","Dir":"`+dir+`/state-mnt"}}`)
+	var out bytes.Buffer
+	fm := &fakeMounter{fail: map[string]error{dir + "/state-mnt": syscall.EINVAL}}
+	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Mounter: fm, Sys: dir, MountInfo: dir + "/mountinfo",
+		Signals: make(chan os.Signal)}
+	b.Run(context.Background())
+	for _, want := range []string{
+		"nvinit: text store: stat " + dir + "/nope: no such file or directory; programs use the fallback text on the root filesystem",
+		"nvinit: state: mounting " + dir + "/state on " + dir + "/state-mnt: invalid argument; services run without state",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("console lacks %q:\n%s", want, out.String())
+		}
+	}
+	if got := strings.Join(marks(out.String()), " "); got != "init mounts store state shutdown" {
+		t.Errorf("marks %q", got)
+	}
+}
+
+func TestExecuteCheckAndHelp(t *testing.T) {
+	good := writeConfig(t, `{"Hostname":"nv","Services":[{"Name":"kv","Path":"/bin/kv","WaitFor":"tcp:8080"}]}`)
+	bad := writeConfig(t, `{"Services":[{"Name":"kv","Path":"/bin/kv","Restart":"maybe"}]}`)
+	run := func(args ...string) (string, string, error) {
+		var o, e bytes.Buffer
+		err := Execute(context.Background(), &cli.Context{Stdout: &o, Stderr: &e, Args: args})
+		return o.String(), e.String(), err
+	}
+	o, _, err := run("-check", good)
+	if err != nil || !strings.Contains(o, `"Hostname": "nv"`) || !strings.Contains(o, `"WaitFor": "tcp:8080"`) {
+		t.Errorf("-check good: %v\n%s", err, o)
+	}
+	if _, _, err := run("-check", bad); err == nil || !strings.Contains(err.Error(), "Services[0].Restart") {
+		t.Errorf("-check bad: %v", err)
+	}
+	_, e, err := run("-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(e, "PID 1") || !strings.Contains(e, DefaultConfigPath) || !strings.Contains(e, "-check") {
+		t.Errorf("-h: %v\n%s", err, e)
+	}
+	if _, _, err := run("-bogus"); !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("-bogus: %v", err)
+	}
+}

@@ -1,0 +1,296 @@
+package nvinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	imageconfig "github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/bootmark"
+)
+
+// DefaultConfigPath is where the image puts nvinit's config.
+const DefaultConfigPath = "/etc/nvboot/config.json"
+
+// Config is what nvinit reads at boot. `nvboot build` writes it from the image
+// config (image/config); the shape follows gokrazy's so it reads the same.
+type Config struct {
+	// Hostname is set with sethostname; empty leaves the kernel's.
+	Hostname string `json:",omitempty"`
+	// Services are started in this order.
+	Services []Service `json:",omitempty"`
+	// TextStore is the OFF2F text store on pmem; no Device: none.
+	TextStore TextStore `json:",omitzero"`
+	// State is the read-write state filesystem; no Device: none.
+	State State `json:",omitzero"`
+	// Poweroff powers the machine off once every service has exited and none
+	// will restart: a test image ends by itself.
+	Poweroff bool `json:",omitempty"`
+}
+
+// Service is one supervised program.
+type Service struct {
+	// Name prefixes the service's console lines and names it in markers: a
+	// word of letters, digits, '-', '_', '.'.
+	Name string
+	// Path is the absolute path of the program.
+	Path string
+	// Args are the arguments after argv[0] (which is Path).
+	Args []string `json:",omitempty"`
+	// Env is added to the base environment, as KEY=VALUE.
+	Env []string `json:",omitempty"`
+	// WaitFor marks the service ready when it answers: a TCP "host:port",
+	// "tcp:PORT" (127.0.0.1:PORT, as image/config writes it) or an absolute
+	// unix socket path; empty: ready once started.
+	WaitFor string `json:",omitempty"`
+	// Restart is "always" (default), "on-failure" or "never".
+	Restart string `json:",omitempty"`
+	// DontStart keeps the service configured but not started.
+	DontStart bool `json:",omitempty"`
+}
+
+// Restart policies.
+const (
+	RestartAlways    = "always"
+	RestartOnFailure = "on-failure"
+	RestartNever     = "never"
+)
+
+// RestartOrDefault returns the restart policy, "always" when unset.
+func (s *Service) RestartOrDefault() string {
+	if s.Restart == "" {
+		return RestartAlways
+	}
+	return s.Restart
+}
+
+// TextStore is where the OFF2F text files live, and how to refill it.
+type TextStore struct {
+	// Device is the block device of the fsdax namespace, e.g. /dev/pmem0.
+	Device string `json:",omitempty"`
+	// Namespace is the nvdimm namespace behind Device ("namespace0.0"); empty:
+	// derived from a /dev/pmemN[.M] Device. A raw namespace is switched to fsdax.
+	Namespace string `json:",omitempty"`
+	// FSType is the filesystem type; default "ext4".
+	FSType string `json:",omitempty"`
+	// Options are the mount data; default "dax=always"; "defaults": none.
+	Options string `json:",omitempty"`
+	// Dir is the mount point; default /nv/text.
+	Dir string `json:",omitempty"`
+	// Image is the store filesystem image on the root filesystem, copied onto
+	// Device when the store is blank or stale.
+	Image string `json:",omitempty"`
+	// Manifest is the image's MANIFEST on the root filesystem; the store is
+	// current when its own MANIFEST lists the same hashes.
+	Manifest string `json:",omitempty"`
+}
+
+// State is the read-write filesystem for service state. nvinit never formats it.
+type State struct {
+	// Device is the block device, e.g. /dev/pmem1.
+	Device string `json:",omitempty"`
+	// FSType is the filesystem type; default "ext4".
+	FSType string `json:",omitempty"`
+	// Options are the mount data; default "dax=always" (pheap wants DAX);
+	// "defaults": none, for a state device without DAX.
+	Options string `json:",omitempty"`
+	// Dir is the mount point; default /nv/state.
+	Dir string `json:",omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultFSType   = "ext4"
+	DefaultOptions  = "dax=always"
+	DefaultTextDir  = "/nv/text"
+	DefaultStateDir = "/nv/state"
+)
+
+func (t *TextStore) FSTypeOrDefault() string  { return or(t.FSType, DefaultFSType) }
+func (t *TextStore) OptionsOrDefault() string { return mountData(t.Options) }
+func (t *TextStore) DirOrDefault() string     { return or(t.Dir, DefaultTextDir) }
+func (s *State) FSTypeOrDefault() string      { return or(s.FSType, DefaultFSType) }
+func (s *State) OptionsOrDefault() string     { return mountData(s.Options) }
+func (s *State) DirOrDefault() string         { return or(s.Dir, DefaultStateDir) }
+
+// NamespaceOrDefault names the nvdimm namespace of the store: Namespace, or
+// the one the kernel names /dev/pmemN (namespaceN.0) or /dev/pmemN.M
+// (namespaceN.M); empty when neither says.
+func (t *TextStore) NamespaceOrDefault() string {
+	if t.Namespace != "" {
+		return t.Namespace
+	}
+	n, ok := strings.CutPrefix(t.Device, "/dev/pmem")
+	if !ok || n == "" {
+		return ""
+	}
+	region, sub, dotted := strings.Cut(n, ".")
+	if !digits(region) || dotted && !digits(sub) {
+		return ""
+	}
+	if !dotted {
+		sub = "0"
+	}
+	return "namespace" + region + "." + sub
+}
+
+// mountData turns Options into mount(2) data: "" is the default, and
+// "defaults" (as in fstab) is no options at all.
+func mountData(o string) string {
+	switch o {
+	case "":
+		return DefaultOptions
+	case "defaults":
+		return ""
+	}
+	return o
+}
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadConfig reads and validates a config file. Unknown fields are errors: a
+// misspelt field must not be silently ignored.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes and validates a config.
+func ParseConfig(b []byte) (*Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks every field and names each one that is wrong.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Hostname != "" && !imageconfig.ValidHostname(c.Hostname) {
+		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
+	}
+	names := map[string]int{}
+	for i, s := range c.Services {
+		at := fmt.Sprintf("Services[%d]", i)
+		if !bootmark.IsWord(s.Name) {
+			bad("%s.Name %q: a word of letters, digits, '-', '_', '.' (up to 64)", at, s.Name)
+		} else if j, dup := names[s.Name]; dup {
+			bad("%s.Name %q: also Services[%d]'s", at, s.Name, j)
+		} else {
+			names[s.Name] = i
+		}
+		if !filepath.IsAbs(s.Path) {
+			bad("%s.Path %q: want an absolute path", at, s.Path)
+		}
+		for _, e := range s.Env {
+			if i := strings.IndexByte(e, '='); i <= 0 {
+				bad("%s.Env %q: want KEY=VALUE", at, e)
+			}
+		}
+		if s.WaitFor != "" && !validWaitFor(s.WaitFor) {
+			bad("%s.WaitFor %q: want a TCP host:port or an absolute unix socket path", at, s.WaitFor)
+		}
+		switch s.RestartOrDefault() {
+		case RestartAlways, RestartOnFailure, RestartNever:
+		default:
+			bad("%s.Restart %q: want always, on-failure or never", at, s.Restart)
+		}
+	}
+	t := &c.TextStore
+	if t.Device != "" {
+		if !filepath.IsAbs(t.Device) {
+			bad("TextStore.Device %q: want an absolute path", t.Device)
+		}
+		if t.Image == "" || !filepath.IsAbs(t.Image) {
+			bad("TextStore.Image %q: want the absolute path of the store image", t.Image)
+		}
+		if t.Manifest == "" || !filepath.IsAbs(t.Manifest) {
+			bad("TextStore.Manifest %q: want the absolute path of the image manifest", t.Manifest)
+		}
+		if t.Namespace != "" && !strings.HasPrefix(t.Namespace, "namespace") {
+			bad("TextStore.Namespace %q: want an nvdimm namespace name like namespace0.0", t.Namespace)
+		}
+	} else if *t != (TextStore{}) {
+		bad("TextStore.Device: empty while other TextStore fields are set")
+	}
+	if !filepath.IsAbs(t.DirOrDefault()) {
+		bad("TextStore.Dir %q: want an absolute path", t.Dir)
+	}
+	s := &c.State
+	if s.Device != "" && !filepath.IsAbs(s.Device) {
+		bad("State.Device %q: want an absolute path", s.Device)
+	} else if s.Device == "" && *s != (State{}) {
+		bad("State.Device: empty while other State fields are set")
+	}
+	if !filepath.IsAbs(s.DirOrDefault()) {
+		bad("State.Dir %q: want an absolute path", s.Dir)
+	}
+	if t.Device != "" && s.Device != "" && filepath.Clean(t.Device) == filepath.Clean(s.Device) {
+		bad("State.Device %q: also TextStore.Device (text and state must be apart)", s.Device)
+	}
+	if filepath.Clean(t.DirOrDefault()) == filepath.Clean(s.DirOrDefault()) {
+		bad("State.Dir %q: also TextStore.Dir", s.DirOrDefault())
+	}
+	return errors.Join(errs...)
+}
+
+func validWaitFor(w string) bool {
+	network, addr := waitForAddr(w)
+	if network == "unix" {
+		return true
+	}
+	_, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n > 0 && n < 65536
+}
+
+// waitForAddr turns a WaitFor into what net.Dial takes.
+func waitForAddr(w string) (network, addr string) {
+	if strings.HasPrefix(w, "/") {
+		return "unix", w
+	}
+	if port, ok := strings.CutPrefix(w, "tcp:"); ok {
+		return "tcp", net.JoinHostPort("127.0.0.1", port)
+	}
+	return "tcp", w
+}

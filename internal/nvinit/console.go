@@ -1,0 +1,78 @@
+package nvinit
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Console is the serial console: nvinit's log, the markers and every
+// service's output share it, one whole line at a time so a marker is never
+// split by a service's bytes (the host parses it line by line).
+type Console struct {
+	W      io.Writer
+	Uptime func() time.Duration // nil: CLOCK_BOOTTIME
+	mu     sync.Mutex
+}
+
+// Line writes one line.
+func (c *Console) Line(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	io.WriteString(c.W, s+"\n")
+}
+
+// Logf writes "nvinit: " and the message.
+func (c *Console) Logf(format string, args ...any) {
+	c.Line("nvinit: " + fmt.Sprintf(format, args...))
+}
+
+// Prefixed returns a writer that puts "<prefix>: " before every line it
+// passes to the console. Close flushes a last unterminated line.
+func (c *Console) Prefixed(prefix string) io.WriteCloser {
+	return &prefixWriter{c: c, prefix: prefix + ": "}
+}
+
+type prefixWriter struct {
+	c      *Console
+	prefix string
+	buf    []byte
+}
+
+// maxLine bounds a line kept waiting for its newline: a service writing
+// megabytes without one must not grow nvinit's memory.
+const maxLine = 4096
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			take := min(len(b), maxLine-len(p.buf))
+			p.buf = append(p.buf, b[:take]...)
+			if len(p.buf) >= maxLine {
+				p.flush()
+			}
+			b = b[take:]
+			continue
+		}
+		p.buf = append(p.buf, b[:i]...)
+		p.flush()
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+func (p *prefixWriter) flush() {
+	p.c.Line(p.prefix + string(bytes.TrimSuffix(p.buf, []byte("\r"))))
+	p.buf = p.buf[:0]
+}
+
+func (p *prefixWriter) Close() error {
+	if len(p.buf) > 0 {
+		p.flush()
+	}
+	return nil
+}

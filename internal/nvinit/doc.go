@@ -1,0 +1,9 @@
+// Package nvinit is PID 1 of the nvboot appliance: it mounts the kernel
+// filesystems, makes the OFF2F text store current (provisioning it from the
+// image when blank or stale), mounts the state filesystem, starts and
+// supervises the services, reaps orphans and shuts the machine down cleanly.
+// Each stage prints a NVBOOT-MARK line on the console for `nvboot measure`.
+//
+// Everything that touches the machine goes through a path or an injected
+// function, so the logic runs in host tests without root.
+package nvinit

@@ -1,0 +1,64 @@
+package nvinit
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestStoreSetupLoop provisions a real ext4 image onto a loop device and
+// mounts it: root only, skipped where mkfs.ext4 or loop devices are missing.
+func TestStoreSetupLoop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (loop device, mount)")
+	}
+	for _, tool := range []string{"mkfs.ext4", "losetup", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "MANIFEST"), []byte(hashA+"\n"), 0o644)
+	os.WriteFile(filepath.Join(src, hashA), []byte("text"), 0o444)
+	image := filepath.Join(dir, "text.img")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", src, image, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	backing := filepath.Join(dir, "pmem.img")
+	if err := os.WriteFile(backing, make([]byte, 16<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", backing).Output()
+	if err != nil {
+		t.Skipf("losetup: %v", err)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+
+	cfg := TextStore{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/text"),
+		Image: image, Manifest: filepath.Join(src, "MANIFEST")}
+	s := &StoreSetup{Config: cfg, Mounter: SysMounter{}, MountInfo: "/proc/self/mountinfo", Logf: t.Logf}
+	for i, want := range []bool{true, false} {
+		provisioned, err := s.Run()
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if provisioned != want {
+			t.Errorf("run %d: provisioned = %v, want %v", i, provisioned, want)
+		}
+		if b, err := os.ReadFile(filepath.Join(cfg.Dir, hashA)); err != nil || string(b) != "text" {
+			t.Errorf("run %d: store file: %q, %v", i, b, err)
+		}
+		if err := syscall.Unmount(cfg.Dir, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("e2fsck", "-fn", loop).CombinedOutput(); err != nil {
+		t.Errorf("e2fsck -fn %s: %v\n%s", loop, err, out)
+	}
+}
