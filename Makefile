@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-CMDS := off2f nvinit
+CMDS := off2f nvinit nvboot
 
 .PHONY: all build deps demo test test-short kernel fuzz clean
 all: build

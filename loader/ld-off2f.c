@@ -380,6 +380,15 @@ static int load_from(struct prog *p, const u8 *dir, int may_mount)
 	return r;
 }
 
+/* env_is reports whether the environment string e is exactly kv. */
+static int env_is(const char *e, const char *kv)
+{
+	while (*kv)
+		if (*e++ != *kv++)
+			return 0;
+	return *e == 0;
+}
+
 /* Called from _start with the kernel's stack pointer; returns the entry point. */
 u64 loader_main(u64 *sp)
 {
@@ -405,7 +414,15 @@ u64 loader_main(u64 *sp)
 	if (why)
 		die(&p, why);
 
-	if (load_from(&p, p.note + N_STORE_DIR, 1) < 0) {
+	/* OFF2F_NOSTORE=1 skips the store: nvinit re-executes itself that way when
+	 * it must rewrite a stale store its own text is mapped from. */
+	int nostore = 0;
+	for (u64 *e = sp + 1 + argc + 1; *e; e++)
+		if (env_is((const char *)*e, "OFF2F_NOSTORE=1"))
+			nostore = 1;
+	if (nostore)
+		fail(&p, "OFF2F_NOSTORE=1: text store skipped", 0);
+	if (nostore || load_from(&p, p.note + N_STORE_DIR, 1) < 0) {
 		char first[sizeof p.err];
 		scat(first, first + sizeof first, p.err);
 		if (!p.note[N_FALLBACK_DIR] || load_from(&p, p.note + N_FALLBACK_DIR, 0) < 0) {

@@ -24,6 +24,10 @@ func (a Action) String() string {
 	return "power off"
 }
 
+// NoStoreEnv, set to 1, makes ld-off2f skip the text store and map the
+// fallback text (nvinit re-executes itself with it to rewrite a stale store).
+const NoStoreEnv = "OFF2F_NOSTORE"
+
 // Boot is one run of nvinit, from the first marker to the power-off.
 type Boot struct {
 	ConfigPath string
@@ -55,6 +59,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 			con.Logf("%v", err)
 		}
 		reopenConsole()
+		markHandover(con)
 		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
 		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
 	}
@@ -76,6 +81,12 @@ func (b *Boot) Run(ctx context.Context) Action {
 		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
 			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
 		if _, err := s.Run(); err != nil {
+			if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(NoStoreEnv) == "" {
+				// Our own text is mapped from the stale store: come back
+				// running from the fallback copy, and rewrite the store then.
+				con.Logf("text store: %v; re-executing nvinit from the fallback text to rewrite it", err)
+				err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), NoStoreEnv+"=1"))
+			}
 			con.Logf("text store: %v; programs use the fallback text on the root filesystem", err)
 		}
 		if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
@@ -124,6 +135,9 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config) Action {
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 		defer signal.Stop(ch)
 		sigs = ch
+		if b.PID1 {
+			go ConsoleCommands(os.Stdin, ch, b.Console.Logf)
+		}
 	}
 	reaper := &Reaper{All: b.PID1}
 	rctx, stopReaper := context.WithCancel(ctx)

@@ -1,0 +1,253 @@
+// Package appliance assembles an nvboot appliance image from an image config
+// (image/config): it builds the services and nvinit as static Go programs,
+// lays them out as the chosen layout asks (OFF2F with the text on pmem, plain
+// ELF, initramfs, or whole ELFs on the DAX filesystem), and writes the
+// artefacts a device or QEMU boots: a GPT disk image (EFI system partition
+// with the EFI-stub kernel, the read-only root, a data partition), the pmem
+// images (text store, state) and image.json, which says how to boot them.
+//
+// Every step is reproducible: the same inputs give the same bytes. The output
+// directory is written beside its final place and renamed into it at the end,
+// so a failed build leaves nothing behind.
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvboot/nvboot/image/config"
+)
+
+// Layout is how the programs are placed in the image.
+type Layout string
+
+// The layouts `nvboot build -layout` and `nvboot measure -layouts` know.
+const (
+	// OFF2F: nvinit and the services are OFF2F programs, their text in the
+	// text store on pmem (DAX), header and data on the root filesystem.
+	OFF2F Layout = "off2f"
+	// ELF: plain static executables on the root filesystem.
+	ELF Layout = "elf"
+	// Initramfs: plain executables in an initramfs the kernel unpacks into RAM.
+	Initramfs Layout = "initramfs"
+	// DAXELF: the whole service executables on the DAX filesystem on pmem,
+	// nvinit on the root filesystem.
+	DAXELF Layout = "dax-elf"
+)
+
+// Layouts lists every layout, in the order reports use.
+var Layouts = []Layout{OFF2F, ELF, Initramfs, DAXELF}
+
+// ParseLayout checks a layout name.
+func ParseLayout(s string) (Layout, error) {
+	for _, l := range Layouts {
+		if string(l) == s {
+			return l, nil
+		}
+	}
+	names := make([]string, len(Layouts))
+	for i, l := range Layouts {
+		names[i] = string(l)
+	}
+	return "", fmt.Errorf("layout %q: unknown (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Where things are on the device.
+const (
+	GuestLoader    = "/lib/ld-off2f.so.1"
+	GuestInit      = "/sbin/nvinit"
+	GuestBin       = "/bin"
+	GuestFallback  = "/lib/off2f"                 // fallback copies of the text
+	GuestStoreImg  = "/lib/nvboot/textstore.ext4" // provisioning source
+	GuestManifest  = "/etc/nvboot/MANIFEST"
+	GuestConfig    = "/etc/nvboot/config.json"
+	GuestTextDev   = "/dev/pmem0"
+	GuestStateDev  = "/dev/pmem1"
+	GuestTextDir   = "/nv/text"
+	GuestStateDir  = "/nv/state"
+	GuestRootDev   = "/dev/vda2"
+	GuestDAXBinDir = "/nv/text/bin" // dax-elf: the service executables
+)
+
+// The files of an output directory.
+const (
+	ManifestFile  = "image.json"
+	DiskFile      = "disk.img"
+	KernelFile    = "bzImage"
+	InitrdFile    = "initrd.cpio"
+	TextPmemFile  = "pmem-text.img"
+	StatePmemFile = "pmem-state.img"
+)
+
+// Options say what to build.
+type Options struct {
+	Config *config.Config
+	Layout Layout
+	// Out is the output directory: created, or replaced when it holds an
+	// earlier nvboot build (image.json); anything else there is refused.
+	Out string
+	// Kernel is the bzImage to put in the image.
+	Kernel string
+	// ModuleRoot is the nvboot module: nvinit and ld-off2f come from it, and
+	// Go import paths in Packages are built in it.
+	ModuleRoot string
+	// ConfigDir resolves local package directories ("./svc") in Packages;
+	// empty: the current directory.
+	ConfigDir string
+	// Logf reports progress; nil: quiet.
+	Logf func(format string, args ...any)
+}
+
+// Image is image.json: what was built and how to boot it.
+type Image struct {
+	Layout   Layout
+	Hostname string
+	Kernel   string // file in the output directory
+	Initrd   string `json:",omitempty"`
+	Cmdline  string // kernel command line (vm adds the console)
+	Disk     string
+	// Pmem are the NVDIMM images in guest order: pmem0 (text), pmem1 (state).
+	Pmem     []string
+	Services []ServiceInfo
+	// TextBytes is the read-only bytes (text + rodata) of nvinit and the
+	// services: what OFF2F keeps on pmem.
+	TextBytes uint64
+	// Partitions of the disk image, in order (vda1, vda2, ...).
+	Partitions []Partition
+}
+
+// Partition is where a partition lies in the disk image, in bytes.
+type Partition struct {
+	Name          string
+	Offset, Bytes int64
+}
+
+// ServiceInfo is one service of the image.
+type ServiceInfo struct {
+	Name        string
+	Package     string
+	Path        string // in the guest
+	WaitFor     string `json:",omitempty"`
+	ForwardPort int    `json:",omitempty"`
+	DontStart   bool   `json:",omitempty"`
+}
+
+// ReadImage reads the image.json of an output directory.
+func ReadImage(dir string) (*Image, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w (build it with nvboot build -o %s)", dir, err, dir)
+	}
+	var im Image
+	if err := json.Unmarshal(b, &im); err != nil {
+		return nil, fmt.Errorf("image %s: %s: %w", dir, ManifestFile, err)
+	}
+	if _, err := ParseLayout(string(im.Layout)); err != nil {
+		return nil, fmt.Errorf("image %s: %w", dir, err)
+	}
+	return &im, nil
+}
+
+// Build builds the image into o.Out.
+func Build(ctx context.Context, o Options) (*Image, error) {
+	if o.Config == nil {
+		return nil, errors.New("appliance: no config")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if _, err := ParseLayout(string(o.Layout)); err != nil {
+		return nil, err
+	}
+	if o.Out == "" {
+		return nil, errors.New("no output directory (-o DIR)")
+	}
+	if err := checkOut(o.Out); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(o.Kernel); err != nil {
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	parent := filepath.Dir(filepath.Clean(o.Out))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".build-")
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	b := &builder{Options: o, dir: tmp, work: filepath.Join(tmp, ".work")}
+	im, err := b.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(b.work); err != nil {
+		return nil, err
+	}
+	if err := replaceDir(tmp, o.Out); err != nil {
+		return nil, err
+	}
+	ok = true
+	return im, nil
+}
+
+// checkOut refuses an output directory that holds something other than an
+// earlier build: replacing it would lose what the user put there.
+func checkOut(out string) error {
+	ents, err := os.ReadDir(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("output directory %s: %w", out, err)
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(out, ManifestFile)); err != nil {
+		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s): refusing to replace it", out, ManifestFile)
+	}
+	return nil
+}
+
+// replaceDir moves the finished build into place; an earlier build there is
+// moved aside first and removed once the new one is in.
+func replaceDir(tmp, out string) error {
+	old := ""
+	if _, err := os.Stat(out); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(out, old); err != nil {
+			return fmt.Errorf("moving the old %s aside: %w", out, err)
+		}
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		if old != "" {
+			os.Rename(old, out)
+		}
+		return fmt.Errorf("moving the build into %s: %w", out, err)
+	}
+	if old != "" {
+		return os.RemoveAll(old)
+	}
+	return nil
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}

@@ -1,0 +1,122 @@
+package appliance
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/vm"
+)
+
+// BootOptions say how to boot a built image in QEMU.
+type BootOptions struct {
+	Storage  vm.Storage   // speed model of the disk
+	Forwards []vm.Forward // host ports to guest ports
+	// PmemDir holds the pmem images to attach; "": the image's own (so
+	// state persists from run to run). measure boots copies.
+	PmemDir string
+	MemMiB  int    // default 512
+	Accel   string // "": KVM when it really works, else TCG
+	Console io.Writer
+	Stdin   io.Reader
+	// ExtraCmdline is appended to the image's kernel command line.
+	ExtraCmdline string
+}
+
+// VMConfig is the QEMU machine for the image in dir: the kernel booted
+// directly (what the EFI system partition would hand over), the disk image as
+// vda, pmem0 the text store, pmem1 the state.
+func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
+	c := vm.Config{
+		Kernel:   filepath.Join(dir, im.Kernel),
+		Cmdline:  im.Cmdline,
+		MemMiB:   o.MemMiB,
+		Accel:    o.Accel,
+		Disks:    []vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}},
+		Forwards: o.Forwards,
+		Console:  o.Console,
+		Stdin:    o.Stdin,
+	}
+	if c.MemMiB == 0 {
+		c.MemMiB = 512
+	}
+	if o.ExtraCmdline != "" {
+		c.Cmdline += " " + o.ExtraCmdline
+	}
+	if im.Initrd != "" {
+		c.Initrd = filepath.Join(dir, im.Initrd)
+	}
+	pdir := o.PmemDir
+	if pdir == "" {
+		pdir = dir
+	}
+	for _, p := range im.Pmem {
+		path := filepath.Join(pdir, p)
+		if _, err := os.Stat(path); err != nil {
+			return vm.Config{}, fmt.Errorf("image %s: pmem image: %w", dir, err)
+		}
+		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: path})
+	}
+	return c, nil
+}
+
+// CopyPmem copies the image's pmem images into dst (sparse), for a boot that
+// must start from the image as built: a cold first boot of a fresh device.
+func CopyPmem(dir string, im *Image, dst string) error {
+	for _, p := range im.Pmem {
+		if err := copySparseFile(filepath.Join(dst, p), filepath.Join(dir, p)); err != nil {
+			return fmt.Errorf("copying %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// copySparseFile copies src to dst leaving all-zero 64 KiB blocks as holes.
+func copySparseFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if err := out.Truncate(st.Size()); err != nil {
+		out.Close()
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < st.Size(); {
+		n, err := in.ReadAt(buf, off)
+		if n > 0 && !zero(buf[:n]) {
+			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
+				out.Close()
+				return werr
+			}
+		}
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			out.Close()
+			return err
+		}
+	}
+	return out.Close()
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,401 @@
+package appliance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/image/initramfs"
+	"github.com/nvboot/nvboot/image/pmem"
+	"github.com/nvboot/nvboot/internal/nvinit"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+// builder is one Build: the options, the output directory being filled and
+// the scratch directory under it.
+type builder struct {
+	Options
+	dir  string
+	work string
+}
+
+// staging holds the trees the filesystems are made from.
+type staging struct {
+	root  string // the root filesystem
+	store string // the text store (its filesystem's root)
+	esp   string // the EFI system partition
+}
+
+func (b *builder) build(ctx context.Context) (*Image, error) {
+	st := staging{root: filepath.Join(b.work, "root"), store: filepath.Join(b.work, "store"), esp: filepath.Join(b.work, "esp")}
+	for _, d := range []string{st.root, st.store, st.esp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	progs, err := b.buildPrograms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	loader := filepath.Join(b.work, "ld-off2f")
+	if b.Layout == OFF2F {
+		b.logf("building ld-off2f")
+		if err := run(ctx, nil, "make", "-s", "-C", filepath.Join(b.ModuleRoot, "loader"), "OUT="+loader); err != nil {
+			return nil, fmt.Errorf("building ld-off2f: %w", err)
+		}
+	}
+	for _, d := range []string{"bin", "sbin", "lib", "etc/nvboot", "proc", "sys", "dev", "run", "tmp", "nv/text", "nv/state"} {
+		if err := os.MkdirAll(filepath.Join(st.root, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	im := &Image{Layout: b.Layout, Hostname: b.Config.HostnameOrDefault(), Kernel: KernelFile, Disk: DiskFile,
+		Pmem: []string{TextPmemFile, StatePmemFile}}
+	for _, p := range progs {
+		im.TextBytes += p.Text
+	}
+	b.logf("placing %d programs (%s layout, %.1f MiB of text+rodata)", len(progs), b.Layout, float64(im.TextBytes)/(1<<20))
+	hashes, err := b.place(progs, st, loader)
+	if err != nil {
+		return nil, err
+	}
+	useStore := b.Layout == OFF2F || b.Layout == DAXELF
+	if useStore {
+		if err := off2f.WriteManifest(filepath.Join(st.store, off2f.ManifestName), hashes); err != nil {
+			return nil, err
+		}
+		if err := off2f.WriteManifest(filepath.Join(st.root, GuestManifest[1:]), hashes); err != nil {
+			return nil, err
+		}
+	}
+	cfg := b.initConfig(progs, useStore)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("nvinit config: %w", err)
+	}
+	cfgJSON, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(st.root, GuestConfig[1:]), append(cfgJSON, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	for _, p := range progs[1:] {
+		pc := b.Config.PackageConfig[p.Package]
+		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: b.servicePath(p.Name),
+			WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart})
+	}
+
+	// pmem0: the text store, a bigalloc ext4 so text lands 2 MiB-aligned.
+	storeImg := filepath.Join(b.work, "textstore.ext4")
+	storeSize, err := b.storeSize(st.store)
+	if err != nil {
+		return nil, err
+	}
+	storeSize = pmemSize(storeSize) - pmem.Align // the rest of the section is room to grow
+	b.logf("text store: %d MiB ext4 (2 MiB clusters)", storeSize>>20)
+	if err := mkExt4(ctx, st.store, storeImg, storeSize, uuidFor(b.seed(), "text"), "-O", "bigalloc", "-C", "2097152"); err != nil {
+		return nil, fmt.Errorf("text store: %w", err)
+	}
+	if useStore {
+		// The provisioning source: nvinit copies it onto a blank or stale store.
+		if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStoreImg)[1:]), 0o755); err != nil {
+			return nil, err
+		}
+		if err := copyFile(filepath.Join(st.root, GuestStoreImg[1:]), storeImg, 0o444); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.pmemImage(TextPmemFile, storeImg, storeSize); err != nil {
+		return nil, err
+	}
+	// pmem1: the state filesystem, empty.
+	stateSize := pmemSize(int64(b.Config.StateMiBOrDefault())<<20-pmem.Align) - pmem.Align
+	stateDir, stateImg := filepath.Join(b.work, "state"), filepath.Join(b.work, "state.ext4")
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, err
+	}
+	b.logf("state: %d MiB ext4", stateSize>>20)
+	if err := mkExt4(ctx, stateDir, stateImg, stateSize, uuidFor(b.seed(), "state")); err != nil {
+		return nil, fmt.Errorf("state filesystem: %w", err)
+	}
+	if err := b.pmemImage(StatePmemFile, stateImg, stateSize); err != nil {
+		return nil, err
+	}
+
+	// The root filesystem, or the initramfs.
+	var parts []gpt.Partition
+	espSize := int64(0)
+	kst, err := os.Stat(b.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	espSize += kst.Size()
+	if err := copyFile(filepath.Join(b.dir, KernelFile), b.Kernel, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(st.esp, "EFI/BOOT"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := copyFile(filepath.Join(st.esp, "EFI/BOOT/BOOTX64.EFI"), b.Kernel, 0o644); err != nil {
+		return nil, err
+	}
+	rootImg := ""
+	if b.Layout == Initramfs {
+		im.Initrd = InitrdFile
+		im.Cmdline = "rdinit=" + GuestInit
+		if err := writeInitramfs(st.root, filepath.Join(b.dir, InitrdFile)); err != nil {
+			return nil, err
+		}
+		if err := copyFile(filepath.Join(st.esp, "EFI/BOOT/initrd.cpio"), filepath.Join(b.dir, InitrdFile), 0o644); err != nil {
+			return nil, err
+		}
+		ist, _ := os.Stat(filepath.Join(b.dir, InitrdFile))
+		espSize += ist.Size()
+	} else {
+		fs := b.Config.RootFSOrDefault()
+		rootImg = filepath.Join(b.work, "root."+fs)
+		b.logf("root filesystem: %s", fs)
+		if fs == "erofs" {
+			err = mkErofs(ctx, st.root, rootImg, uuidFor(b.seed(), "root"))
+		} else {
+			var n int64
+			n, _, err = treeSize(st.root)
+			if err == nil {
+				err = mkExt4(ctx, st.root, rootImg, (n*5/4+(8<<20))&^(1<<20-1), uuidFor(b.seed(), "root"))
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("root filesystem: %w", err)
+		}
+		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", GuestRootDev, fs, GuestInit)
+	}
+	im.Cmdline += " quiet"
+	if b.Config.KernelCmdline != "" {
+		im.Cmdline += " " + b.Config.KernelCmdline
+	}
+	if err := os.WriteFile(filepath.Join(st.esp, "EFI/BOOT/cmdline.txt"), []byte(im.Cmdline+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	espImg := filepath.Join(b.work, "esp.vfat")
+	espSize = (espSize + espSize/4 + (4 << 20)) &^ (1<<20 - 1)
+	if err := mkVfat(ctx, st.esp, espImg, espSize, volID(b.seed())); err != nil {
+		return nil, fmt.Errorf("EFI system partition: %w", err)
+	}
+	dataDir, dataImg := filepath.Join(b.work, "data"), filepath.Join(b.work, "data.ext4")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := mkExt4(ctx, dataDir, dataImg, 16<<20, uuidFor(b.seed(), "data")); err != nil {
+		return nil, fmt.Errorf("data partition: %w", err)
+	}
+	parts = append(parts, gpt.Partition{Name: "esp", Type: gpt.TypeESP, Src: espImg})
+	if rootImg != "" {
+		parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
+	}
+	parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
+	b.logf("disk image")
+	lay, err := gpt.Write(filepath.Join(b.dir, DiskFile), b.seed(), parts)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lay {
+		im.Partitions = append(im.Partitions, Partition{Name: l.Name, Offset: l.First * 512, Bytes: (l.Last - l.First + 1) * 512})
+	}
+	imJSON, err := json.MarshalIndent(im, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, ManifestFile), append(imJSON, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// seed makes the uuids of one image: the layout and hostname, so two layouts
+// of one config do not share filesystem uuids.
+func (b *builder) seed() string { return string(b.Layout) + "/" + b.Config.HostnameOrDefault() }
+
+func volID(seed string) string {
+	h := sha256.Sum256([]byte("nvboot-esp\x00" + seed))
+	return hex.EncodeToString(h[:4])
+}
+
+// servicePath is where a service's executable is in the guest.
+func (b *builder) servicePath(name string) string {
+	if b.Layout == DAXELF {
+		return GuestDAXBinDir + "/" + name
+	}
+	return GuestBin + "/" + name
+}
+
+// place puts nvinit and the services where the layout wants them and
+// returns the hashes the store MANIFEST lists.
+func (b *builder) place(progs []program, st staging, loader string) ([]string, error) {
+	var hashes []string
+	for i, p := range progs {
+		dst := filepath.Join(st.root, b.servicePath(p.Name)[1:])
+		if i == 0 {
+			dst = filepath.Join(st.root, GuestInit[1:])
+		}
+		switch {
+		case b.Layout == OFF2F:
+			h, err := b.convert(p, i == 0, dst, st)
+			if err != nil {
+				return nil, err
+			}
+			hashes = append(hashes, h)
+		case b.Layout == DAXELF && i > 0:
+			dst = filepath.Join(st.store, "bin", p.Name)
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return nil, err
+			}
+			if err := copyFile(dst, p.Bin, 0o755); err != nil {
+				return nil, err
+			}
+			// The whole executable is the store's content: its hash is what
+			// makes a store current or stale.
+			raw, err := os.ReadFile(p.Bin)
+			if err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(raw)
+			hashes = append(hashes, hex.EncodeToString(sum[:]))
+		default:
+			if err := copyFile(dst, p.Bin, 0o755); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if b.Layout == OFF2F {
+		if err := copyFile(filepath.Join(st.root, GuestLoader[1:]), loader, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return hashes, nil
+}
+
+// convert makes p an OFF2F program: the header file at dst, the text in the
+// store and, as the fallback, on the root filesystem. nvinit's loader mounts
+// the store itself (it runs before anyone else could).
+func (b *builder) convert(p program, isInit bool, dst string, st staging) (string, error) {
+	raw, err := os.ReadFile(p.Bin)
+	if err != nil {
+		return "", err
+	}
+	opt := off2f.Options{Loader: GuestLoader, StoreDir: GuestTextDir, FallbackDir: GuestFallback}
+	if isInit {
+		opt.Device, opt.FSType, opt.MountOpts = GuestTextDev, "ext4", "dax=always"
+	}
+	conv, err := off2f.Convert(raw, opt)
+	if err != nil {
+		return "", fmt.Errorf("converting %s to OFF2F: %w", p.Name, err)
+	}
+	for _, d := range []string{st.store, filepath.Join(st.root, GuestFallback[1:])} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+		if _, err := (off2f.Store{Dir: d}).Put(conv.TextName(), conv.Text); err != nil {
+			return "", fmt.Errorf("storing the text of %s: %w", p.Name, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	return conv.TextName(), off2f.WriteFileAtomic(dst, conv.Header, 0o755)
+}
+
+// initConfig is nvinit's config for the image.
+func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
+	c := &nvinit.Config{Hostname: b.Config.HostnameOrDefault(),
+		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir}}
+	if useStore {
+		c.TextStore = nvinit.TextStore{Device: GuestTextDev, Dir: GuestTextDir, Image: GuestStoreImg, Manifest: GuestManifest}
+	}
+	for _, p := range progs[1:] {
+		pc := b.Config.PackageConfig[p.Package]
+		c.Services = append(c.Services, nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
+			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart})
+	}
+	return c
+}
+
+// storeSize is the text store filesystem's size: TextStoreMiB, or fitted to
+// the files (a 2 MiB cluster at least each) with a quarter to spare.
+func (b *builder) storeSize(dir string) (int64, error) {
+	n, files, err := treeSize(dir)
+	if err != nil {
+		return 0, err
+	}
+	need := n + int64(files)*(2<<20) + 16<<20
+	if b.Config.TextStoreMiB > 0 {
+		size := int64(b.Config.TextStoreMiB) << 20
+		if size < need {
+			return 0, fmt.Errorf("TextStoreMiB %d: the text store needs at least %d MiB (%d files, %d MiB of text): make it larger or 0 (fitted)",
+				b.Config.TextStoreMiB, (need+(1<<20)-1)>>20, files, n>>20)
+		}
+		return size, nil
+	}
+	return (need + need/4 + (2<<20 - 1)) &^ (2<<20 - 1), nil
+}
+
+// pmemSize is the size of a pmem image holding a filesystem of fsSize: the
+// 2 MiB of fsdax metadata added, rounded up to 128 MiB (the kernel adds pmem
+// in memory sections).
+func pmemSize(fsSize int64) int64 {
+	const section = 128 << 20
+	return (fsSize + pmem.Align + section - 1) / section * section
+}
+
+// pmemImage writes out/name: the PFN info block and the filesystem image.
+func (b *builder) pmemImage(name, fsImg string, fsSize int64) error {
+	return pmem.WriteImage(filepath.Join(b.dir, name), pmemSize(fsSize), fsImg)
+}
+
+// writeInitramfs packs the root tree into a newc archive.
+func writeInitramfs(root, out string) error {
+	a := initramfs.New()
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			return a.Dir(rel, 0o755)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return a.File(rel, fi.Mode().Perm(), data)
+	})
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	if err := a.CharDev("dev/console", 0o600, 5, 1); err != nil {
+		return err
+	}
+	return off2f.WriteFileAtomic(out, a.Bytes(), 0o644)
+}
+
+// copyFile copies src to dst with mode perm.
+func copyFile(dst, src string, perm os.FileMode) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(dst, b, perm); err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm)
+}
+

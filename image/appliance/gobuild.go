@@ -1,0 +1,116 @@
+package appliance
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/nvboot/nvboot/image/config"
+)
+
+const nvinitPackage = "github.com/nvboot/nvboot/cmd/nvinit"
+
+// program is one executable of the image, built on the host.
+type program struct {
+	Name    string // program name: nvinit, or the service's
+	Package string // as in the config
+	Bin     string // the built ELF
+	Text    uint64 // bytes of read-only PT_LOADs
+}
+
+// goBuild builds a Go package as a static executable: no cgo, paths trimmed,
+// no build id or VCS stamp, so the same source gives the same bytes. A local
+// directory ("./svc", "/src/svc") is built in that directory (its own module
+// or ours); an import path is built in the nvboot module.
+func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string, dst string) error {
+	dir, target := b.ModuleRoot, pkg
+	if isLocal(pkg) {
+		dir = pkg
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(or(b.ConfigDir, "."), dir)
+		}
+		st, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("service %s: source %s: %w", name, pkg, err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("service %s: source %s is not a directory", name, pkg)
+		}
+		target = "."
+	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+	args = append(args, flags...)
+	args = append(args, "-o", dst, target)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s (%s): go %s: %w\n%s", name, pkg, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+func isLocal(pkg string) bool {
+	return strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../") || filepath.IsAbs(pkg) || pkg == "."
+}
+
+// buildPrograms builds nvinit and every service into work/bin.
+func (b *builder) buildPrograms(ctx context.Context) ([]program, error) {
+	out := filepath.Join(b.work, "bin")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	progs := []program{{Name: "nvinit", Bin: filepath.Join(out, "nvinit")}}
+	b.logf("building nvinit")
+	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, progs[0].Bin); err != nil {
+		return nil, err
+	}
+	for _, pkg := range b.Config.Packages {
+		name := config.Name(pkg)
+		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
+		b.logf("building %s (%s)", name, pkg)
+		if err := b.goBuild(ctx, name, pkg, b.Config.PackageConfig[pkg].GoBuildFlags, p.Bin); err != nil {
+			return nil, err
+		}
+		progs = append(progs, p)
+	}
+	for i := range progs {
+		n, err := readOnlyBytes(progs[i].Bin)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", progs[i].Name, err)
+		}
+		progs[i].Text = n
+	}
+	return progs, nil
+}
+
+// readOnlyBytes sums the memory size of the non-writable PT_LOADs: what OFF2F
+// moves into the text file.
+func readOnlyBytes(path string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n uint64
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
+			n += p.Memsz
+		}
+	}
+	return n, nil
+}
+
+func or(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

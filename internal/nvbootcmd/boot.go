@@ -1,0 +1,154 @@
+package nvbootcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/internal/bootmark"
+	"github.com/nvboot/nvboot/vm"
+)
+
+// Stage names of a measured boot, in boot order. Kernel is when the guest
+// kernel started (firmware and loading before it); Handover when it ran
+// init; Service when the host's first request got an answer.
+const (
+	StageKernel   = "kernel"
+	StageHandover = "handover"
+	StageInit     = "init"
+	StageStore    = "store"
+	StageState    = "state"
+	StageReady    = "ready"
+	StageService  = "service"
+)
+
+// Stages lists them in order.
+var Stages = []string{StageKernel, StageHandover, StageInit, StageStore, StageState, StageReady, StageService}
+
+// bootResult is one cold boot up to the first answered request.
+type bootResult struct {
+	Stages  map[string]time.Duration // since power-on
+	Console string
+	Accel   string
+}
+
+// bootOnce boots the image with fresh copies of its pmem images, waits for
+// the first HTTP answer on the first forwarded service port, and cuts the
+// power. The run directory keeps the pmem copies.
+func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, timeout time.Duration) (*bootResult, error) {
+	svc, ok := probeService(im)
+	if !ok {
+		return nil, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := appliance.CopyPmem(dir, im, runDir); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	o.PmemDir = runDir
+	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+	cfg, err := appliance.VMConfig(dir, im, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Kill()
+	answered, err := firstAnswer(ctx, m, fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
+	}
+	// The marks printed before the answer are on their way; give them a
+	// moment to arrive (the answer proves they were written).
+	time.Sleep(50 * time.Millisecond)
+	m.Kill()
+	m.Wait(context.Background())
+	res := &bootResult{Stages: map[string]time.Duration{StageService: answered}, Console: m.Console(), Accel: m.Accel}
+	var marks []bootmark.Stamped
+	for _, l := range m.Lines() {
+		if mk, ok := bootmark.Parse(l.Text); ok {
+			marks = append(marks, bootmark.Stamped{At: l.At, Mark: mk})
+		}
+	}
+	if len(marks) == 0 {
+		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", lastLines(res.Console, 25))
+	}
+	tl := bootmark.Place(marks)
+	res.Stages[StageKernel] = tl.KernelStart
+	for key, stage := range map[string]string{"kernel-handover": StageHandover, bootmark.Init: StageInit,
+		bootmark.Store: StageStore, "state": StageState, bootmark.ServiceReady + ":" + svc.Name: StageReady} {
+		if t, ok := tl.Stages[key]; ok {
+			res.Stages[stage] = t
+		}
+	}
+	return res, nil
+}
+
+// probeService is the service the first request goes to: the first with a
+// ForwardPort.
+func probeService(im *appliance.Image) (appliance.ServiceInfo, bool) {
+	for _, s := range im.Services {
+		if s.ForwardPort != 0 && !s.DontStart {
+			return s, true
+		}
+	}
+	return appliance.ServiceInfo{}, false
+}
+
+// firstAnswer polls url until the service answers (any HTTP status below
+// 500) and returns when, since power-on. QEMU's user network accepts the
+// connection before the guest listens, so an early try ends in EOF or reset.
+func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration, error) {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return time.Since(m.Start), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("no answer from %s: %w", url, ctx.Err())
+		case <-m.Done():
+			return 0, errors.New("the guest powered off before the service answered")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}

@@ -1,0 +1,72 @@
+package nvbootcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// moduleRoot finds the nvboot module: nvinit and ld-off2f are built from it.
+// -src, else $NVBOOT_SRC, else the module of the current directory.
+func moduleRoot(ctx context.Context, flag string) (string, error) {
+	if flag == "" {
+		flag = os.Getenv("NVBOOT_SRC")
+	}
+	if flag != "" {
+		if _, err := os.Stat(filepath.Join(flag, "cmd", "nvinit")); err != nil {
+			return "", fmt.Errorf("-src %s: not an nvboot checkout (no cmd/nvinit)", flag)
+		}
+		return flag, nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the nvboot checkout: run nvboot there, or pass -src DIR")
+	}
+	root := filepath.Dir(mod)
+	if _, err := os.Stat(filepath.Join(root, "cmd", "nvinit")); err != nil {
+		return "", fmt.Errorf("%s is not the nvboot module: run nvboot in the nvboot checkout, or pass -src DIR", root)
+	}
+	return root, nil
+}
+
+// kernelPath is -kernel, else the config's KernelPath, else $NVBOOT_KERNEL,
+// else the cached build of kernel-config/ (built now when missing).
+func kernelPath(ctx context.Context, flag, fromConfig, root string, log io.Writer) (string, error) {
+	for _, k := range []string{flag, fromConfig, os.Getenv("NVBOOT_KERNEL")} {
+		if k != "" {
+			if _, err := os.Stat(k); err != nil {
+				return "", fmt.Errorf("kernel: %w", err)
+			}
+			return k, nil
+		}
+	}
+	fmt.Fprintf(log, "kernel: kernel-config/build.sh (cached after the first build, about 10 minutes)\n")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "kernel-config", "build.sh"))
+	cmd.Stderr = log
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the kernel (kernel-config/build.sh): %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
+}
+
+// progress prints timestamped progress lines to stderr.
+type progress struct {
+	w     io.Writer
+	start time.Time
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, start: time.Now()} }
+
+func (p *progress) printf(format string, args ...any) {
+	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,140 @@
+package nvbootcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/vm"
+)
+
+const measureDescription = `Builds the image once per layout and cold-boots each N times, interleaved
+(off2f, elf, ... then again), on the same storage model: every boot starts
+from fresh copies of the pmem images, as a device straight off the line.
+Each boot is timed from power-on (QEMU started) to the first HTTP answer of
+the first service with a ForwardPort, with the stages between taken from
+nvinit's serial markers:
+
+  kernel    the guest kernel starts (firmware, kernel loading before it)
+  handover  the kernel runs init
+  init      nvinit's first instruction of main
+  store     the text store is mounted (or the fallback chosen)
+  state     the state filesystem is mounted
+  ready     the service accepts connections (its WaitFor)
+  service   the host's first request is answered
+
+It prints a table (median, min, max of each stage, ratio to elf) and writes
+a boot chart (SVG) per layout into -charts. With -json it prints one object:
+{"bench":"measure","ratios":{...},"results":[...]}, ratios as
+"<stage span>.<layout>_vs_<baseline>".`
+
+const measureExamples = `  nvboot measure -runs 5 -storage sd
+  nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
+
+func measure(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot measure", "nvboot measure [-layouts L,...] [-runs N] [-storage P] [-json]", measureDescription, measureExamples)
+	layouts := fs.String("layouts", "off2f,elf,initramfs,dax-elf", "layouts to compare, comma-separated (elf is the baseline)")
+	runs := fs.Int("runs", 5, "cold boots per layout")
+	storage := fs.String("storage", "sd", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
+	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
+	work := fs.String("work", "", "keep the images and runs in this `directory`; empty: a temporary one, removed")
+	charts := fs.String("charts", ".", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
+	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
+	accel := fs.String("accel", "", "kvm or tcg; empty: KVM when it really works here")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if *runs < 1 {
+		return cli.Usagef("-runs %d: want at least 1", *runs)
+	}
+	prof, err := vm.Profile(*storage)
+	if err != nil {
+		return cli.Usagef("-storage: %v", err)
+	}
+	var ls []appliance.Layout
+	for _, s := range strings.Split(*layouts, ",") {
+		l, err := appliance.ParseLayout(strings.TrimSpace(s))
+		if err != nil {
+			return cli.Usagef("-layouts: %v", err)
+		}
+		ls = append(ls, l)
+	}
+	cfg, cfgDir := config.Demo(), ""
+	if *cfgPath != "" {
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+		cfgDir = filepath.Dir(*cfgPath)
+	}
+	log := newProgress(c.Stderr)
+	root, err := moduleRoot(ctx, *src)
+	if err != nil {
+		return err
+	}
+	k, err := kernelPath(ctx, *kernel, cfg.KernelPath, root, c.Stderr)
+	if err != nil {
+		return err
+	}
+	dir := *work
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	images := map[appliance.Layout]*appliance.Image{}
+	for _, l := range ls {
+		log.printf("building the %s image", l)
+		im, err := appliance.Build(ctx, appliance.Options{Config: cfg, Layout: l, Out: filepath.Join(dir, string(l)),
+			Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
+		if err != nil {
+			return fmt.Errorf("building the %s image: %w", l, err)
+		}
+		images[l] = im
+	}
+	rep := &report{Storage: prof, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
+	for r := 1; r <= *runs; r++ {
+		for _, l := range ls {
+			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
+			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
+				appliance.BootOptions{Storage: prof, Accel: *accel}, 3*time.Minute)
+			if err != nil {
+				return fmt.Errorf("%s boot %d: %w", l, r, err)
+			}
+			os.RemoveAll(runDir)
+			rep.Accel = res.Accel
+			rep.Runs[l] = append(rep.Runs[l], res)
+			log.printf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, *runs,
+				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
+		}
+	}
+	if *charts != "" {
+		if err := os.MkdirAll(*charts, 0o755); err != nil {
+			return err
+		}
+		for _, l := range ls {
+			p := filepath.Join(*charts, "measure-"+string(l)+".svg")
+			if err := os.WriteFile(p, rep.chart(l), 0o644); err != nil {
+				return err
+			}
+			log.printf("boot chart: %s", p)
+		}
+	}
+	if *asJSON {
+		return cli.JSON(c.Stdout, rep.output())
+	}
+	return rep.writeTable(c.Stdout)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

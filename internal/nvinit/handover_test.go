@@ -1,0 +1,50 @@
+package nvinit
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestFindHandover(t *testing.T) {
+	tests := []struct {
+		name string
+		kmsg string
+		want time.Duration
+		ok   bool
+	}{
+		{"root disk", "6,1,0,-;Linux version 6.1\n6,300,812345,-;Run /sbin/nvinit as init process\n6,301,812400,-;  with arguments:\n", 812345 * time.Microsecond, true},
+		{"initramfs", "6,290,700001,-;Run /sbin/nvinit as init process\n", 700001 * time.Microsecond, true},
+		{"continuation fields", "6,290,42,c,more;Run /init as init process\n", 42 * time.Microsecond, true},
+		{"absent", "6,1,0,-;Linux version 6.1\n", 0, false},
+		{"malformed time", "6,290,x,-;Run /sbin/nvinit as init process\n", 0, false},
+		{"no header", "Run /sbin/nvinit as init process\n", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := FindHandover(strings.NewReader(tt.kmsg))
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("FindHandover = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestConsoleCommands(t *testing.T) {
+	ch := make(chan os.Signal, 4)
+	var logged []string
+	ConsoleCommands(strings.NewReader("ls\n poweroff \nreboot\npoweroffx\n"), ch, func(f string, a ...any) { logged = append(logged, f) })
+	close(ch)
+	var got []os.Signal
+	for s := range ch {
+		got = append(got, s)
+	}
+	if len(got) != 2 || got[0] != syscall.SIGTERM || got[1] != syscall.SIGINT {
+		t.Fatalf("signals %v, want SIGTERM then SIGINT", got)
+	}
+	if len(logged) != 2 {
+		t.Fatalf("logged %v", logged)
+	}
+}
