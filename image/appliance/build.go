@@ -398,4 +398,3 @@ func copyFile(dst, src string, perm os.FileMode) error {
 	}
 	return os.Chmod(dst, perm)
 }
-
