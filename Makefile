@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin
 CMDS := off2f nvinit nvboot
 
-.PHONY: all build deps demo test test-short kernel fuzz clean
+.PHONY: all build deps demo demo-exec test test-short kernel fuzz clean
 all: build
 
 deps:
@@ -24,9 +24,15 @@ FORCE:
 kernel: deps
 	@kernel-config/build.sh >/dev/null
 
-# Program start in a QEMU guest with emulated pmem: ELF vs OFF2F vs whole ELF
-# on DAX vs tmpfs, on an SD-card storage model (see README.md).
+# The appliance: build the demo image (kv) as OFF2F and as plain ELF, boot
+# each in QEMU with emulated pmem on an SD-card storage model, and print
+# power-on-to-service time side by side (see README.md).
+DEMO_RUNS ?= 3
 demo: deps build kernel
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(BIN)/nvboot measure -layouts off2f,elf -runs $(DEMO_RUNS) -storage sd -charts out/demo
+
+# Program start alone (no appliance): ELF vs OFF2F vs whole ELF on DAX vs tmpfs.
+demo-exec: deps build kernel
 	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) run ./bench/exec -host=false -storage sd
 
 # Every test: unit, loader, fuzz corpora (as regression tests), QEMU/DAX end-to-end.

@@ -1,0 +1,173 @@
+// Command probe runs inside a test appliance as a service: once the service
+// named by -service answers on -addr it reports, as one NVBOOT-PROBE JSON
+// line on stdout, where that service's and nvinit's text is mapped from,
+// how the text store and state are mounted, and how much the page cache
+// grows when the service's whole text is read (DAX: not at all).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type report struct {
+	ServicePID     int
+	ServiceText    []string // files of the service's executable mappings
+	InitText       []string // files of nvinit's executable mappings
+	Mounts         map[string]string
+	TextFile       string
+	TextBytes      int64
+	CacheGrowthKiB int64
+	Error          string `json:",omitempty"`
+}
+
+func main() {
+	service := flag.String("service", "kv", "the service to look at (its /proc/PID/comm)")
+	addr := flag.String("addr", "127.0.0.1:8080", "wait until this answers")
+	flag.Parse()
+	r := &report{Mounts: map[string]string{}}
+	if err := probe(r, *service, *addr); err != nil {
+		r.Error = err.Error()
+	}
+	b, _ := json.Marshal(r)
+	fmt.Printf("NVBOOT-PROBE %s\n", b)
+	// Stay up: a supervised service that exits is restarted.
+	select {}
+}
+
+func probe(r *report, service, addr string) error {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never answered: %v", addr, err)
+		}
+	}
+	pid, err := findPID(service)
+	if err != nil {
+		return err
+	}
+	r.ServicePID = pid
+	r.ServiceText = execMappings(pid)
+	r.InitText = execMappings(1)
+	mounts, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return err
+	}
+	for _, l := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 4 && strings.HasPrefix(f[1], "/nv/") {
+			r.Mounts[f[1]] = f[0] + " " + f[2] + " " + f[3]
+		}
+	}
+	for _, m := range r.ServiceText {
+		if strings.HasPrefix(m, "/nv/text/") {
+			r.TextFile = m
+		}
+	}
+	if r.TextFile == "" {
+		return nil
+	}
+	before, err := cachedKiB()
+	if err != nil {
+		return err
+	}
+	n, err := readAll(r.TextFile)
+	if err != nil {
+		return err
+	}
+	after, err := cachedKiB()
+	if err != nil {
+		return err
+	}
+	r.TextBytes, r.CacheGrowthKiB = n, after-before
+	return nil
+}
+
+func findPID(comm string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process %q", comm)
+}
+
+// execMappings lists the files mapped executable into pid.
+func execMappings(pid int) []string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) >= 6 && strings.Contains(fl[1], "x") && !seen[fl[5]] {
+			seen[fl[5]] = true
+			out = append(out, fl[5])
+		}
+	}
+	return out
+}
+
+func cachedKiB() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Cached:" {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no Cached: in /proc/meminfo")
+}
+
+// readAll touches every page of the file through a shared read-only mapping,
+// as a program's text is faulted in.
+func readAll(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Munmap(m)
+	var sum byte
+	for i := 0; i < len(m); i += 4096 {
+		sum += m[i]
+	}
+	_ = sum
+	return st.Size(), nil
+}

@@ -1,0 +1,113 @@
+package nvbootcmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/vm"
+)
+
+func execute(args ...string) (stdout, stderr string, err error) {
+	var o, e bytes.Buffer
+	err = Execute(context.Background(), &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Args: args})
+	return o.String(), e.String(), err
+}
+
+func TestHelp(t *testing.T) {
+	for _, verb := range []string{"build", "run", "measure"} {
+		_, stderr, err := execute(verb, "-h")
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s -h: err %v", verb, err)
+		}
+		if !strings.Contains(stderr, "Usage: nvboot "+verb) || !strings.Contains(stderr, "Examples:") {
+			t.Errorf("%s -h lacks usage or examples:\n%s", verb, stderr)
+		}
+	}
+	out, _, err := execute("help")
+	if err != nil || !strings.Contains(out, "measure") {
+		t.Errorf("help: %v\n%s", err, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "no command"},
+		{[]string{"flash"}, `unknown command "flash"`},
+		{[]string{"build"}, "-o DIR is required"},
+		{[]string{"build", "-o", "x", "-layout", "zip"}, `layout "zip"`},
+		{[]string{"build", "-o", "x", "extra"}, "unexpected arguments"},
+		{[]string{"run"}, "want one image directory"},
+		{[]string{"run", "-storage", "floppy", "x"}, `storage profile "floppy"`},
+		{[]string{"run", "-port", "80", "x"}, "HOSTPORT:GUESTPORT"},
+		{[]string{"measure", "-runs", "0"}, "-runs 0"},
+		{[]string{"measure", "-layouts", "off2f,zip"}, `layout "zip"`},
+	}
+	for _, tt := range tests {
+		_, _, err := execute(tt.args...)
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("nvboot %q: err %v, want a usage error naming %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestBadInputNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"Packages": ["x"], "Colour": "red"}`), 0o644)
+	if _, _, err := execute("build", "-config", bad, "-o", filepath.Join(dir, "out")); err == nil || !strings.Contains(err.Error(), "Colour") || !strings.Contains(err.Error(), bad) {
+		t.Errorf("unknown config field: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output directory left behind: %v", err)
+	}
+	if _, _, err := execute("run", filepath.Join(dir, "nothing")); err == nil || !strings.Contains(err.Error(), "nothing") {
+		t.Errorf("run of a missing image: %v", err)
+	}
+}
+
+func TestReport(t *testing.T) {
+	boot := func(service, handover time.Duration) *bootResult {
+		return &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond,
+			StageHandover: handover, StageInit: handover + 10*time.Millisecond, StageService: service}}
+	}
+	r := &report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
+		Runs: map[appliance.Layout][]*bootResult{
+			appliance.OFF2F: {boot(1000*time.Millisecond, 800*time.Millisecond), boot(1200*time.Millisecond, 800*time.Millisecond), boot(1100*time.Millisecond, 800*time.Millisecond)},
+			appliance.ELF:   {boot(2200*time.Millisecond, 800*time.Millisecond), boot(2000*time.Millisecond, 800*time.Millisecond), boot(2400*time.Millisecond, 800*time.Millisecond)},
+		}}
+	rat := r.ratios()
+	if got := rat["power_on_to_service.off2f_vs_elf"]; got != 0.5 {
+		t.Errorf("power_on_to_service.off2f_vs_elf = %v, want 1100/2200", got)
+	}
+	if got := rat["init_to_service.off2f_vs_elf"]; got != 0.214 {
+		t.Errorf("init_to_service.off2f_vs_elf = %v, want 300/1400 rounded", got)
+	}
+	var found bool
+	for _, res := range r.results() {
+		if res.Name == "elf.service" {
+			found = res.Median == 2200 && res.Min == 2000 && res.Max == 2400 && res.Runs == 3 && res.Unit == "ms"
+		}
+	}
+	if !found {
+		t.Errorf("elf.service result missing or wrong: %+v", r.results())
+	}
+	var tab bytes.Buffer
+	if err := r.writeTable(&tab); err != nil || !strings.Contains(tab.String(), "power_on_to_service.off2f_vs_elf") {
+		t.Errorf("table: %v\n%s", err, tab.String())
+	}
+	if svg := string(r.chart(appliance.OFF2F)); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "ready") && !strings.Contains(svg, "service") {
+		t.Errorf("chart: %s", svg)
+	}
+}
