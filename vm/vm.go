@@ -206,7 +206,13 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if c.Stdin != nil {
-		cmd.Stdin = c.Stdin
+		// Through a pipe we feed ourselves: with cmd.Stdin set to a reader,
+		// Wait would wait for that reader's EOF even after QEMU exited.
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		go func() { io.Copy(w, c.Stdin); w.Close() }()
 	}
 	m := &Machine{cmd: cmd, Accel: accel, Args: append([]string{qemu}, args...),
 		changed: make(chan struct{}), done: make(chan struct{})}

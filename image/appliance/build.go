@@ -313,6 +313,9 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
 	c := &nvinit.Config{Hostname: b.Config.HostnameOrDefault(),
 		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir}}
+	for _, in := range b.Config.InterfacesOrDefault() {
+		c.Network = append(c.Network, nvinit.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway})
+	}
 	if useStore {
 		c.TextStore = nvinit.TextStore{Device: GuestTextDev, Dir: GuestTextDir, Image: GuestStoreImg, Manifest: GuestManifest}
 	}

@@ -37,8 +37,29 @@ type Config struct {
 	TextStoreMiB int `json:",omitempty"`
 	// StateMiB is the size of the pmem state image (/nv/state); default 128.
 	StateMiB int `json:",omitempty"`
+	// Interfaces are static IPv4 settings nvinit applies before the services
+	// start; empty: eth0 10.0.2.15/24 via 10.0.2.2, QEMU's user network.
+	Interfaces []Interface `json:",omitempty"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
+}
+
+// Interface is one network interface's static IPv4 setting.
+type Interface struct {
+	Name    string // e.g. eth0
+	Address string // with the prefix length, e.g. 192.168.1.20/24
+	Gateway string `json:",omitempty"` // default route; empty: none
+}
+
+// DefaultInterfaces is QEMU's user network (what nvboot run and measure use).
+var DefaultInterfaces = []Interface{{Name: "eth0", Address: "10.0.2.15/24", Gateway: "10.0.2.2"}}
+
+// InterfacesOrDefault returns Interfaces, or DefaultInterfaces when empty.
+func (c *Config) InterfacesOrDefault() []Interface {
+	if len(c.Interfaces) == 0 {
+		return DefaultInterfaces
+	}
+	return c.Interfaces
 }
 
 // PackageConfig is how one service is built and started.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 // kernel started (firmware and loading before it); Handover when it ran
 // init; Service when the host's first request got an answer.
 const (
+	StageLoaded   = "loaded"
 	StageKernel   = "kernel"
 	StageHandover = "handover"
 	StageInit     = "init"
@@ -30,7 +32,7 @@ const (
 )
 
 // Stages lists them in order.
-var Stages = []string{StageKernel, StageHandover, StageInit, StageStore, StageState, StageReady, StageService}
+var Stages = []string{StageLoaded, StageKernel, StageHandover, StageInit, StageStore, StageState, StageReady, StageService}
 
 // bootResult is one cold boot up to the first answered request.
 type bootResult struct {
@@ -97,7 +99,38 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 			res.Stages[stage] = t
 		}
 	}
+	// QEMU loads the kernel and initramfs from host files; a device's
+	// firmware reads them from its storage first. That read is modeled from
+	// the storage profile and put before everything measured.
+	load, err := firmwareLoad(dir, im, o.Storage)
+	if err != nil {
+		return nil, err
+	}
+	for k := range res.Stages {
+		res.Stages[k] += load
+	}
+	res.Stages[StageLoaded] = load
 	return res, nil
+}
+
+// firmwareLoad is how long reading the kernel and the initramfs takes at
+// the storage profile's read bandwidth (0 when unthrottled).
+func firmwareLoad(dir string, im *appliance.Image, s vm.Storage) (time.Duration, error) {
+	if s.ReadBPS == 0 {
+		return 0, nil
+	}
+	var n int64
+	for _, f := range []string{im.Kernel, im.Initrd} {
+		if f == "" {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			return 0, err
+		}
+		n += st.Size()
+	}
+	return time.Duration(float64(n) / float64(s.ReadBPS) * float64(time.Second)), nil
 }
 
 // probeService is the service the first request goes to: the first with a

@@ -21,7 +21,9 @@ Each boot is timed from power-on (QEMU started) to the first HTTP answer of
 the first service with a ForwardPort, with the stages between taken from
 nvinit's serial markers:
 
-  kernel    the guest kernel starts (firmware, kernel loading before it)
+  loaded    kernel (and initramfs) read from storage: modeled from the
+            storage profile's bandwidth, since QEMU loads them from host files
+  kernel    the guest kernel starts (firmware and QEMU's own load before it)
   handover  the kernel runs init
   init      nvinit's first instruction of main
   store     the text store is mounted (or the fallback chosen)

@@ -110,6 +110,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 		con.Mark("state", "")
 	}
 
+	if b.PID1 {
+		if err := ConfigureNetwork(cfg.Network); err != nil {
+			con.Logf("%v", err)
+		}
+	}
 	action := b.supervise(ctx, cfg)
 	Unmount(m, mounted, con.Logf)
 	if !b.PID1 {

@@ -29,6 +29,9 @@ type Config struct {
 	TextStore TextStore `json:",omitzero"`
 	// State is the read-write state filesystem; no Device: none.
 	State State `json:",omitzero"`
+	// Network configures interfaces with static IPv4 addresses before the
+	// services start; loopback is always brought up.
+	Network []Interface `json:",omitempty"`
 	// Poweroff powers the machine off once every service has exited and none
 	// will restart: a test image ends by itself.
 	Poweroff bool `json:",omitempty"`
@@ -234,6 +237,11 @@ func (c *Config) Validate() error {
 		case RestartAlways, RestartOnFailure, RestartNever:
 		default:
 			bad("%s.Restart %q: want always, on-failure or never", at, s.Restart)
+		}
+	}
+	for i, in := range c.Network {
+		if err := validInterface(in); err != nil {
+			bad("Network[%d].%v", i, err)
 		}
 	}
 	t := &c.TextStore

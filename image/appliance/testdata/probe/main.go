@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,8 +41,10 @@ func main() {
 	}
 	b, _ := json.Marshal(r)
 	fmt.Printf("NVBOOT-PROBE %s\n", b)
-	// Stay up: a supervised service that exits is restarted.
-	select {}
+	// Stay up until stopped: a supervised service that exits is restarted.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
 }
 
 func probe(r *report, service, addr string) error {
