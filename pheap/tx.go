@@ -1,0 +1,282 @@
+package pheap
+
+import (
+	"fmt"
+	"hash/crc32"
+	"slices"
+)
+
+// Reader is a transaction that can read the heap: *ViewTx or *Tx.
+type Reader interface {
+	heap() *Heap
+}
+
+// ViewTx is a read-only transaction. It is valid only inside the function
+// passed to View (or, embedded in Tx, to Update).
+type ViewTx struct {
+	h    *Heap
+	done bool
+}
+
+func (v *ViewTx) heap() *Heap {
+	if v.done {
+		panic("pheap: transaction used after its function returned")
+	}
+	return v.h
+}
+
+// Tx is a read-write transaction, valid only inside the function passed to
+// Update. Every change made through it is undone if the function fails or
+// the process dies before Update returns.
+type Tx struct {
+	ViewTx
+	gen     uint64
+	logTail uint64           // where the next undo entry goes
+	ents    []logEntry       // entries written, for rolling back
+	lines   map[uint64]uint8 // cache lines touched: lineLogged or lineFresh
+	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
+	err     error            // sticky: the first failure dooms the transaction
+}
+
+const (
+	lineLogged = 1 // the old bytes are in the undo log
+	lineFresh  = 2 // inside a block allocated by this transaction: no need
+)
+
+// View runs fn in a read-only transaction. Many View calls run at once;
+// they wait for a running Update and Update waits for them.
+func (h *Heap) View(fn func(tx *ViewTx) error) error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return fmt.Errorf("pheap: %s: %w", h.name, ErrClosed)
+	}
+	tx := &ViewTx{h: h}
+	defer func() { tx.done = true }()
+	return fn(tx)
+}
+
+// Update runs fn in a read-write transaction and commits it if fn returns
+// nil: when Update returns nil the changes are durable. If fn returns an
+// error or panics, or an operation in it failed, every change is rolled back
+// (durably) before Update returns that error or re-raises the panic. One
+// Update runs at a time; do not call Update or View from inside fn.
+func (h *Heap) Update(fn func(tx *Tx) error) (err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return fmt.Errorf("pheap: %s: %w", h.name, ErrClosed)
+	}
+	tx := &Tx{
+		ViewTx:  ViewTx{h: h},
+		gen:     h.u64(h.sb.LogOff + logGen),
+		logTail: h.sb.LogOff + logHeaderSize,
+		lines:   map[uint64]uint8{},
+	}
+	committed := false
+	defer func() {
+		tx.done = true
+		if !committed {
+			tx.rollback()
+		}
+	}()
+	if err = fn(tx); err == nil {
+		err = tx.err
+	}
+	if err != nil {
+		return err
+	}
+	tx.commit()
+	committed = true
+	return h.memErr()
+}
+
+// memErr reports a failure of the persistence layer, such as msync failing.
+func (h *Heap) memErr() error {
+	if m, ok := h.mem.(interface{ Err() error }); ok {
+		if err := m.Err(); err != nil {
+			return fmt.Errorf("pheap: %s: %w: %w", h.name, ErrIO, err)
+		}
+	}
+	return nil
+}
+
+// fail records the first error of the transaction and returns it.
+func (tx *Tx) fail(err error) error {
+	if tx.err == nil {
+		tx.err = err
+	}
+	return tx.err
+}
+
+// Err returns the error that doomed the transaction, if any: after a failed
+// operation Update rolls back even if the function returns nil.
+func (tx *Tx) Err() error { return tx.err }
+
+// Write copies b into the heap at offset off, saving the old bytes first.
+// Offsets below the root table (superblock, log) are refused.
+func (tx *Tx) Write(off uint64, b []byte) error {
+	if err := tx.prepare(off, uint64(len(b))); err != nil {
+		return err
+	}
+	copy(tx.h.b[off:], b)
+	return nil
+}
+
+// Read returns a copy of n bytes at off.
+func (v *ViewTx) Read(off, n uint64) ([]byte, error) {
+	h := v.heap()
+	if off > h.sb.Size || n > h.sb.Size-off {
+		return nil, fmt.Errorf("pheap: read [%d,+%d): %w: outside the heap", off, n, ErrBadPtr)
+	}
+	return append([]byte(nil), h.b[off:off+n]...), nil
+}
+
+// prepare makes [off, off+n) safe to modify: every cache line of it is
+// either already saved in the undo log, inside a block this transaction
+// allocated, or gets saved now. The new entries are made durable with one
+// fence before prepare returns, so only then may the caller write.
+func (tx *Tx) prepare(off, n uint64) error {
+	h := tx.heap()
+	if tx.err != nil {
+		return tx.err
+	}
+	if n == 0 {
+		return nil
+	}
+	if off < h.sb.RootsOff || off > h.sb.Size || n > h.sb.Size-off {
+		return tx.fail(fmt.Errorf("pheap: write [%d,+%d): %w: outside the writable heap", off, n, ErrBadPtr))
+	}
+	first, last := off/lineSize, (off+n-1)/lineSize
+	wrote := false
+	run := uint64(0)
+	runLen := uint64(0)
+	flushRun := func() error {
+		if runLen == 0 {
+			return nil
+		}
+		if err := tx.logRange(run*lineSize, runLen*lineSize); err != nil {
+			return err
+		}
+		for l := run; l < run+runLen; l++ {
+			tx.lines[l] = lineLogged
+		}
+		wrote = true
+		runLen = 0
+		return nil
+	}
+	for l := first; l <= last; l++ {
+		if _, ok := tx.lines[l]; ok {
+			if err := flushRun(); err != nil {
+				return err
+			}
+			continue
+		}
+		if runLen == 0 {
+			run = l
+		}
+		runLen++
+	}
+	if err := flushRun(); err != nil {
+		return err
+	}
+	if wrote {
+		h.mem.Fence()
+	}
+	return nil
+}
+
+// logRange appends an undo entry saving [off, off+n) and flushes it; the
+// caller fences.
+func (tx *Tx) logRange(off, n uint64) error {
+	h := tx.h
+	end := h.sb.LogOff + h.sb.LogSize
+	if tx.logTail+entHeaderSize+n > end {
+		return tx.fail(fmt.Errorf("pheap: %w: saving %d more bytes, log holds %d", ErrLogFull, n, h.sb.LogSize-logHeaderSize))
+	}
+	pos := tx.logTail
+	e := h.b[pos : pos+entHeaderSize+n]
+	le.PutUint64(e[entGen:], tx.gen)
+	le.PutUint64(e[entOff:], off)
+	le.PutUint32(e[entLen:], uint32(n))
+	copy(e[entHeaderSize:], h.b[off:off+n])
+	sum := crc32.Update(crc32.Checksum(e[:entChecksum], castagnoli), castagnoli, e[entHeaderSize:])
+	le.PutUint32(e[entChecksum:], sum)
+	h.mem.Flush(int(pos), len(e))
+	tx.ents = append(tx.ents, logEntry{pos: pos, off: off, n: n, dataStart: pos + entHeaderSize})
+	tx.logTail += entHeaderSize + n
+	return nil
+}
+
+// markFresh records that the lines wholly inside [off, off+n) belong to a
+// block this transaction allocated: their old bytes need no saving, since
+// rolling back the allocation makes them garbage again.
+func (tx *Tx) markFresh(off, n uint64) {
+	first := (off + lineSize - 1) / lineSize
+	for l := first; (l+1)*lineSize <= off+n; l++ {
+		if _, ok := tx.lines[l]; !ok {
+			tx.lines[l] = lineFresh
+		}
+	}
+}
+
+// sortedLines returns the touched lines in order, for flushing in runs.
+func (tx *Tx) sortedLines() []uint64 {
+	ls := make([]uint64, 0, len(tx.lines))
+	for l := range tx.lines {
+		ls = append(ls, l)
+	}
+	slices.Sort(ls)
+	return ls
+}
+
+// flushLines flushes the given sorted lines, coalescing neighbours.
+func (h *Heap) flushLines(ls []uint64) {
+	for i := 0; i < len(ls); {
+		j := i + 1
+		for j < len(ls) && ls[j] == ls[j-1]+1 {
+			j++
+		}
+		h.mem.Flush(int(ls[i]*lineSize), int(uint64(j-i)*lineSize))
+		i = j
+	}
+}
+
+// commit makes the new data durable, then retires the undo log by bumping
+// the generation: that single aligned 8-byte store is the commit point.
+func (tx *Tx) commit() {
+	if len(tx.lines) == 0 {
+		return
+	}
+	h := tx.h
+	h.flushLines(tx.sortedLines())
+	h.mem.Fence()
+	h.bumpGen(tx.gen)
+}
+
+func (h *Heap) bumpGen(gen uint64) {
+	le.PutUint64(h.b[h.sb.LogOff+logGen:], gen+1)
+	h.mem.Flush(int(h.sb.LogOff+logGen), 8)
+	h.mem.Fence()
+}
+
+// rollback restores every saved range, newest first, makes that durable,
+// then retires the log, exactly as recovery would after a crash.
+func (tx *Tx) rollback() {
+	if len(tx.ents) == 0 {
+		return
+	}
+	tx.h.undo(tx.gen, tx.ents)
+}
+
+// undo copies the saved ranges of ents back, newest first, makes them
+// durable, and only then retires the log generation gen.
+func (h *Heap) undo(gen uint64, ents []logEntry) {
+	for i := len(ents) - 1; i >= 0; i-- {
+		e := ents[i]
+		copy(h.b[e.off:e.off+e.n], h.b[e.dataStart:e.dataStart+e.n])
+		h.mem.Flush(int(e.off), int(e.n))
+	}
+	h.mem.Fence()
+	h.bumpGen(gen)
+}
