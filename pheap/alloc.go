@@ -56,17 +56,9 @@ func (h *Heap) am(field uint64) uint64 { return h.u64(h.sb.AllocOff + field) }
 
 func (h *Heap) top() uint64 { return h.am(amTop) }
 
-// setU64 stores v at off through the undo log.
-func (tx *Tx) setU64(off, v uint64) error {
-	if err := tx.prepare(off, 8); err != nil {
-		return err
-	}
-	le.PutUint64(tx.h.b[off:], v)
-	return nil
-}
-
 // alloc returns the payload offset of a new zeroed block of at least n
-// payload bytes whose header carries the type tag.
+// payload bytes whose header carries the type tag. Everything it changes is
+// saved first and made durable with a single fence.
 func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
 	h := tx.heap()
 	if tx.err != nil {
@@ -79,6 +71,7 @@ func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
 	size := classSizes[c]
 	headOff := h.sb.AllocOff + amFreeHeads + 8*uint64(c)
 	blk := h.u64(headOff)
+	var link, linkVal uint64 // the list head or Top, and its new value
 	if blk != 0 {
 		// Reuse a free block. Save its header and link before they change,
 		// since rolling back must put it back on the list intact.
@@ -92,12 +85,7 @@ func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
 		if next != 0 && (next < h.sb.ArenaOff || next%16 != 0 || next >= h.top()) {
 			return 0, tx.fail(fmt.Errorf("pheap: %w: free block %d links to %d", ErrCorrupt, blk, next))
 		}
-		if err := tx.prepare(blk, blockHeaderSize+8); err != nil {
-			return 0, err
-		}
-		if err := tx.setU64(headOff, next); err != nil {
-			return 0, err
-		}
+		link, linkVal = headOff, next
 	} else {
 		top := h.top()
 		if size > h.sb.Size-top {
@@ -107,18 +95,14 @@ func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
 		blk = top
 		// Past Top nothing is in use, so nothing there needs saving.
 		tx.markFresh(blk, size)
-		if err := tx.prepare(blk, blockHeaderSize); err != nil {
-			return 0, err
-		}
-		if err := tx.setU64(h.sb.AllocOff+amTop, top+size); err != nil {
-			return 0, err
-		}
+		link, linkVal = h.sb.AllocOff+amTop, top+size
 	}
-	le.PutUint64(h.b[blk+bhSize:], size)
-	le.PutUint32(h.b[blk+bhState:], blockAlloc)
-	le.PutUint32(h.b[blk+bhType:], tag)
-	if err := tx.count(int64(size), 1); err != nil {
-		return 0, err
+	// The header and, in a free block, the link that starts the payload,
+	// are saved before the payload lines are marked fresh.
+	for _, r := range [][2]uint64{{link, 8}, {h.sb.AllocOff + amLiveBytes, 16}, {blk, blockHeaderSize + 8}} {
+		if err := tx.save(r[0], r[1]); err != nil {
+			return 0, err
+		}
 	}
 	p := blk + blockHeaderSize
 	if !tx.freed[blk] {
@@ -126,19 +110,34 @@ func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
 		// rollback brings back, so only other blocks skip the log.
 		tx.markFresh(p, size-blockHeaderSize)
 	}
-	if err := tx.prepare(p, size-blockHeaderSize); err != nil {
+	if err := tx.saveAll(p, size-blockHeaderSize); err != nil {
 		return 0, err
 	}
+	le.PutUint64(h.b[link:], linkVal)
+	le.PutUint64(h.b[blk+bhSize:], size)
+	le.PutUint32(h.b[blk+bhState:], blockAlloc)
+	le.PutUint32(h.b[blk+bhType:], tag)
+	tx.count(int64(size), 1)
 	clear(h.b[p : blk+size])
 	return p, nil
 }
 
-func (tx *Tx) count(bytes, objects int64) error {
-	h := tx.h
-	if err := tx.setU64(h.sb.AllocOff+amLiveBytes, uint64(int64(h.am(amLiveBytes))+bytes)); err != nil {
-		return err
+// saveAll saves (offset, length) pairs and fences once.
+func (tx *Tx) saveAll(ranges ...uint64) error {
+	for i := 0; i+1 < len(ranges); i += 2 {
+		if err := tx.save(ranges[i], ranges[i+1]); err != nil {
+			return err
+		}
 	}
-	return tx.setU64(h.sb.AllocOff+amLiveObjects, uint64(int64(h.am(amLiveObjects))+objects))
+	tx.sync()
+	return nil
+}
+
+// count adjusts the live counters; the caller saved them.
+func (tx *Tx) count(bytes, objects int64) {
+	h := tx.h
+	le.PutUint64(h.b[h.sb.AllocOff+amLiveBytes:], uint64(int64(h.am(amLiveBytes))+bytes))
+	le.PutUint64(h.b[h.sb.AllocOff+amLiveObjects:], uint64(int64(h.am(amLiveObjects))+objects))
 }
 
 // free returns the block whose payload is at p to its free list.
@@ -157,20 +156,19 @@ func (tx *Tx) free(p uint64) error {
 	size := h.u64(blk + bhSize)
 	c, _ := classOf(size)
 	headOff := h.sb.AllocOff + amFreeHeads + 8*uint64(c)
-	if err := tx.prepare(blk, blockHeaderSize+8); err != nil {
+	if err := tx.saveAll(blk, blockHeaderSize+8, headOff, 8, h.sb.AllocOff+amLiveBytes, 16); err != nil {
 		return err
 	}
 	le.PutUint32(h.b[blk+bhState:], blockFree)
 	le.PutUint32(h.b[blk+bhType:], 0)
 	le.PutUint64(h.b[blk+bhNext:], h.u64(headOff))
-	if err := tx.setU64(headOff, blk); err != nil {
-		return err
-	}
+	le.PutUint64(h.b[headOff:], blk)
 	if tx.freed == nil {
 		tx.freed = map[uint64]bool{}
 	}
 	tx.freed[blk] = true
-	return tx.count(-int64(size), -1)
+	tx.count(-int64(size), -1)
+	return nil
 }
 
 // checkBlock checks that a block header at blk is in the allocated arena,

@@ -332,11 +332,13 @@ func (m Map[K, V]) put(tx *Tx, t *table[K, V], kb []byte, v V) error {
 	default:
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&key)), unsafe.Sizeof(key)), kb)
 	}
-	if err := tx.prepare(t.hdr.Slots+uint64(i)*size, size); err != nil {
+	// Count is the header's first field.
+	if err := tx.saveAll(t.hdr.Slots+uint64(i)*size, size, m.off, 8); err != nil {
 		return err
 	}
 	t.slots[i] = mapSlot[K, V]{Hash: hash, Key: key, Val: v}
-	return m.setCount(tx, t, t.hdr.Count+1)
+	t.hdr.Count++
+	return nil
 }
 
 func (m Map[K, V]) setCount(tx *Tx, t *table[K, V], n uint64) error {

@@ -35,7 +35,9 @@ type Tx struct {
 	ents    []logEntry       // entries written, for rolling back
 	lines   map[uint64]uint8 // cache lines touched: lineLogged or lineFresh
 	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
-	err     error            // sticky: the first failure dooms the transaction
+	// unfenced: entries were flushed but not fenced yet (see save and sync)
+	unfenced bool
+	err      error // sticky: the first failure dooms the transaction
 }
 
 const (
@@ -137,6 +139,16 @@ func (v *ViewTx) Read(off, n uint64) ([]byte, error) {
 // allocated, or gets saved now. The new entries are made durable with one
 // fence before prepare returns, so only then may the caller write.
 func (tx *Tx) prepare(off, n uint64) error {
+	if err := tx.save(off, n); err != nil {
+		return err
+	}
+	tx.sync()
+	return nil
+}
+
+// save is prepare without the fence: the caller may save several ranges
+// and then call sync once before writing to any of them.
+func (tx *Tx) save(off, n uint64) error {
 	h := tx.heap()
 	if tx.err != nil {
 		return tx.err
@@ -148,42 +160,32 @@ func (tx *Tx) prepare(off, n uint64) error {
 		return tx.fail(fmt.Errorf("pheap: write [%d,+%d): %w: outside the writable heap", off, n, ErrBadPtr))
 	}
 	first, last := off/lineSize, (off+n-1)/lineSize
-	wrote := false
-	run := uint64(0)
-	runLen := uint64(0)
-	flushRun := func() error {
-		if runLen == 0 {
-			return nil
-		}
-		if err := tx.logRange(run*lineSize, runLen*lineSize); err != nil {
-			return err
-		}
-		for l := run; l < run+runLen; l++ {
-			tx.lines[l] = lineLogged
-		}
-		wrote = true
-		runLen = 0
-		return nil
-	}
-	for l := first; l <= last; l++ {
+	for l := first; l <= last; {
 		if _, ok := tx.lines[l]; ok {
-			if err := flushRun(); err != nil {
-				return err
-			}
+			l++
 			continue
 		}
-		if runLen == 0 {
-			run = l
+		run := l
+		for l <= last && tx.lines[l] == 0 {
+			l++
 		}
-		runLen++
-	}
-	if err := flushRun(); err != nil {
-		return err
-	}
-	if wrote {
-		h.mem.Fence()
+		if err := tx.logRange(run*lineSize, (l-run)*lineSize); err != nil {
+			return err
+		}
+		for r := run; r < l; r++ {
+			tx.lines[r] = lineLogged
+		}
+		tx.unfenced = true
 	}
 	return nil
+}
+
+// sync makes the entries saved since the last sync durable.
+func (tx *Tx) sync() {
+	if tx.unfenced {
+		tx.h.mem.Fence()
+		tx.unfenced = false
+	}
 }
 
 // logRange appends an undo entry saving [off, off+n) and flushes it; the
