@@ -248,5 +248,7 @@ func TestCrashCollections(t *testing.T) {
 	// first workload mark: "no maps" stands for both not being done, and
 	// the extra "created" mark keeps the expectations aligned.
 	want = append([]string{"no maps"}, want...)
-	crashCheck(t, rec, opt, nestEvery, want, readColl)
+	if total := crashCheck(t, rec, opt, nestEvery, want, readColl); !testing.Short() && total < 10000 {
+		t.Fatalf("only %d crash states, want at least 10000", total)
+	}
 }

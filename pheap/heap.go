@@ -32,6 +32,7 @@ type Heap struct {
 	mode   string
 	closed bool
 	closer func() error
+	txs    txState // the write transaction's state, reused
 }
 
 // CreateMemory formats mem as an empty heap and opens it. The superblock is

@@ -30,14 +30,56 @@ func (v *ViewTx) heap() *Heap {
 // the process dies before Update returns.
 type Tx struct {
 	ViewTx
+	*txState
+}
+
+// txState is the bookkeeping of the running write transaction. The Heap
+// keeps one and reuses it (Updates run one at a time), so a small
+// transaction allocates almost nothing.
+type txState struct {
 	gen     uint64
 	logTail uint64           // where the next undo entry goes
 	ents    []logEntry       // entries written, for rolling back
 	lines   map[uint64]uint8 // cache lines touched: lineLogged or lineFresh
+	big     []lineRange      // fresh lines of big blocks, kept as ranges
 	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
+	sorted  []uint64         // scratch for commit
 	// unfenced: entries were flushed but not fenced yet (see save and sync)
 	unfenced bool
 	err      error // sticky: the first failure dooms the transaction
+}
+
+// lineRange is the lines [first, end).
+type lineRange struct{ first, end uint64 }
+
+// bigBlockLines is the size from which a fresh block's lines are kept as one
+// range instead of one map entry per line.
+const bigBlockLines = 8
+
+// reset readies the state for a transaction of generation gen.
+func (s *txState) reset(gen, logTail uint64) {
+	s.gen, s.logTail, s.err, s.unfenced = gen, logTail, nil, false
+	s.ents, s.big, s.sorted = s.ents[:0], s.big[:0], s.sorted[:0]
+	// A huge map from a big transaction would make every clear slow.
+	if s.lines == nil || len(s.lines) > 4096 {
+		s.lines = map[uint64]uint8{}
+	} else {
+		clear(s.lines)
+	}
+	clear(s.freed)
+}
+
+// touched reports whether line l is already saved or fresh.
+func (s *txState) touched(l uint64) bool {
+	if _, ok := s.lines[l]; ok {
+		return true
+	}
+	for _, r := range s.big {
+		if l >= r.first && l < r.end {
+			return true
+		}
+	}
+	return false
 }
 
 const (
@@ -69,12 +111,8 @@ func (h *Heap) Update(fn func(tx *Tx) error) (err error) {
 	if h.closed {
 		return fmt.Errorf("pheap: %s: %w", h.name, ErrClosed)
 	}
-	tx := &Tx{
-		ViewTx:  ViewTx{h: h},
-		gen:     h.u64(h.sb.LogOff + logGen),
-		logTail: h.sb.LogOff + logHeaderSize,
-		lines:   map[uint64]uint8{},
-	}
+	h.txs.reset(h.u64(h.sb.LogOff+logGen), h.sb.LogOff+logHeaderSize)
+	tx := &Tx{ViewTx: ViewTx{h: h}, txState: &h.txs}
 	committed := false
 	defer func() {
 		tx.done = true
@@ -161,12 +199,12 @@ func (tx *Tx) save(off, n uint64) error {
 	}
 	first, last := off/lineSize, (off+n-1)/lineSize
 	for l := first; l <= last; {
-		if _, ok := tx.lines[l]; ok {
+		if tx.touched(l) {
 			l++
 			continue
 		}
 		run := l
-		for l <= last && tx.lines[l] == 0 {
+		for l <= last && !tx.touched(l) {
 			l++
 		}
 		if err := tx.logRange(run*lineSize, (l-run)*lineSize); err != nil {
@@ -214,21 +252,28 @@ func (tx *Tx) logRange(off, n uint64) error {
 // block this transaction allocated: their old bytes need no saving, since
 // rolling back the allocation makes them garbage again.
 func (tx *Tx) markFresh(off, n uint64) {
-	first := (off + lineSize - 1) / lineSize
-	for l := first; (l+1)*lineSize <= off+n; l++ {
+	first, end := (off+lineSize-1)/lineSize, (off+n)/lineSize
+	if end >= first+bigBlockLines {
+		// Lines already saved stay in the map; flushing them twice at
+		// commit is harmless.
+		tx.big = append(tx.big, lineRange{first, end})
+		return
+	}
+	for l := first; l < end; l++ {
 		if _, ok := tx.lines[l]; !ok {
 			tx.lines[l] = lineFresh
 		}
 	}
 }
 
-// sortedLines returns the touched lines in order, for flushing in runs.
+// sortedLines returns the lines in the map in order, for flushing in runs.
 func (tx *Tx) sortedLines() []uint64 {
-	ls := make([]uint64, 0, len(tx.lines))
+	ls := tx.sorted[:0]
 	for l := range tx.lines {
 		ls = append(ls, l)
 	}
 	slices.Sort(ls)
+	tx.sorted = ls
 	return ls
 }
 
@@ -247,11 +292,14 @@ func (h *Heap) flushLines(ls []uint64) {
 // commit makes the new data durable, then retires the undo log by bumping
 // the generation: that single aligned 8-byte store is the commit point.
 func (tx *Tx) commit() {
-	if len(tx.lines) == 0 {
+	if len(tx.lines) == 0 && len(tx.big) == 0 {
 		return
 	}
 	h := tx.h
 	h.flushLines(tx.sortedLines())
+	for _, r := range tx.big {
+		h.mem.Flush(int(r.first*lineSize), int((r.end-r.first)*lineSize))
+	}
 	h.mem.Fence()
 	h.bumpGen(tx.gen)
 }
