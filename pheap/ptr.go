@@ -61,7 +61,11 @@ func (tx *Tx) Free(r Ref) error {
 
 // deref checks p and returns a Go pointer to the T it refers to.
 func deref[T any](h *Heap, p Ptr[T]) (*T, error) {
-	ti := infoOf[T]()
+	return derefInfo(h, p, infoOf[T]())
+}
+
+// derefInfo is deref for a caller that already has T's typeInfo.
+func derefInfo[T any](h *Heap, p Ptr[T], ti *typeInfo) (*T, error) {
 	if ti.err != nil {
 		return nil, ti.err
 	}
@@ -128,11 +132,12 @@ func (p Ptr[T]) Modify(tx *Tx) (*T, error) {
 	if tx.err != nil {
 		return nil, tx.err
 	}
-	v, err := deref(h, p)
+	ti := infoOf[T]()
+	v, err := derefInfo(h, p, ti)
 	if err != nil {
 		return nil, tx.fail(err)
 	}
-	if err := tx.prepare(p.off, infoOf[T]().size); err != nil {
+	if err := tx.prepare(p.off, ti.size); err != nil {
 		return nil, err
 	}
 	return v, nil
