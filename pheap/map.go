@@ -315,6 +315,10 @@ func (m Map[K, V]) put(tx *Tx, t *table[K, V], kb []byte, v V) error {
 			return tx.fail(err)
 		}
 	}
+	if i < 0 {
+		// Count said there was room, yet every slot is taken.
+		return tx.fail(fmt.Errorf("pheap: map: %w: no free slot among %d with %d entries", ErrCorrupt, len(t.slots), t.hdr.Count))
+	}
 	var key K
 	switch t.kind {
 	case keyString:
