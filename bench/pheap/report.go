@@ -4,20 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"text/tabwriter"
+
+	"github.com/nvboot/nvboot/bench/internal/benchjson"
 )
 
 // result is one raw figure (DESIGN.md, "Measuring").
-type result struct {
-	Name   string  `json:"name"`
-	Unit   string  `json:"unit"`
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Runs   int     `json:"runs"`
-}
+type result = benchjson.Result
 
 // output is the -json object: the ratios the issue names, the raw figures,
 // and the environment they were taken in.
@@ -58,21 +52,7 @@ func (s *samples) results() []result {
 	return rs
 }
 
-func stats(name, unit string, vs []float64) result {
-	v := slices.Clone(vs)
-	sort.Float64s(v)
-	r := result{Name: name, Unit: unit, Runs: len(v)}
-	if len(v) == 0 {
-		return r
-	}
-	r.Min, r.Max = v[0], v[len(v)-1]
-	if n := len(v); n%2 == 1 {
-		r.Median = v[n/2]
-	} else {
-		r.Median = (v[n/2-1] + v[n/2]) / 2
-	}
-	return r
-}
+var stats = benchjson.Stats
 
 func writeJSON(w io.Writer, o output) error {
 	enc := json.NewEncoder(w)
