@@ -364,9 +364,9 @@ func crashCheck(t *testing.T, rec *crashsim.Recorder, opt crashsim.Options, nest
 }
 
 func crashOptions() (ops, nestEvery int, opt crashsim.Options) {
-	ops, nestEvery, opt = 400, 10, crashsim.Options{Exhaustive: 4, Samples: 6, Seed: 1}
+	ops, nestEvery, opt = 400, 10, crashsim.Options{Exhaustive: 4, Samples: 6, Seed: 1, Torn: 2}
 	if *long {
-		ops, nestEvery, opt = 2000, 2, crashsim.Options{Exhaustive: 6, Samples: 24, Seed: 1}
+		ops, nestEvery, opt = 2000, 2, crashsim.Options{Exhaustive: 6, Samples: 24, Seed: 1, Torn: 8}
 	}
 	if testing.Short() {
 		ops = 40

@@ -11,7 +11,8 @@
 // left: for every fence, the durable image just before it plus a subset of the
 // lines still in flight, each either written back or not. All subsets are
 // enumerated when there are few lines in flight and random subsets from a
-// fixed seed otherwise, so a failure always reproduces. This is PMDK's
+// fixed seed otherwise, so a failure always reproduces. Options.Torn adds
+// states where lines are written back only in part, word by word. This is PMDK's
 // pmreorder idea (write mode under a store log, check mode on every state)
 // done in-process.
 //
@@ -143,7 +144,15 @@ type Options struct {
 	Seed uint64
 	// From skips fences before this one, to focus on part of a trace.
 	From int
+	// Torn is the number of extra states per fence in which each in-flight
+	// line is written back only in part: every aligned 8-byte word of it
+	// independently old or new. Persistent memory promises 8-byte
+	// atomicity, not whole lines, so code must survive these too. Default 0.
+	Torn int
 }
+
+// WordSize is the unit a power cut cannot tear.
+const WordSize = 8
 
 // State is one image a power cut could leave.
 type State struct {
@@ -152,8 +161,8 @@ type State struct {
 	Marks    int    // number of Mark calls that precede the crash
 	Label    string // label of the last such mark
 	InFlight int    // lines in flight at the crash
-	Written  int    // how many of them made it to memory
-	Subset   string // which ones, as a bit string, for reproducing
+	Written  int    // how many of them made it to memory (torn ones count)
+	Subset   string // which ones, as a bit string, or "torn N", for reproducing
 }
 
 func (s State) String() string {
@@ -203,12 +212,41 @@ func (r *Recorder) States(opt Options) iter.Seq[State] {
 						return
 					}
 				}
+				for k := range opt.Torn {
+					st := tornState(d, ep.inFlight, opt.Seed, uint64(i), k)
+					st.Epoch, st.Marks, st.Label = i, mi, label
+					if !yield(st) {
+						return
+					}
+				}
 			}
 			for _, lv := range ep.persist {
 				copy(d[lv.line*LineSize:], lv.data)
 			}
 		}
 	}
+}
+
+// tornState is the k-th torn state of a fence: the durable image d with
+// each in-flight line written word by word at random.
+func tornState(d []byte, inFlight []lineVal, seed, salt uint64, k int) State {
+	rng := rand.New(rand.NewPCG(seed^0x7e4a, salt<<16|uint64(k)))
+	img := bytes.Clone(d)
+	written := 0
+	for _, lv := range inFlight {
+		base := lv.line * LineSize
+		wrote := false
+		for w := 0; w < len(lv.data); w += WordSize {
+			if rng.IntN(2) == 1 {
+				copy(img[base+w:], lv.data[w:min(w+WordSize, len(lv.data))])
+				wrote = true
+			}
+		}
+		if wrote {
+			written++
+		}
+	}
+	return State{Image: img, InFlight: len(inFlight), Written: written, Subset: fmt.Sprintf("torn %d", k)}
 }
 
 // subsets yields which of k in-flight lines are written back.

@@ -2,6 +2,7 @@ package crashsim
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -108,4 +109,34 @@ func TestFlushOutOfRangePanics(t *testing.T) {
 		}
 	}()
 	New(make([]byte, 10)).Flush(5, 10)
+}
+
+// Torn states mix old and new 8-byte words within a line, and only there.
+func TestTornWords(t *testing.T) {
+	r := New(make([]byte, 2*LineSize))
+	m := r.Bytes()
+	for i := range LineSize {
+		m[i] = 0xFF
+	}
+	r.Flush(0, LineSize)
+	r.Fence()
+	seen := map[string]bool{}
+	for s := range r.States(Options{Torn: 8, Seed: 3}) {
+		if !strings.HasPrefix(s.Subset, "torn") {
+			continue
+		}
+		for w := 0; w < LineSize; w += WordSize {
+			word := s.Image[w : w+WordSize]
+			if !bytes.Equal(word, bytes.Repeat([]byte{word[0]}, WordSize)) {
+				t.Fatalf("%v: word %d torn inside: %x", s, w/WordSize, word)
+			}
+		}
+		if !bytes.Equal(s.Image[LineSize:], make([]byte, LineSize)) {
+			t.Fatalf("%v: a line never written changed", s)
+		}
+		seen[string(s.Image[:LineSize])] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("torn states all alike: %d distinct", len(seen))
+	}
 }
