@@ -234,7 +234,7 @@ func readColl(h *Heap) (string, error) {
 
 func TestCrashCollections(t *testing.T) {
 	ops, nestEvery, opt := crashOptions()
-	rec := crashsim.New(make([]byte, 128<<10))
+	rec := crashsim.New(garbage(128 << 10))
 	h, err := CreateMemory(rec)
 	if err != nil {
 		t.Fatal(err)

@@ -20,13 +20,16 @@
 //
 // Every change happens inside h.Update(func(tx *Tx) error). Before a range
 // is first modified in a transaction its old bytes go to the undo log and
-// are made durable (ranges saved together share one fence); the new data is made durable before the commit point, a
-// single 8-byte store of the log generation. If the function returns an
-// error or panics, or the process dies, the saved bytes are copied back
-// (at once, or by recovery in the next Open), which also undoes allocations
-// and frees, since the allocator's lists live in the heap and are logged like
-// any data. Ranges inside blocks allocated by the same transaction are not
-// logged: rolling back the allocation makes their contents irrelevant.
+// are made durable (ranges saved together share one fence). At the end the
+// new data and a commit record, which holds a checksum of that data, are
+// made durable together by one fence; recovery keeps a transaction whose
+// record and data check out (log.go has the protocol). If the function
+// returns an error or panics, or the process dies before that fence, the
+// saved bytes are copied back (at once, or by recovery in the next Open),
+// which also undoes allocations and frees, since the allocator's lists live
+// in the heap and are logged like any data. Ranges inside blocks allocated
+// by the same transaction are not logged: rolling back the allocation makes
+// their contents irrelevant.
 //
 // # Concurrency
 //
@@ -44,13 +47,13 @@
 // caches are the only volatile layer and the heap makes stores durable with
 // CLWB (or CLFLUSHOPT, or CLFLUSH) and SFENCE from package pmem. Elsewhere it
 // uses a MAP_SHARED page-cache mapping and calls msync(MS_SYNC) at each
-// durability point. Heap.Mode tells which. A small transaction has three to
-// five durability points (undo entries, one per batch of saved ranges; the
-// data; the commit): cheap with CPU flushes, but on a disk each msync is a
-// device flush, so there the heap is no faster than a B+tree with fsync
-// (docs/BENCHMARKS.md). arm64 uses DC CVAP (or DC CVAC) and DSB. The layer is the Memory interface,
-// which tests replace with crashsim to enumerate the states a power cut
-// could leave and check that Open recovers each of them.
+// durability point. Heap.Mode tells which. A small transaction has two or
+// three durability points (undo entries, one per batch of saved ranges; the
+// data with the commit record): cheap with CPU flushes, but on a disk each
+// msync is a device flush (docs/BENCHMARKS.md). arm64 uses DC CVAP (or DC
+// CVAC) and DSB. The layer is the Memory interface, which tests replace
+// with crashsim to enumerate the states a power cut could leave and check
+// that Open recovers each of them.
 //
 // # Format
 //

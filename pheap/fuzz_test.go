@@ -3,6 +3,7 @@ package pheap
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,14 +65,13 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 		panic(err)
 	}
 
-	// An interrupted transaction: run one, then restore the generation so
+	// An interrupted transaction: run one, then spoil its commit record so
 	// its entries are live again, as if the commit never happened.
 	torn := volatileMem(bytes.Clone(full))
 	h2, err := OpenMemory(torn)
 	if err != nil {
 		panic(err)
 	}
-	gen := h2.u64(h2.sb.LogOff)
 	err = h2.Update(func(tx *Tx) error {
 		r, err := root.Modify(tx)
 		if err != nil {
@@ -83,7 +83,11 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 	if err != nil {
 		panic(err)
 	}
-	le.PutUint64(torn[h2.sb.LogOff:], gen)
+	_, _, cr, _, err := h2.scanLog()
+	if err != nil || cr == nil {
+		panic(fmt.Sprintf("no commit record after a commit: %v", err))
+	}
+	torn[cr.pos+entChecksum] ^= 0xFF
 	return [][]byte{empty, full, torn}
 })
 

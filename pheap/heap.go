@@ -3,7 +3,6 @@ package pheap
 import (
 	"crypto/rand"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"time"
 )
@@ -33,6 +32,12 @@ type Heap struct {
 	closed bool
 	closer func() error
 	txs    txState // the write transaction's state, reused
+	// gen is the generation of the next write transaction. genPending: the
+	// log header still holds gen-1, whose transaction committed with a
+	// commit record; the next transaction writes gen there before its
+	// first undo entry (see log.go).
+	gen        uint64
+	genPending bool
 }
 
 // CreateMemory formats mem as an empty heap and opens it. The superblock is
@@ -98,7 +103,9 @@ func newHeap(mem Memory, sb superblock, name string) *Heap {
 	if m, ok := mem.(interface{ Mode() string }); ok {
 		mode = m.Mode()
 	}
-	return &Heap{mem: mem, b: mem.Bytes()[:sb.Size], sb: sb, name: name, mode: mode}
+	h := &Heap{mem: mem, b: mem.Bytes()[:sb.Size], sb: sb, name: name, mode: mode}
+	h.gen = h.u64(sb.LogOff + logGen)
+	return h
 }
 
 // Mode reports how writes are made durable: "dax" (CPU cache flushes on a
@@ -118,6 +125,11 @@ func (h *Heap) Close() error {
 		return nil
 	}
 	h.closed = true
+	if h.genPending {
+		// Retire the last commit record so the next Open finds a clean log.
+		h.setGen(h.gen)
+		h.mem.Fence()
+	}
 	if h.closer != nil {
 		return h.closer()
 	}
@@ -125,85 +137,6 @@ func (h *Heap) Close() error {
 }
 
 func (h *Heap) u64(off uint64) uint64 { return le.Uint64(h.b[off:]) }
-
-// logEntry is a checked undo log entry.
-type logEntry struct {
-	pos       uint64 // where the entry starts in the log
-	off, n    uint64 // the range it saves
-	dataStart uint64
-}
-
-// scanLog returns the entries of the open transaction, in order. An entry
-// that is torn or stale ends the scan; one that checks out but names a range
-// outside the writable regions means corruption, not a crash. torn reports
-// that the scan ended at an entry of the open generation that does not check
-// out: the log holds bytes of an interrupted transaction even if no entry is
-// whole.
-func (h *Heap) scanLog() (gen uint64, ents []logEntry, torn bool, err error) {
-	sb := &h.sb
-	gen = h.u64(sb.LogOff + logGen)
-	for i, c := range h.b[sb.LogOff+logReserved : sb.LogOff+logHeaderSize] {
-		if c != 0 {
-			return 0, nil, false, fmt.Errorf("%w: undo log header reserved byte %d is %#x", ErrCorrupt, logReserved+i, c)
-		}
-	}
-	end := sb.LogOff + sb.LogSize
-	for pos := sb.LogOff + logHeaderSize; pos+entHeaderSize <= end; {
-		e := h.b[pos:]
-		if le.Uint64(e[entGen:]) != gen {
-			break
-		}
-		off, n := le.Uint64(e[entOff:]), uint64(le.Uint32(e[entLen:]))
-		if n == 0 || n > end-pos-entHeaderSize {
-			torn = true // cannot be a whole entry
-			break
-		}
-		sum := crc32.Update(crc32.Checksum(e[:entChecksum], castagnoli), castagnoli, e[entHeaderSize:entHeaderSize+n])
-		if sum != le.Uint32(e[entChecksum:]) {
-			torn = true
-			break
-		}
-		if off%lineSize != 0 || n%lineSize != 0 || off < sb.RootsOff || off > sb.Size || n > sb.Size-off {
-			return 0, nil, false, fmt.Errorf("%w: undo log entry at %d saves [%d,+%d), outside the heap's writable part", ErrCorrupt, pos, off, n)
-		}
-		ents = append(ents, logEntry{pos: pos, off: off, n: n, dataStart: pos + entHeaderSize})
-		pos += entHeaderSize + n
-	}
-	return gen, ents, torn, nil
-}
-
-// recover rolls back the transaction a crash interrupted. It first checks
-// the metadata as the rollback would leave it, on a private copy, so a heap
-// that fails the checks is left untouched. Rolling back only copies saved
-// bytes over their ranges and then bumps the generation, so a crash during
-// recovery is recovered from the same way. The generation is bumped even
-// when only a torn entry is left, so no entry bytes of the interrupted
-// transaction can pass for entries of the next one, which reuses the log.
-func (h *Heap) recover() error {
-	gen, ents, torn, err := h.scanLog()
-	if err != nil {
-		return err
-	}
-	sb := &h.sb
-	meta := make([]byte, sb.ArenaOff-sb.RootsOff)
-	copy(meta, h.b[sb.RootsOff:sb.ArenaOff])
-	for i := len(ents) - 1; i >= 0; i-- {
-		e := ents[i]
-		for j := uint64(0); j < e.n; j++ {
-			if p := e.off + j; p >= sb.RootsOff && p < sb.ArenaOff {
-				meta[p-sb.RootsOff] = h.b[e.dataStart+j]
-			}
-		}
-	}
-	if err := h.checkMeta(meta); err != nil {
-		return err
-	}
-	if len(ents) == 0 && !torn {
-		return nil
-	}
-	h.undo(gen, ents)
-	return nil
-}
 
 // checkMeta checks the root table and allocator metadata in meta, a copy of
 // [RootsOff, ArenaOff).

@@ -85,12 +85,15 @@ const (
 // Undo log header, at LogOff, one cache line.
 //
 //	off  size  field
-//	  0     8  Gen       generation of the open transaction; entries of any
-//	                     other generation are stale. Bumping it commits.
+//	  0     8  Gen       generation of the last transaction to start; its
+//	                     entries are the live ones, all others are stale
 //	  8    56  Reserved  must be zero
 //
-// Undo log entry, from LogOff+logHeaderSize on, one after the other, each
-// 8-byte aligned (Len is a multiple of the cache line).
+// After the header the log is split into two halves of
+// (LogSize-logHeaderSize)/2 bytes (rounded down to 8); a transaction of
+// generation g uses half g%2. Its undo entries follow one another from the
+// start of the half, each 8-byte aligned (Len is a multiple of the cache
+// line):
 //
 //	off  size  field
 //	  0     8  Gen       generation of the transaction that wrote it
@@ -102,6 +105,19 @@ const (
 // An entry is made durable before the range it saves is modified, so an
 // entry that is torn or missing (bad checksum, stale Gen) saves a range that
 // was not modified yet, and recovery stops at the first such entry.
+//
+// The commit record follows the last entry. It has the entry header with Off
+// = commitOff and Len = crFixed + crRunSize × runs, and this payload:
+//
+//	off  size  field
+//	  0     8  Entries   number of undo entries before it
+//	  8     4  DataSum   CRC32C over the current bytes of every saved range,
+//	                     in entry order, then of every run below
+//	 12     4  Reserved  must be zero
+//	 16  16×n  Runs      Off (8) and Len (8), cache-line aligned: the lines
+//	                     the transaction wrote in blocks it allocated
+//
+// log.go has the protocol.
 const (
 	logHeaderSize = 64
 	logGen        = 0
@@ -112,6 +128,13 @@ const (
 	entLen        = 16
 	entChecksum   = 20
 	entHeaderSize = 24
+
+	commitOff  = ^uint64(0)
+	crEntries  = 0
+	crSum      = 8
+	crReserved = 12
+	crFixed    = 16
+	crRunSize  = 16
 )
 
 // Root table entry.

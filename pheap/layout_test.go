@@ -28,6 +28,8 @@ func TestLayoutFrozen(t *testing.T) {
 		{"logHeaderSize", logHeaderSize, 64}, {"logGen", logGen, 0}, {"logReserved", logReserved, 8},
 		{"entGen", entGen, 0}, {"entOff", entOff, 8}, {"entLen", entLen, 16},
 		{"entChecksum", entChecksum, 20}, {"entHeaderSize", entHeaderSize, 24},
+		{"commitOff>>1", int(commitOff >> 1), int(^uint64(0) >> 1)}, {"crEntries", crEntries, 0}, {"crSum", crSum, 8},
+		{"crReserved", crReserved, 12}, {"crFixed", crFixed, 16}, {"crRunSize", crRunSize, 16},
 		{"rootEntrySize", rootEntrySize, 64}, {"rootName", rootName, 0}, {"rootNameMax", rootNameMax, 32},
 		{"rootPtr", rootPtr, 32}, {"rootType", rootType, 40}, {"rootTypeSize", rootTypeSize, 48},
 		{"rootReserved", rootReserved, 56}, {"defaultRoots", defaultRoots, 128},

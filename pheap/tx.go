@@ -39,6 +39,7 @@ type Tx struct {
 type txState struct {
 	gen     uint64
 	logTail uint64           // where the next undo entry goes
+	logEnd  uint64           // end of this generation's half of the log
 	ents    []logEntry       // entries written, for rolling back
 	lines   map[uint64]uint8 // cache lines touched: lineLogged or lineFresh
 	big     []lineRange      // fresh lines of big blocks, kept as ranges
@@ -57,8 +58,8 @@ type lineRange struct{ first, end uint64 }
 const bigBlockLines = 8
 
 // reset readies the state for a transaction of generation gen.
-func (s *txState) reset(gen, logTail uint64) {
-	s.gen, s.logTail, s.err, s.unfenced = gen, logTail, nil, false
+func (s *txState) reset(gen, logTail, logEnd uint64) {
+	s.gen, s.logTail, s.logEnd, s.err, s.unfenced = gen, logTail, logEnd, nil, false
 	s.ents, s.big, s.sorted = s.ents[:0], s.big[:0], s.sorted[:0]
 	// A huge map from a big transaction would make every clear slow.
 	if s.lines == nil || len(s.lines) > 4096 {
@@ -111,7 +112,8 @@ func (h *Heap) Update(fn func(tx *Tx) error) (err error) {
 	if h.closed {
 		return fmt.Errorf("pheap: %s: %w", h.name, ErrClosed)
 	}
-	h.txs.reset(h.u64(h.sb.LogOff+logGen), h.sb.LogOff+logHeaderSize)
+	start, end := h.logHalf(h.gen)
+	h.txs.reset(h.gen, start, end)
 	tx := &Tx{ViewTx: ViewTx{h: h}, txState: &h.txs}
 	committed := false
 	defer func() {
@@ -230,9 +232,13 @@ func (tx *Tx) sync() {
 // caller fences.
 func (tx *Tx) logRange(off, n uint64) error {
 	h := tx.h
-	end := h.sb.LogOff + h.sb.LogSize
-	if tx.logTail+entHeaderSize+n > end {
-		return tx.fail(fmt.Errorf("pheap: %w: saving %d more bytes, log holds %d", ErrLogFull, n, h.sb.LogSize-logHeaderSize))
+	if tx.logTail+entHeaderSize+n > tx.logEnd {
+		return tx.fail(fmt.Errorf("pheap: %w: saving %d more bytes, a transaction's log holds %d", ErrLogFull, n, tx.logEnd-tx.logTail))
+	}
+	if h.genPending {
+		// The header moves to this generation in the same fence as the
+		// first entry, before anything the entry saves is modified.
+		h.setGen(tx.gen)
 	}
 	pos := tx.logTail
 	e := h.b[pos : pos+entHeaderSize+n]
@@ -289,27 +295,6 @@ func (h *Heap) flushLines(ls []uint64) {
 	}
 }
 
-// commit makes the new data durable, then retires the undo log by bumping
-// the generation: that single aligned 8-byte store is the commit point.
-func (tx *Tx) commit() {
-	if len(tx.lines) == 0 && len(tx.big) == 0 {
-		return
-	}
-	h := tx.h
-	h.flushLines(tx.sortedLines())
-	for _, r := range tx.big {
-		h.mem.Flush(int(r.first*lineSize), int((r.end-r.first)*lineSize))
-	}
-	h.mem.Fence()
-	h.bumpGen(tx.gen)
-}
-
-func (h *Heap) bumpGen(gen uint64) {
-	le.PutUint64(h.b[h.sb.LogOff+logGen:], gen+1)
-	h.mem.Flush(int(h.sb.LogOff+logGen), 8)
-	h.mem.Fence()
-}
-
 // rollback restores every saved range, newest first, makes that durable,
 // then retires the log, exactly as recovery would after a crash.
 func (tx *Tx) rollback() {
@@ -317,16 +302,4 @@ func (tx *Tx) rollback() {
 		return
 	}
 	tx.h.undo(tx.gen, tx.ents)
-}
-
-// undo copies the saved ranges of ents back, newest first, makes them
-// durable, and only then retires the log generation gen.
-func (h *Heap) undo(gen uint64, ents []logEntry) {
-	for i := len(ents) - 1; i >= 0; i-- {
-		e := ents[i]
-		copy(h.b[e.off:e.off+e.n], h.b[e.dataStart:e.dataStart+e.n])
-		h.mem.Flush(int(e.off), int(e.n))
-	}
-	h.mem.Fence()
-	h.bumpGen(gen)
 }
