@@ -83,11 +83,11 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 	if err != nil {
 		panic(err)
 	}
-	_, _, cr, _, err := h2.scanLog()
-	if err != nil || cr == nil {
+	st, err := h2.scanLog()
+	if err != nil || st.cr == nil {
 		panic(fmt.Sprintf("no commit record after a commit: %v", err))
 	}
-	torn[cr.pos+entChecksum] ^= 0xFF
+	torn[st.cr.pos+entChecksum] ^= 0xFF
 	return [][]byte{empty, full, torn}
 })
 

@@ -159,52 +159,89 @@ func (tx *Tx) writeCommitRecord(runs []lineRange) bool {
 	return true
 }
 
-// scanLog returns the generation in the log header, the entries of that
-// generation's transaction in order, and its commit record if there is
-// one. An entry that is torn or stale ends the scan; one that checks out but
-// names a range outside the writable regions means corruption, not a crash.
-// torn reports that the scan ended at bytes of that generation that do not
-// check out: the log holds bytes of an interrupted transaction even if no
-// entry is whole.
-func (h *Heap) scanLog() (gen uint64, ents []logEntry, cr *commitRec, torn bool, err error) {
+// logState is what scanLog finds in the log.
+type logState struct {
+	gen  uint64     // the header's generation
+	ents []logEntry // that generation's undo entries, in order
+	cr   *commitRec // its commit record, if whole
+	// torn: the scan ended at bytes of that generation that do not check
+	// out, so the log holds bytes of an interrupted transaction even if no
+	// entry is whole.
+	torn bool
+	// next: the transaction after gen had started (its first entry is in
+	// the other half), so gen's commit fence had completed.
+	next bool
+}
+
+// scanLog reads the log. An entry that is torn or stale ends the scan; one
+// that checks out but names a range outside the writable regions, or a log
+// that contradicts itself, means corruption, not a crash.
+func (h *Heap) scanLog() (st logState, err error) {
 	sb := &h.sb
-	gen = h.u64(sb.LogOff + logGen)
+	st.gen = h.u64(sb.LogOff + logGen)
+	gen := st.gen
 	for i, c := range h.b[sb.LogOff+logReserved : sb.LogOff+logHeaderSize] {
 		if c != 0 {
-			return 0, nil, nil, false, fmt.Errorf("%w: undo log header reserved byte %d is %#x", ErrCorrupt, logReserved+i, c)
+			return st, fmt.Errorf("%w: undo log header reserved byte %d is %#x", ErrCorrupt, logReserved+i, c)
+		}
+	}
+	// Generations only grow and each half starts with the newest entry of
+	// its parity. The only one newer than the header can be that of the
+	// transaction after it, which writes the header in the same fence as
+	// its first entry: anything else means the header went back, which
+	// would bring stale entries to life.
+	for half := range uint64(2) {
+		start, end := h.logHalf(half)
+		g, _, _, ok := h.entryAt(start, end)
+		switch {
+		case !ok || g <= gen:
+		case g == gen+1 && half == g%2:
+			st.next = true
+		default:
+			return st, fmt.Errorf("%w: undo log holds generation %d, its header says %d", ErrCorrupt, g, gen)
 		}
 	}
 	start, end := h.logHalf(gen)
 	for pos := start; pos+entHeaderSize <= end; {
+		g, off, n, ok := h.entryAt(pos, end)
+		if g != gen {
+			break
+		}
+		if !ok {
+			st.torn = true
+			break
+		}
 		e := h.b[pos:end]
-		if le.Uint64(e[entGen:]) != gen {
-			break
-		}
-		off, n := le.Uint64(e[entOff:]), uint64(le.Uint32(e[entLen:]))
-		if n == 0 || n > end-pos-entHeaderSize {
-			torn = true // cannot be a whole entry
-			break
-		}
-		sum := crc32.Update(crc32.Checksum(e[:entChecksum], castagnoli), castagnoli, e[entHeaderSize:entHeaderSize+n])
-		if sum != le.Uint32(e[entChecksum:]) {
-			torn = true
-			break
-		}
 		if off == commitOff {
 			c, err := h.parseCommit(pos, e[entHeaderSize:entHeaderSize+n])
 			if err != nil {
-				return 0, nil, nil, false, fmt.Errorf("%w: commit record at %d: %v", ErrCorrupt, pos, err)
+				return st, fmt.Errorf("%w: commit record at %d: %v", ErrCorrupt, pos, err)
 			}
-			cr = &c
+			st.cr = &c
 			break
 		}
 		if off%lineSize != 0 || n%lineSize != 0 || off < sb.RootsOff || off > sb.Size || n > sb.Size-off {
-			return 0, nil, nil, false, fmt.Errorf("%w: undo log entry at %d saves [%d,+%d), outside the heap's writable part", ErrCorrupt, pos, off, n)
+			return st, fmt.Errorf("%w: undo log entry at %d saves [%d,+%d), outside the heap's writable part", ErrCorrupt, pos, off, n)
 		}
-		ents = append(ents, logEntry{pos: pos, off: off, n: n, dataStart: pos + entHeaderSize})
+		st.ents = append(st.ents, logEntry{pos: pos, off: off, n: n, dataStart: pos + entHeaderSize})
 		pos += entHeaderSize + n
 	}
-	return gen, ents, cr, torn, nil
+	return st, nil
+}
+
+// entryAt reads the entry header at pos (up to end) and reports whether
+// the entry is whole: its length fits and its checksum matches.
+func (h *Heap) entryAt(pos, end uint64) (gen, off, n uint64, ok bool) {
+	if pos+entHeaderSize > end {
+		return 0, 0, 0, false
+	}
+	e := h.b[pos:end]
+	gen, off, n = le.Uint64(e[entGen:]), le.Uint64(e[entOff:]), uint64(le.Uint32(e[entLen:]))
+	if n == 0 || n > uint64(len(e))-entHeaderSize {
+		return gen, off, n, false
+	}
+	sum := crc32.Update(crc32.Checksum(e[:entChecksum], castagnoli), castagnoli, e[entHeaderSize:entHeaderSize+n])
+	return gen, off, n, sum == le.Uint32(e[entChecksum:])
 }
 
 // parseCommit decodes a commit record's payload p, which checked out.
@@ -232,11 +269,15 @@ func (h *Heap) parseCommit(pos uint64, p []byte) (commitRec, error) {
 // metadata as it will be left, on a private copy, so a heap that fails the
 // checks is left untouched.
 func (h *Heap) recover() error {
-	gen, ents, cr, torn, err := h.scanLog()
+	st, err := h.scanLog()
 	if err != nil {
 		return err
 	}
-	committed := cr != nil && cr.entries == uint64(len(ents)) && h.dataSum(ents, cr.runs) == cr.sum
+	ents := st.ents
+	committed := st.cr != nil && st.cr.entries == uint64(len(ents)) && h.dataSum(ents, st.cr.runs) == st.cr.sum
+	if st.next && !committed {
+		return fmt.Errorf("%w: undo log: generation %d started after %d, which did not commit", ErrCorrupt, st.gen+1, st.gen)
+	}
 	sb := &h.sb
 	meta := make([]byte, sb.ArenaOff-sb.RootsOff)
 	copy(meta, h.b[sb.RootsOff:sb.ArenaOff])
@@ -254,10 +295,14 @@ func (h *Heap) recover() error {
 		return err
 	}
 	switch {
+	case committed && st.next:
+		// Skip the interrupted next generation too: its partial entries
+		// saved ranges it never changed, and must not pass for live ones.
+		h.retire(st.gen + 1)
 	case committed:
-		h.retire(gen)
-	case len(ents) > 0 || torn || cr != nil:
-		h.undo(gen, ents)
+		h.retire(st.gen)
+	case len(ents) > 0 || st.torn || st.cr != nil:
+		h.undo(st.gen, ents)
 	}
 	return nil
 }
