@@ -50,6 +50,7 @@ fuzz: build
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./image/pmem -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
+	"github.com/nvboot/nvboot/bench/internal/benchjson"
 )
 
 // report turns the records of every place into results and ratios.
@@ -18,14 +19,7 @@ type report struct {
 }
 
 // result is one raw figure (DESIGN.md, "Measuring").
-type result struct {
-	Name   string  `json:"name"`
-	Unit   string  `json:"unit"`
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Runs   int     `json:"runs"`
-}
+type result = benchjson.Result
 
 // output is the -json object. Beyond bench, ratios and results it carries what
 // the reader needs to trust them: each layout's program output (the same in
@@ -69,21 +63,7 @@ func (p *place) runs(group, layout string) []plan.Record {
 	return rs
 }
 
-func stats(name, unit string, vs []float64) result {
-	s := append([]float64(nil), vs...)
-	sort.Float64s(s)
-	r := result{Name: name, Unit: unit, Runs: len(s)}
-	if len(s) == 0 {
-		return r
-	}
-	r.Min, r.Max = s[0], s[len(s)-1]
-	if n := len(s); n%2 == 1 {
-		r.Median = s[n/2]
-	} else {
-		r.Median = (s[n/2-1] + s[n/2]) / 2
-	}
-	return r
-}
+var stats = benchjson.Stats
 
 func (rep *report) results() []result {
 	var out []result

@@ -27,9 +27,24 @@ func do(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// stores opens each kind of state at a path.
+var stores = []struct {
+	name string
+	open func(path string) (store, error)
+}{
+	{"heap", func(p string) (store, error) { return openHeapStore(p, 1<<20) }},
+	{"log", func(p string) (store, error) { return openLogStore(p) }},
+}
+
 func TestAPI(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kv.log")
-	st, err := openStore(path)
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { testAPI(t, s.open) })
+	}
+}
+
+func testAPI(t *testing.T, open func(string) (store, error)) {
+	path := filepath.Join(t.TempDir(), "kv.state")
+	st, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +59,8 @@ func TestAPI(t *testing.T) {
 		{"PUT", "/kv/a/1", "one", 204, ""},
 		{"PUT", "/kv/a/2", "two", 204, ""},
 		{"PUT", "/kv/b", "bee", 204, ""},
+		{"PUT", "/kv/b", "bumble bee", 204, ""},
+		{"GET", "/kv/b", "", 200, "bumble bee"},
 		{"GET", "/kv/a/1", "", 200, "one"},
 		{"GET", "/kv/zzz", "", 404, ""},
 		{"GET", "/kv?prefix=a/", "", 200, "a/1\na/2\n"},
@@ -58,9 +75,12 @@ func TestAPI(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want %d %q", s.method, s.path, code, body, s.code, s.want)
 		}
 	}
+	if code, body := do(t, "GET", u+"/stats", ""); code != 200 || !strings.Contains(body, `"keys":2`) {
+		t.Errorf("stats: %d %s", code, body)
+	}
 	st.Close()
-	// Reopen: the state is the log's.
-	st2, err := openStore(path)
+	// Reopen: the state is the file's.
+	st2, err := open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +88,62 @@ func TestAPI(t *testing.T) {
 	if got := st2.Keys(""); fmt.Sprint(got) != "[a/2 b]" {
 		t.Errorf("after reopen: keys %v", got)
 	}
+	if v, err := st2.Get("b"); string(v) != "bumble bee" || err != nil {
+		t.Errorf("after reopen: b = %q, %v", v, err)
+	}
+}
+
+// Overwriting and deleting keys frees the old values: the heap does not
+// grow with the number of puts, only with the live data.
+func TestHeapReusesSpace(t *testing.T) {
+	st, err := openHeapStore(filepath.Join(t.TempDir(), "kv.heap"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	val := bytes.Repeat([]byte("v"), 1000)
+	live := map[string]bool{}
+	for i := range 2000 { // 2 MB of puts into a 1 MiB heap
+		k := fmt.Sprint("k", i%10)
+		if err := st.Put(k, val); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		live[k] = true
+		if i%7 == 0 {
+			if err := st.Delete(k); err != nil {
+				t.Fatalf("delete %d: %v", i, err)
+			}
+			delete(live, k)
+		}
+	}
+	if n := len(st.Keys("k")); n != len(live) {
+		t.Fatalf("%d keys, want %d", n, len(live))
+	}
+}
+
+func TestSizeFlag(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{{"64MiB", 64 << 20, true}, {"1GiB", 1 << 30, true}, {"65536", 65536, true}, {"4KiB", 4096, true},
+		{"", 0, false}, {"-1", 0, false}, {"1TB", 0, false}, {"0MiB", 0, false}} {
+		var s sizeFlag
+		err := s.Set(c.in)
+		if (err == nil) != c.ok || (c.ok && int64(s) != c.want) {
+			t.Errorf("%q: %d, %v", c.in, s, err)
+		}
+	}
+	if s := sizeFlag(64 << 20); s.String() != "64MiB" {
+		t.Errorf("String: %s", s.String())
+	}
 }
 
 // A record torn at any byte by a power cut is dropped; every whole record stays.
 func TestTornTail(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "kv.log")
-	st, _ := openStore(path)
+	st, _ := openLogStore(path)
 	st.Put("kept", []byte("yes"))
 	before := st.size
 	st.Put("torn", []byte("this record will be cut"))
@@ -83,7 +152,7 @@ func TestTornTail(t *testing.T) {
 	whole, _ := os.ReadFile(path)
 	for cut := before + 1; cut < full; cut++ {
 		os.WriteFile(path, whole[:cut], 0o644)
-		st, err := openStore(path)
+		st, err := openLogStore(path)
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
@@ -96,7 +165,7 @@ func TestTornTail(t *testing.T) {
 		// The tail is cut off, so the next append makes a whole log again.
 		st.Put("after", []byte("x"))
 		st.Close()
-		st, err = openStore(path)
+		st, err = openLogStore(path)
 		if err != nil || len(st.Keys("")) != 2 {
 			t.Fatalf("cut at %d, after a new put: %v %v", cut, st.Keys(""), err)
 		}
@@ -106,7 +175,7 @@ func TestTornTail(t *testing.T) {
 	bad := bytes.Clone(whole)
 	bad[10] ^= 0xff
 	os.WriteFile(path, bad, 0o644)
-	if _, err := openStore(path); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), path) {
+	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), path) {
 		t.Errorf("corrupt first record: %v", err)
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
@@ -125,10 +194,25 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	state := filepath.Join(dir, "kv.log")
+	for _, mode := range []struct{ name, flag, file string }{
+		{"heap", "-heap", "kv.heap"},
+		{"log", "-state", "kv.log"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			for round := range 3 {
+				killKeepsAcknowledged(t, bin, mode.flag, filepath.Join(dir, mode.file), round)
+			}
+		})
+	}
+}
+
+// killKeepsAcknowledged starts kv on the state file, puts keys until a
+// SIGKILL lands, restarts it and checks every acknowledged put. Later rounds
+// find the keys of the earlier ones and overwrite them.
+func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 	start := func() (*exec.Cmd, string) {
 		addr := "127.0.0.1:" + freePort(t)
-		cmd := exec.Command(bin, "-listen", addr, "-state", state)
+		cmd := exec.Command(bin, "-listen", addr, flag, state, "-size", "16MiB")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +235,7 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 		close(done)
 	}()
 	for i := 0; ; i++ {
-		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(i)))
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(round, i)))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			break
@@ -169,11 +253,11 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 	cmd, u = start()
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	for i := 0; i < acked; i++ {
-		if code, body := do(t, "GET", fmt.Sprintf("%s/kv/k%05d", u, i), ""); code != 200 || body != fmt.Sprint(i) {
+		if code, body := do(t, "GET", fmt.Sprintf("%s/kv/k%05d", u, i), ""); code != 200 || body != fmt.Sprint(round, i) {
 			t.Fatalf("acknowledged put k%05d lost: %d %q (of %d acknowledged)", i, code, body, acked)
 		}
 	}
-	t.Logf("%d acknowledged puts, all there after SIGKILL", acked)
+	t.Logf("round %d: %d acknowledged puts, all there after SIGKILL", round, acked)
 }
 
 func freePort(t *testing.T) string {

@@ -1,11 +1,12 @@
 // Command kv is the nvboot demo service: an HTTP key-value store whose state
-// survives power cuts.
+// survives power cuts. The state is a persistent heap (package pheap) used in
+// place, nothing loaded at start; -state keeps it in an fsync'ed log instead.
 //
 //	PUT    /kv/<key>     body = value; 204 once it is durable
 //	GET    /kv/<key>     200 with the value, or 404
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
-//	GET    /stats        JSON: keys, state size, mode
+//	GET    /stats        JSON: keys, heap size and use, mode
 //	GET    /healthz      200 "ok" (readiness)
 package main
 
@@ -40,19 +41,24 @@ func run(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":8080", "TCP `address` to serve HTTP on")
-	state := fs.String("state", "/nv/state/kv.log", "state `file` (created if absent)")
+	heapPath := fs.String("heap", "/nv/state/kv.heap", "persistent heap `file` holding the state (created if absent)")
+	size := sizeFlag(64 << 20)
+	fs.Var(&size, "size", "`bytes` of a heap created by -heap (suffix KiB, MiB, GiB)")
+	state := fs.String("state", "", "keep the state in this append-only log `file` instead of a heap")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-state FILE]
+		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-heap FILE [-size 64MiB] | -state FILE]
 
 An HTTP key-value store whose every acknowledged write survives a power cut
 (the nvboot demo service). PUT /kv/KEY stores the body and answers 204 once
-it is durable; GET /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P, GET /stats.
+it is durable; GET /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P, GET /stats,
+GET /healthz.
 
 Flags:
 `)
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, `
 Examples:
+  kv -listen 127.0.0.1:8080 -heap /tmp/kv.heap -size 16MiB
   kv -listen 127.0.0.1:8080 -state /tmp/kv.log
   curl -X PUT --data-binary hello localhost:8080/kv/greeting
   curl localhost:8080/kv/greeting
@@ -61,9 +67,21 @@ Examples:
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	st, err := openStore(*state)
-	if err != nil {
-		return err
+	var st store
+	where := *heapPath
+	if *state != "" {
+		where = *state
+		ls, err := openLogStore(*state)
+		if err != nil {
+			return err
+		}
+		st = ls
+	} else {
+		hs, err := openHeapStore(*heapPath, int64(size))
+		if err != nil {
+			return err
+		}
+		st = hs
 	}
 	defer st.Close()
 	ln, err := net.Listen("tcp", *listen)
@@ -74,14 +92,14 @@ Examples:
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
-	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), *state, len(st.Keys("")))
+	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), where, len(st.Keys("")))
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
 }
 
-func handler(st *store) http.Handler {
+func handler(st store) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/pheap"
+	"github.com/nvboot/nvboot/pheap/pmem"
+)
+
+// pmemFile is a shared mapping of a file on tmpfs used as if it were
+// persistent memory: Flush and Fence are the CPU instructions pheap uses on a
+// DAX mapping (what PMEM_IS_PMEM_FORCE=1 makes libpmemobj do), or nothing at
+// all when flush is off, to measure what durability costs.
+type pmemFile struct {
+	b     []byte
+	flush bool
+}
+
+func (m *pmemFile) Bytes() []byte { return m.b }
+
+func (m *pmemFile) Flush(off, n int) {
+	if m.flush {
+		pmem.Flush(m.b[off : off+n])
+	}
+}
+
+func (m *pmemFile) Fence() {
+	if m.flush {
+		pmem.Fence()
+	}
+}
+
+func (m *pmemFile) Mode() string {
+	if m.flush {
+		return "forced-pmem/" + pmem.Method()
+	}
+	return "no-flush"
+}
+
+// newPmemHeap creates a heap of size bytes over a fresh file at path.
+func newPmemHeap(path string, size int, flush bool) (*pheap.Heap, func(), error) {
+	os.Remove(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(size)); err != nil {
+		return nil, nil, fmt.Errorf("sizing %s: %w", path, err)
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	h, err := pheap.CreateMemory(&pmemFile{b: b, flush: flush})
+	if err != nil {
+		unix.Munmap(b)
+		return nil, nil, fmt.Errorf("creating a heap in %s: %w", path, err)
+	}
+	return h, func() { h.Close(); unix.Munmap(b); os.Remove(path) }, nil
+}
+
+// timing is what one run of a transaction workload gives.
+type timing struct {
+	total time.Duration // all n transactions
+	p50   time.Duration // median transaction latency
+}
+
+// timeTxs runs n transactions through do and times each.
+func timeTxs(n int, do func(i int) error) (timing, error) {
+	lat := make([]time.Duration, n)
+	start := time.Now()
+	for i := range n {
+		t0 := time.Now()
+		if err := do(i); err != nil {
+			return timing{}, fmt.Errorf("transaction %d: %w", i, err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	total := time.Since(start)
+	slices.Sort(lat)
+	return timing{total: total, p50: lat[n/2]}, nil
+}
+
+type value64 [64]byte
+
+func val64(i int) (v value64) {
+	for j := range v {
+		v[j] = byte(i)
+	}
+	return v
+}
+
+// mapKey spreads the keys as the C side does.
+func mapKey(i int) uint64 { return uint64(i) * 0x9E3779B97F4A7C15 }
+
+type update64Root struct{ Value value64 }
+
+// pheapUpdate64 rewrites one 64-byte value in n transactions.
+func pheapUpdate64(h *pheap.Heap, n int) (timing, error) {
+	root, err := pheap.Root[update64Root](h, "bench")
+	if err != nil {
+		return timing{}, err
+	}
+	return timeTxs(n, func(i int) error {
+		return h.Update(func(tx *pheap.Tx) error {
+			return root.Set(tx, update64Root{val64(i)})
+		})
+	})
+}
+
+type mapRoot struct{ M pheap.Map[uint64, value64] }
+
+// pheapMapInsert inserts n keys into a persistent map, one transaction each.
+func pheapMapInsert(h *pheap.Heap, n int) (timing, error) {
+	root, err := pheap.Root[mapRoot](h, "bench")
+	if err != nil {
+		return timing{}, err
+	}
+	err = h.Update(func(tx *pheap.Tx) error {
+		m, err := pheap.NewMap[uint64, value64](tx)
+		if err != nil {
+			return err
+		}
+		return root.Set(tx, mapRoot{m})
+	})
+	if err != nil {
+		return timing{}, err
+	}
+	var m pheap.Map[uint64, value64]
+	h.View(func(tx *pheap.ViewTx) error { m = root.Get(tx).M; return nil })
+	return timeTxs(n, func(i int) error {
+		return h.Update(func(tx *pheap.Tx) error {
+			return m.Put(tx, mapKey(i), val64(i))
+		})
+	})
+}

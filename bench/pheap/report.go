@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/nvboot/nvboot/bench/internal/benchjson"
+)
+
+// result is one raw figure (DESIGN.md, "Measuring").
+type result = benchjson.Result
+
+// output is the -json object: the ratios the issue names, the raw figures,
+// and the environment they were taken in.
+type output struct {
+	Bench   string             `json:"bench"`
+	Ratios  map[string]float64 `json:"ratios"`
+	Results []result           `json:"results"`
+	Env     map[string]string  `json:"env"`
+}
+
+// samples collects the per-run values of every figure, in first-seen order.
+type samples struct {
+	order []string
+	unit  map[string]string
+	vals  map[string][]float64
+}
+
+func newSamples() *samples {
+	return &samples{unit: map[string]string{}, vals: map[string][]float64{}}
+}
+
+func (s *samples) add(name, unit string, v float64) {
+	if _, ok := s.unit[name]; !ok {
+		s.order = append(s.order, name)
+		s.unit[name] = unit
+	}
+	s.vals[name] = append(s.vals[name], v)
+}
+
+// median returns the median of a figure, 0 if it was never measured.
+func (s *samples) median(name string) float64 { return stats(name, "", s.vals[name]).Median }
+
+func (s *samples) results() []result {
+	var rs []result
+	for _, n := range s.order {
+		rs = append(rs, stats(n, s.unit[n], s.vals[n]))
+	}
+	return rs
+}
+
+var stats = benchjson.Stats
+
+func writeJSON(w io.Writer, o output) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(o)
+}
+
+func writeTable(w io.Writer, o output) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tunit\tmedian\tmin\tmax\truns\t")
+	for _, r := range o.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%.4g\t%.4g\t%.4g\t%d\t\n", r.Name, r.Unit, r.Median, r.Min, r.Max, r.Runs)
+	}
+	fmt.Fprintln(tw, "\t\t\t\t\t\t")
+	fmt.Fprintln(tw, "ratio\t\tvalue\t\t\t\t")
+	var names []string
+	for n := range o.Ratios {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t\t%.3g\t\t\t\t\n", n, o.Ratios[n])
+	}
+	for _, k := range []string{"storage", "pheap_mode", "flush", "cpu"} {
+		fmt.Fprintf(tw, "%s: %s\t\t\t\t\t\t\n", k, o.Env[k])
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,63 @@
+// Package pheap is a persistent Go heap on a mapped file: objects survive
+// restarts and power cuts, and a service finds its state in place at boot
+// instead of loading it.
+//
+// # Objects and references
+//
+// Objects are ordinary Go values of pointer-free types: numbers, bools,
+// arrays and structs of those. A type holding a pointer, slice, string, map,
+// channel, func, interface or unsafe.Pointer is refused at run time with the
+// path of the offending field (CheckType). References between objects are
+// offsets from the start of the heap (Ptr[T], 0 = nil), so the file may be
+// mapped at a different address on every run. Variable-length data uses the
+// persistent Slice[T], String and Bytes headers, and Map[K, V] is a hash map;
+// all of them are pointer-free and can be fields of heap objects.
+//
+// Named roots (Root) are the entry points: a root table in the heap maps a
+// name to a typed object, created zeroed on first use.
+//
+// # Transactions
+//
+// Every change happens inside h.Update(func(tx *Tx) error). Before a range
+// is first modified in a transaction its old bytes go to the undo log and
+// are made durable (ranges saved together share one fence). At the end the
+// new data and a commit record, which holds a checksum of that data, are
+// made durable together by one fence; recovery keeps a transaction whose
+// record and data check out (log.go has the protocol). If the function
+// returns an error or panics, or the process dies before that fence, the
+// saved bytes are copied back (at once, or by recovery in the next Open),
+// which also undoes allocations and frees, since the allocator's lists live
+// in the heap and are logged like any data. Ranges inside blocks allocated
+// by the same transaction are not logged: rolling back the allocation makes
+// their contents irrelevant.
+//
+// # Concurrency
+//
+// A Heap is safe for concurrent use. One Update runs at a time (a mutex);
+// View transactions run concurrently with each other but not with an
+// Update (a sync.RWMutex), so readers always see committed state. A
+// transaction and the Go pointers obtained through it (Ptr.Ref,
+// Ptr.Modify, Bytes.View) must not be used after its function returns.
+// Update and View must not be nested. A file is opened by one Heap at a time:
+// Open takes an exclusive flock and a second Open fails with ErrLocked.
+//
+// # Durability
+//
+// On a file in a DAX filesystem the heap maps it with MAP_SYNC, so the CPU
+// caches are the only volatile layer and the heap makes stores durable with
+// CLWB (or CLFLUSHOPT, or CLFLUSH) and SFENCE from package pmem. Elsewhere it
+// uses a MAP_SHARED page-cache mapping and calls msync(MS_SYNC) at each
+// durability point. Heap.Mode tells which. A small transaction has two or
+// three durability points (undo entries, one per batch of saved ranges; the
+// data with the commit record): cheap with CPU flushes, but on a disk each
+// msync is a device flush (docs/BENCHMARKS.md). arm64 uses DC CVAP (or DC
+// CVAC) and DSB. The layer is the Memory interface, which tests replace
+// with crashsim to enumerate the states a power cut could leave and check
+// that Open recovers each of them.
+//
+// # Format
+//
+// The byte formats (superblock, undo log, root table, allocator metadata,
+// block headers) are described field by field in layout.go and frozen by
+// layout_test.go.
+package pheap

@@ -1,0 +1,182 @@
+package pheap
+
+import (
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Memory is the persistence layer under a Heap: a byte range that survives
+// power loss once its cache lines are flushed and a fence follows. The
+// production layer is a file mapping (CLWB/SFENCE or msync); tests use
+// crashsim to enumerate what a power cut could leave.
+type Memory interface {
+	// Bytes returns the whole memory; the heap reads and writes it directly.
+	Bytes() []byte
+	// Flush starts writing back the cache lines overlapping [off, off+n).
+	Flush(off, n int)
+	// Fence waits for earlier flushes: after it they are durable.
+	Fence()
+}
+
+// Heap is an open persistent heap. See the package documentation for the
+// concurrency model.
+type Heap struct {
+	mu     sync.RWMutex
+	mem    Memory
+	b      []byte
+	sb     superblock
+	name   string // path, for messages
+	mode   string
+	closed bool
+	closer func() error
+	txs    txState // the write transaction's state, reused
+	// gen is the generation of the next write transaction. genPending: the
+	// log header still holds gen-1, whose transaction committed with a
+	// commit record; the next transaction writes gen there before its
+	// first undo entry (see log.go).
+	gen        uint64
+	genPending bool
+}
+
+// CreateMemory formats mem as an empty heap and opens it. The superblock is
+// written last, so a crash during formatting leaves memory Open refuses.
+func CreateMemory(mem Memory) (*Heap, error) {
+	return createMemory(mem, "memory")
+}
+
+func createMemory(mem Memory, name string) (*Heap, error) {
+	b := mem.Bytes()
+	size := uint64(len(b)) &^ (pageSize - 1)
+	if size < MinSize {
+		return nil, fmt.Errorf("pheap: create %s: %w: %d bytes, need at least %d", name, ErrTooSmall, len(b), MinSize)
+	}
+	sb := layoutFor(size)
+	if _, err := rand.Read(sb.UUID[:]); err != nil {
+		return nil, fmt.Errorf("pheap: create %s: %w", name, err)
+	}
+	sb.Created = time.Now().UnixNano()
+	// Everything but the arena payloads must start out zero: reserved fields,
+	// free root slots, the log. The arena is zeroed block by block when
+	// allocated.
+	clear(b[:sb.ArenaOff])
+	le.PutUint64(b[sb.AllocOff+amTop:], sb.ArenaOff)
+	// Generation 1, so the zeroed log holds no entry of the open generation.
+	le.PutUint64(b[sb.LogOff+logGen:], 1)
+	mem.Flush(0, int(sb.ArenaOff))
+	mem.Fence()
+	copy(b, sb.encode())
+	mem.Flush(0, SuperblockSize)
+	mem.Fence()
+	return newHeap(mem, sb, name), nil
+}
+
+// OpenMemory opens the heap in mem, rolling back a transaction a crash
+// interrupted. It changes nothing unless the heap checks out.
+func OpenMemory(mem Memory) (*Heap, error) {
+	h, err := openMemory(mem, "memory")
+	if err != nil {
+		return nil, fmt.Errorf("pheap: open memory: %w", err)
+	}
+	return h, nil
+}
+
+func openMemory(mem Memory, name string) (*Heap, error) {
+	b := mem.Bytes()
+	sb, err := decodeSuperblock(b)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Size > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: superblock says %d bytes, there are %d", ErrTruncated, sb.Size, len(b))
+	}
+	h := newHeap(mem, sb, name)
+	if err := h.recover(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func newHeap(mem Memory, sb superblock, name string) *Heap {
+	mode := "memory"
+	if m, ok := mem.(interface{ Mode() string }); ok {
+		mode = m.Mode()
+	}
+	h := &Heap{mem: mem, b: mem.Bytes()[:sb.Size], sb: sb, name: name, mode: mode}
+	h.gen = h.u64(sb.LogOff + logGen)
+	return h
+}
+
+// Mode reports how writes are made durable: "dax" (CPU cache flushes on a
+// MAP_SYNC mapping), "msync" (page cache, msync at each durability point),
+// or, for a heap over a Memory, that Memory's Mode method or "memory".
+func (h *Heap) Mode() string { return h.mode }
+
+// Size returns the size of the heap in bytes.
+func (h *Heap) Size() int64 { return int64(h.sb.Size) }
+
+// Close makes everything durable and releases the heap. Transactions still
+// waiting to run get ErrClosed.
+func (h *Heap) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	if h.genPending {
+		// Retire the last commit record so the next Open finds a clean log.
+		h.setGen(h.gen)
+		h.mem.Fence()
+	}
+	if h.closer != nil {
+		return h.closer()
+	}
+	return nil
+}
+
+func (h *Heap) u64(off uint64) uint64 { return le.Uint64(h.b[off:]) }
+
+// checkMeta checks the root table and allocator metadata in meta, a copy of
+// [RootsOff, ArenaOff).
+func (h *Heap) checkMeta(meta []byte) error {
+	sb := &h.sb
+	am := meta[sb.AllocOff-sb.RootsOff:]
+	top := le.Uint64(am[amTop:])
+	if top < sb.ArenaOff || top > sb.Size || top%16 != 0 {
+		return fmt.Errorf("%w: allocator top %d outside the arena [%d, %d]", ErrCorrupt, top, sb.ArenaOff, sb.Size)
+	}
+	if lb := le.Uint64(am[amLiveBytes:]); lb > top-sb.ArenaOff {
+		return fmt.Errorf("%w: allocator counts %d live bytes in %d allocated", ErrCorrupt, lb, top-sb.ArenaOff)
+	}
+	if lo := le.Uint64(am[amLiveObjects:]); lo > (top-sb.ArenaOff)/32 {
+		return fmt.Errorf("%w: allocator counts %d live objects in %d bytes", ErrCorrupt, lo, top-sb.ArenaOff)
+	}
+	for i := amReserved; i < amFreeHeads; i++ {
+		if am[i] != 0 {
+			return fmt.Errorf("%w: allocator reserved byte %d is %#x", ErrCorrupt, i, am[i])
+		}
+	}
+	for i := amReserved2; i < allocMetaSize; i++ {
+		if am[i] != 0 {
+			return fmt.Errorf("%w: allocator reserved byte %d is %#x", ErrCorrupt, i, am[i])
+		}
+	}
+	for c := range numClasses {
+		head := le.Uint64(am[amFreeHeads+8*c:])
+		if head == 0 {
+			continue
+		}
+		if c >= len(classSizes) || head < sb.ArenaOff || head%16 != 0 || head >= top || classSizes[c] > top-head {
+			return fmt.Errorf("%w: free list %d starts at %d, outside the allocated arena", ErrCorrupt, c, head)
+		}
+	}
+	for i := range sb.RootsCount {
+		e := meta[i*rootEntrySize : (i+1)*rootEntrySize]
+		if err := checkRootEntry(e, sb.ArenaOff, top); err != nil {
+			return fmt.Errorf("%w: root slot %d: %v", ErrCorrupt, i, err)
+		}
+	}
+	return nil
+}

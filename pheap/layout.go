@@ -1,0 +1,324 @@
+package pheap
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// The on-media format. Every structure is little-endian at a fixed offset;
+// layout_test.go asserts each size and offset so a change cannot slip in.
+// Bump MajorVersion for any change an older reader would misread.
+//
+// File layout (all offsets from the start of the file):
+//
+//	0          superblock, one page (only SuperblockSize bytes used)
+//	LogOff     undo log: log header (one cache line), then entries
+//	RootsOff   root table: RootsCount entries of rootEntrySize bytes
+//	AllocOff   allocator metadata (allocMetaSize bytes)
+//	ArenaOff   the arena: blocks, each a header and a payload, up to Size
+//
+// The superblock is written once, at creation, and never again: everything
+// that changes lives in the regions after it and is updated under the undo
+// log, so a torn superblock write can only happen during Create.
+const (
+	// Magic identifies a pheap file.
+	Magic = "NVPHEAP\x00"
+	// MajorVersion is the format version this package reads and writes.
+	MajorVersion = 1
+	// MinorVersion counts compatible additions within MajorVersion.
+	MinorVersion = 0
+	// SuperblockSize is the number of superblock bytes the checksum covers.
+	SuperblockSize = 256
+	// MinSize is the smallest heap Create accepts.
+	MinSize = 64 << 10
+
+	lineSize = 64
+	pageSize = 4096
+)
+
+// Superblock, at offset 0.
+//
+//	off  size  field
+//	  0     8  Magic        "NVPHEAP\0"
+//	  8     2  Major        format major version; other majors are refused
+//	 10     2  Minor        minor version; any minor of our major is readable
+//	 12     4  Incompat     incompatible feature flags; unknown bits are refused
+//	 16     4  Compat       compatible feature flags; unknown bits are ignored
+//	 20     4  HeaderSize   SuperblockSize
+//	 24     8  Size         heap size in bytes (the length mapped)
+//	 32     8  LogOff       start of the undo log (one page in)
+//	 40     8  LogSize      bytes in the undo log, header included
+//	 48     8  RootsOff     start of the root table (LogOff+LogSize)
+//	 56     8  RootsCount   number of root table entries
+//	 64     8  AllocOff     start of the allocator metadata
+//	 72     8  ArenaOff     start of the arena, page aligned
+//	 80     8  ArenaSize    Size-ArenaOff, kept as a cross-check
+//	 88    16  UUID         random, tells heaps apart
+//	104     8  Created      creation time, Unix nanoseconds
+//	112   140  Reserved     must be zero
+//	252     4  Checksum     CRC32C (Castagnoli) of bytes 0..251
+const (
+	sbMagic      = 0
+	sbMajor      = 8
+	sbMinor      = 10
+	sbIncompat   = 12
+	sbCompat     = 16
+	sbHeaderSize = 20
+	sbSize       = 24
+	sbLogOff     = 32
+	sbLogSize    = 40
+	sbRootsOff   = 48
+	sbRootsCount = 56
+	sbAllocOff   = 64
+	sbArenaOff   = 72
+	sbArenaSize  = 80
+	sbUUID       = 88
+	sbCreated    = 104
+	sbReserved   = 112
+	sbChecksum   = 252
+
+	// knownIncompat holds the incompatible feature bits this reader knows.
+	knownIncompat = 0
+)
+
+// Undo log header, at LogOff, one cache line.
+//
+//	off  size  field
+//	  0     8  Gen       generation of the last transaction to start; its
+//	                     entries are the live ones, all others are stale
+//	  8    56  Reserved  must be zero
+//
+// After the header the log is split into two halves of
+// (LogSize-logHeaderSize)/2 bytes (rounded down to 8); a transaction of
+// generation g uses half g%2. Its undo entries follow one another from the
+// start of the half, each 8-byte aligned (Len is a multiple of the cache
+// line):
+//
+//	off  size  field
+//	  0     8  Gen       generation of the transaction that wrote it
+//	  8     8  Off       heap offset of the saved range, cache-line aligned
+//	 16     4  Len       bytes saved, a multiple of the cache line
+//	 20     4  Checksum  CRC32C of bytes 0..19 and the saved bytes
+//	 24   Len  Data      the bytes at Off before the transaction changed them
+//
+// An entry is made durable before the range it saves is modified, so an
+// entry that is torn or missing (bad checksum, stale Gen) saves a range that
+// was not modified yet, and recovery stops at the first such entry.
+//
+// The commit record follows the last entry. It has the entry header with Off
+// = commitOff and Len = crFixed + crRunSize × runs, and this payload:
+//
+//	off  size  field
+//	  0     8  Entries   number of undo entries before it
+//	  8     4  DataSum   CRC32C over the current bytes of every saved range,
+//	                     in entry order, then of every run below
+//	 12     4  Reserved  must be zero
+//	 16  16×n  Runs      Off (8) and Len (8), cache-line aligned: the lines
+//	                     the transaction wrote in blocks it allocated
+//
+// log.go has the protocol.
+const (
+	logHeaderSize = 64
+	logGen        = 0
+	logReserved   = 8
+
+	entGen        = 0
+	entOff        = 8
+	entLen        = 16
+	entChecksum   = 20
+	entHeaderSize = 24
+
+	commitOff  = ^uint64(0)
+	crEntries  = 0
+	crSum      = 8
+	crReserved = 12
+	crFixed    = 16
+	crRunSize  = 16
+)
+
+// Root table entry.
+//
+//	off  size  field
+//	  0    32  Name      UTF-8, NUL padded; all zero means the slot is free
+//	 32     8  Ptr       payload offset of the root object
+//	 40     8  Type      fingerprint of the root's Go type (layout, not names)
+//	 48     8  TypeSize  size of that type in bytes
+//	 56     8  Reserved  must be zero
+const (
+	rootEntrySize = 64
+	rootName      = 0
+	rootNameMax   = 32
+	rootPtr       = 32
+	rootType      = 40
+	rootTypeSize  = 48
+	rootReserved  = 56
+
+	defaultRoots = 128
+)
+
+// Allocator metadata, at AllocOff.
+//
+//	off  size  field
+//	  0     8  Top          first arena byte never handed out (bump pointer)
+//	  8     8  LiveBytes    sum of the sizes of allocated blocks
+//	 16     8  LiveObjects  number of allocated blocks
+//	 24     8  Reserved     must be zero
+//	 32   512  FreeHeads    per size class, the first free block (0 = none)
+//	544   480  Reserved     must be zero
+const (
+	allocMetaSize = 1024
+	amTop         = 0
+	amLiveBytes   = 8
+	amLiveObjects = 16
+	amReserved    = 24
+	amFreeHeads   = 32
+	numClasses    = 64
+	amReserved2   = amFreeHeads + 8*numClasses
+)
+
+// Block header, at a 16-byte aligned arena offset; the payload follows, so
+// a Ptr (the payload offset) is 16-byte aligned too.
+//
+//	off  size  field
+//	  0     8  Size   block size, header included: one of the size classes
+//	  8     4  State  blockAlloc or blockFree; anything else is corruption
+//	 12     4  Type   tag of the payload's Go type (0 = raw bytes)
+//	 16     8  Next   only in a free block: next free block of its class
+const (
+	blockHeaderSize = 16
+	bhSize          = 0
+	bhState         = 8
+	bhType          = 12
+	bhNext          = 16
+
+	blockAlloc = 0xA110CA7E
+	blockFree  = 0xF4EEB10C
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// superblock is the decoded form of the superblock.
+type superblock struct {
+	Major, Minor                 uint16
+	Incompat, Compat, HeaderSize uint32
+	Size                         uint64
+	LogOff, LogSize              uint64
+	RootsOff, RootsCount         uint64
+	AllocOff                     uint64
+	ArenaOff, ArenaSize          uint64
+	UUID                         [16]byte
+	Created                      int64
+}
+
+var le = binary.LittleEndian
+
+// layoutFor places the regions of a heap of the given size.
+func layoutFor(size uint64) superblock {
+	logSize := size / 8 &^ (pageSize - 1)
+	logSize = min(max(logSize, 16<<10), 64<<20)
+	sb := superblock{
+		Major: MajorVersion, Minor: MinorVersion, HeaderSize: SuperblockSize,
+		Size: size, LogOff: pageSize, LogSize: logSize,
+		RootsCount: defaultRoots,
+	}
+	sb.RootsOff = sb.LogOff + sb.LogSize
+	sb.AllocOff = sb.RootsOff + sb.RootsCount*rootEntrySize
+	sb.ArenaOff = (sb.AllocOff + allocMetaSize + pageSize - 1) &^ (pageSize - 1)
+	sb.ArenaSize = size - sb.ArenaOff
+	return sb
+}
+
+func (sb *superblock) encode() []byte {
+	b := make([]byte, SuperblockSize)
+	copy(b[sbMagic:], Magic)
+	le.PutUint16(b[sbMajor:], sb.Major)
+	le.PutUint16(b[sbMinor:], sb.Minor)
+	le.PutUint32(b[sbIncompat:], sb.Incompat)
+	le.PutUint32(b[sbCompat:], sb.Compat)
+	le.PutUint32(b[sbHeaderSize:], sb.HeaderSize)
+	le.PutUint64(b[sbSize:], sb.Size)
+	le.PutUint64(b[sbLogOff:], sb.LogOff)
+	le.PutUint64(b[sbLogSize:], sb.LogSize)
+	le.PutUint64(b[sbRootsOff:], sb.RootsOff)
+	le.PutUint64(b[sbRootsCount:], sb.RootsCount)
+	le.PutUint64(b[sbAllocOff:], sb.AllocOff)
+	le.PutUint64(b[sbArenaOff:], sb.ArenaOff)
+	le.PutUint64(b[sbArenaSize:], sb.ArenaSize)
+	copy(b[sbUUID:], sb.UUID[:])
+	le.PutUint64(b[sbCreated:], uint64(sb.Created))
+	le.PutUint32(b[sbChecksum:], crc32.Checksum(b[:sbChecksum], castagnoli))
+	return b
+}
+
+// decodeSuperblock checks and decodes the first SuperblockSize bytes of b.
+// It checks the superblock alone; the caller compares Size with the file.
+func decodeSuperblock(b []byte) (superblock, error) {
+	var sb superblock
+	if len(b) < SuperblockSize {
+		return sb, fmt.Errorf("%w: %d bytes, a superblock needs %d", ErrTooSmall, len(b), SuperblockSize)
+	}
+	if string(b[sbMagic:sbMagic+8]) != Magic {
+		return sb, fmt.Errorf("%w: magic is %q, want %q", ErrNotHeap, b[sbMagic:sbMagic+8], Magic)
+	}
+	sb.Major = le.Uint16(b[sbMajor:])
+	sb.Minor = le.Uint16(b[sbMinor:])
+	if sb.Major != MajorVersion {
+		return sb, fmt.Errorf("%w: format version %d.%d, this program reads %d.x", ErrVersion, sb.Major, sb.Minor, MajorVersion)
+	}
+	if got, want := le.Uint32(b[sbChecksum:]), crc32.Checksum(b[:sbChecksum], castagnoli); got != want {
+		return sb, fmt.Errorf("%w: superblock checksum is %#08x, contents give %#08x", ErrChecksum, got, want)
+	}
+	sb.Incompat = le.Uint32(b[sbIncompat:])
+	sb.Compat = le.Uint32(b[sbCompat:])
+	if sb.Incompat&^knownIncompat != 0 {
+		return sb, fmt.Errorf("%w: unknown incompatible features %#x", ErrVersion, sb.Incompat&^knownIncompat)
+	}
+	sb.HeaderSize = le.Uint32(b[sbHeaderSize:])
+	sb.Size = le.Uint64(b[sbSize:])
+	sb.LogOff = le.Uint64(b[sbLogOff:])
+	sb.LogSize = le.Uint64(b[sbLogSize:])
+	sb.RootsOff = le.Uint64(b[sbRootsOff:])
+	sb.RootsCount = le.Uint64(b[sbRootsCount:])
+	sb.AllocOff = le.Uint64(b[sbAllocOff:])
+	sb.ArenaOff = le.Uint64(b[sbArenaOff:])
+	sb.ArenaSize = le.Uint64(b[sbArenaSize:])
+	copy(sb.UUID[:], b[sbUUID:])
+	sb.Created = int64(le.Uint64(b[sbCreated:]))
+	for i, c := range b[sbReserved:sbChecksum] {
+		if c != 0 {
+			return sb, fmt.Errorf("%w: superblock reserved byte %d is %#x", ErrCorrupt, sbReserved+i, c)
+		}
+	}
+	return sb, sb.check()
+}
+
+// check verifies that the regions are where this version puts them. Every
+// sum is bounded first so no overflow can make a bad layout look good.
+func (sb *superblock) check() error {
+	bad := func(what string, args ...any) error {
+		return fmt.Errorf("%w: superblock: %s", ErrCorrupt, fmt.Sprintf(what, args...))
+	}
+	const maxSize = 1 << 50
+	switch {
+	case sb.HeaderSize != SuperblockSize:
+		return bad("header size %d, want %d", sb.HeaderSize, SuperblockSize)
+	case sb.Size < MinSize || sb.Size > maxSize || sb.Size%pageSize != 0:
+		return bad("heap size %d is not a page multiple in [%d, %d]", sb.Size, MinSize, uint64(maxSize))
+	case sb.LogOff != pageSize:
+		return bad("log at %d, want %d", sb.LogOff, pageSize)
+	case sb.LogSize < 2*pageSize || sb.LogSize > sb.Size || sb.LogSize%pageSize != 0:
+		return bad("log size %d", sb.LogSize)
+	case sb.RootsOff != sb.LogOff+sb.LogSize:
+		return bad("root table at %d, want %d", sb.RootsOff, sb.LogOff+sb.LogSize)
+	case sb.RootsCount == 0 || sb.RootsCount > 1<<16:
+		return bad("%d roots", sb.RootsCount)
+	case sb.AllocOff != sb.RootsOff+sb.RootsCount*rootEntrySize:
+		return bad("allocator metadata at %d, want %d", sb.AllocOff, sb.RootsOff+sb.RootsCount*rootEntrySize)
+	case sb.ArenaOff%pageSize != 0 || sb.ArenaOff < sb.AllocOff+allocMetaSize || sb.ArenaOff >= sb.Size:
+		return bad("arena at %d", sb.ArenaOff)
+	case sb.ArenaSize != sb.Size-sb.ArenaOff:
+		return bad("arena size %d, want %d", sb.ArenaSize, sb.Size-sb.ArenaOff)
+	}
+	return nil
+}
