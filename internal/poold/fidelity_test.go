@@ -1,0 +1,134 @@
+package poold
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// run is one start of the report child, through poold or os/exec.
+type run struct {
+	rep    report
+	status syscall.WaitStatus
+	stderr string
+	fd3    string
+	hit    bool
+}
+
+type startFunc func(t *testing.T, argv, env []string, dir string, files []*os.File) (syscall.WaitStatus, bool)
+
+// runChild starts the child with stdin from a file, stdout, stderr and fd 3
+// on pipes, and collects what it reported.
+func runChild(t *testing.T, start startFunc, argv, env []string, dir string) run {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "stdin")
+	if err := os.WriteFile(in, []byte("input line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var readers [3]*os.File
+	var writers [3]*os.File
+	for i := range readers {
+		if readers[i], writers[i], err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outs := make([]chan string, 3)
+	for i, r := range readers {
+		outs[i] = make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(r)
+			r.Close()
+			outs[i] <- string(b)
+		}()
+	}
+	ws, hit := start(t, argv, env, dir, []*os.File{stdin, writers[0], writers[1], writers[2]})
+	for _, w := range writers {
+		w.Close()
+	}
+	r := run{status: ws, hit: hit}
+	out := <-outs[0]
+	r.stderr, r.fd3 = <-outs[1], <-outs[2]
+	if err := json.Unmarshal([]byte(out), &r.rep); err != nil {
+		t.Fatalf("child report %q: %v (stderr %q)", out, err, r.stderr)
+	}
+	return r
+}
+
+func execStart(t *testing.T, argv, env []string, dir string, files []*os.File) (syscall.WaitStatus, bool) {
+	exe, _ := os.Executable()
+	cmd := &exec.Cmd{Path: exe, Args: argv, Env: env, Dir: dir,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2], ExtraFiles: files[3:]}
+	cmd.Run()
+	return cmd.ProcessState.Sys().(syscall.WaitStatus), false
+}
+
+func poolStart(sock string) startFunc {
+	return func(t *testing.T, argv, env []string, dir string, files []*os.File) (syscall.WaitStatus, bool) {
+		c := &pool.Client{Socket: sock}
+		p, err := c.Spawn(context.Background(), "child", pool.Attr{Argv: argv, Env: env, Dir: dir, Files: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Status, p.Hit
+	}
+}
+
+// TestActivationFidelity: an activated program sees exactly the argv, env,
+// cwd, descriptors, flags and exit status handling of a freshly exec'd one.
+func TestActivationFidelity(t *testing.T) {
+	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 2)}}, Options{})
+	dir := t.TempDir()
+	base := []string{envChild + "=report"}
+	for _, tc := range []struct {
+		name string
+		argv []string
+		env  []string
+	}{
+		{"plain", []string{"handler", "a", "b c", ""}, []string{"A=1", "B=two words"}},
+		{"flags after activation", []string{"/usr/bin/handler", "-greet=hello", "rest", "-x"}, []string{"LANG=C"}},
+		{"no extra env", []string{"h"}, nil},
+		{"exit status", []string{"h"}, []string{"EXIT_CODE=3"}},
+		{"exit status 255", []string{"h"}, []string{"EXIT_CODE=255"}},
+		{"killed by signal", []string{"h"}, []string{"EXIT_SIGNAL=15"}},
+		{"unicode and equals", []string{"h", "ü=ß"}, []string{"K=v=w", "EMPTY="}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(append([]string(nil), base...), tc.env...)
+			want := runChild(t, execStart, tc.argv, env, dir)
+			srv.Fill() // a parked process is waiting: this is a hit
+			got := runChild(t, poolStart(sock), tc.argv, env, dir)
+			if !got.hit {
+				t.Error("spawn was a miss with a filled pool")
+			}
+			if !reflect.DeepEqual(got.rep, want.rep) {
+				t.Errorf("pooled child saw\n%+v\nexec'd child saw\n%+v", got.rep, want.rep)
+			}
+			if got.status != want.status {
+				t.Errorf("wait status: pooled %#x, exec'd %#x", got.status, want.status)
+			}
+			if got.fd3 != "fd3 here" || got.fd3 != want.fd3 || got.stderr != want.stderr {
+				t.Errorf("fd 3 %q / %q, stderr %q / %q", got.fd3, want.fd3, got.stderr, want.stderr)
+			}
+			if want.rep.Dir != dir || want.rep.Stdin != "input line\n" || len(want.rep.Fds) < 4 || want.rep.Fds[3][:2] != "3:" {
+				t.Errorf("exec'd child's baseline is off: %+v", want.rep)
+			}
+		})
+	}
+}

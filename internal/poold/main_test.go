@@ -1,0 +1,165 @@
+package poold
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The test binary is also the pooled program: it imports pool (through this
+// package), so when poold starts it, it parks in pool's init; once activated,
+// or when os/exec starts it with envChild set, it runs childMain instead of
+// the tests.
+const envChild = "POOLD_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envChild); mode != "" {
+		os.Exit(childMain(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// report is what a child saw of its start; the fidelity test compares the
+// pooled and the exec'd one.
+type report struct {
+	Args     []string
+	Env      []string
+	Dir      string
+	Greet    string   // a flag parsed after activation
+	FlagArgs []string // flag.Args()
+	FlagName string   // the flag set's name (argv[0])
+	Fds      []string // descriptors 0..63 open without close-on-exec: "n:type:flags"
+	Stdin    string
+}
+
+func childMain(mode string) int {
+	switch mode {
+	case "report":
+		greet := flag.String("greet", "", "a flag")
+		flag.Parse()
+		r := report{Args: os.Args, Env: os.Environ(), Greet: *greet, FlagArgs: flag.Args(),
+			FlagName: flag.CommandLine.Name(), Fds: openFds()}
+		r.Dir, _ = os.Getwd()
+		if b, err := io.ReadAll(os.Stdin); err == nil {
+			r.Stdin = string(b)
+		}
+		if f := os.NewFile(3, "fd3"); f != nil {
+			f.Write([]byte("fd3 here"))
+		}
+		json.NewEncoder(os.Stdout).Encode(r)
+		return exitFromEnv()
+	case "block":
+		os.Stdout.Write([]byte("ready\n"))
+		var b [1]byte
+		os.Stdin.Read(b[:])
+		return 0
+	}
+	return 99
+}
+
+func exitFromEnv() int {
+	if s := os.Getenv("EXIT_SIGNAL"); s != "" {
+		n, _ := strconv.Atoi(s)
+		syscall.Kill(os.Getpid(), syscall.Signal(n))
+		select {}
+	}
+	n, _ := strconv.Atoi(os.Getenv("EXIT_CODE"))
+	return n
+}
+
+// openFds lists the descriptors a program was given: those without
+// close-on-exec, with their file type and status flags.
+func openFds() []string {
+	var out []string
+	for fd := range 64 {
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
+		if e != 0 || r&syscall.FD_CLOEXEC != 0 {
+			continue
+		}
+		var st syscall.Stat_t
+		syscall.Fstat(fd, &st)
+		fl, _, _ := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
+		out = append(out, fmt.Sprintf("%d:%o:%o", fd, st.Mode&syscall.S_IFMT, fl&(syscall.O_ACCMODE|syscall.O_NONBLOCK|syscall.O_APPEND)))
+	}
+	return out
+}
+
+// testServer runs a poold in this process serving programs, on a socket in
+// a temporary directory, with the reduce ticker off.
+func testServer(t *testing.T, cfg *Config, opt Options) (*Server, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "poold.sock")
+	cfg.Socket = sock
+	if opt.Log == nil {
+		opt.Log = testLogger(t)
+	}
+	opt.NoTicker = true
+	srv, err := New(cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		srv.Close()
+	})
+	return srv, sock
+}
+
+func selfProgram(t *testing.T, name string, min int) Program {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Program{Name: name, Path: exe, MinIdle: min, MaxIdle: min + 2, Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+}
+
+// zombies lists this process's children that exited and were not reaped.
+func zombies() []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[0] == "Z" && f[1] == me {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func countFds(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
