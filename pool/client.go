@@ -51,7 +51,8 @@ func (c *Client) socket() string {
 	return DefaultSocket
 }
 
-func (c *Client) dial(ctx context.Context) (Conn, error) {
+// Dial connects to poold; most callers want Spawn, Stats or Reduce.
+func (c *Client) Dial(ctx context.Context) (Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unixpacket", c.socket())
 	if err != nil {
@@ -74,7 +75,7 @@ func (c *Client) Spawn(ctx context.Context, name string, a Attr) (*Process, erro
 		return nil, fmt.Errorf("spawning %s: %w", name, err)
 	}
 	defer closeNull()
-	conn, err := c.dial(ctx)
+	conn, err := c.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +227,7 @@ func (c *Client) Reduce(ctx context.Context) error {
 }
 
 func (c *Client) call(ctx context.Context, t Type) (*Msg, error) {
-	conn, err := c.dial(ctx)
+	conn, err := c.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}

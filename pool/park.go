@@ -21,6 +21,10 @@ const (
 	// EnvPrefault=1 asks the process to fault in its text and data before
 	// it parks (MADV_POPULATE_READ/WRITE; see prefault.go).
 	EnvPrefault = "NVBOOT_POOL_PREFAULT"
+	// EnvReserved=N: descriptors 4..N-1 are placeholders poold put there so
+	// that what the runtime opens before activation lands above them;
+	// activation overwrites or closes them.
+	EnvReserved = "NVBOOT_POOL_RESERVED"
 )
 
 // A program that imports pool parks here when poold started it, and returns
@@ -36,18 +40,19 @@ func init() {
 		return
 	}
 	execPath := os.Getenv(EnvExec)
-	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1"); err != nil {
+	reserved, _ := strconv.Atoi(os.Getenv(EnvReserved))
+	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1", reserved); err != nil {
 		fmt.Fprintf(os.Stderr, "pool: %v\n", err)
 		os.Exit(127)
 	}
 }
 
-func park(fdText, execPath string, prefault bool) error {
+func park(fdText, execPath string, prefault bool, reserved int) error {
 	fd, err := strconv.Atoi(fdText)
 	if err != nil || fd < 0 {
 		return fmt.Errorf("%s=%q: not a descriptor", EnvFD, fdText)
 	}
-	for _, k := range []string{EnvFD, EnvExec, EnvPrefault} {
+	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved} {
 		os.Unsetenv(k)
 	}
 	syscall.CloseOnExec(fd)
@@ -67,7 +72,7 @@ func park(fdText, execPath string, prefault bool) error {
 	if m.Type != TypeActivate {
 		return fmt.Errorf("parked: expected activate, got %v", m.Type)
 	}
-	if err := installFiles(fd, fds); err != nil {
+	if err := installFiles(fd, fds, reserved); err != nil {
 		return err
 	}
 	if m.Dir != "" {
@@ -100,10 +105,10 @@ func setEnv(env []string) {
 }
 
 // installFiles puts the received descriptors at 0..n-1, as exec would, and
-// closes the parking socket. Descriptors above n-1 that the process held
-// before activation (the runtime's) are left alone; one at a slot below n
-// other than 0, 1, 2 would be clobbered, so activation fails instead.
-func installFiles(park int, fds []int) error {
+// closes the parking socket and the placeholders 4..reserved-1. Descriptors
+// the process opened before activation (the runtime's) are left alone; one
+// at a slot below n would be clobbered, so activation fails instead.
+func installFiles(park int, fds []int, reserved int) error {
 	n := len(fds)
 	// Move everything we own out of 0..n-1 first, so no dup3 below
 	// overwrites a descriptor still to be placed.
@@ -122,7 +127,7 @@ func installFiles(park int, fds []int) error {
 		mine[fd] = true
 	}
 	for i := 3; i < n; i++ {
-		if _, err := fcntl(i, syscall.F_GETFD, 0); err == nil && !mine[i] {
+		if _, err := fcntl(i, syscall.F_GETFD, 0); err == nil && !mine[i] && i >= reserved {
 			return fmt.Errorf("activating: fd %d is in use by the program since before activation; import pool earlier", i)
 		}
 	}
@@ -135,6 +140,11 @@ func installFiles(park int, fds []int) error {
 		}
 		if err := syscall.Dup3(fd, i, 0); err != nil {
 			return fmt.Errorf("activating: placing fd %d: %w", i, err)
+		}
+	}
+	for i := max(n, 4); i < reserved; i++ {
+		if !mine[i] {
+			syscall.Close(i)
 		}
 	}
 	for _, fd := range fds {

@@ -27,7 +27,7 @@ type startFunc func(t *testing.T, argv, env []string, dir string, files []*os.Fi
 
 // runChild starts the child with stdin from a file, stdout, stderr and fd 3
 // on pipes, and collects what it reported.
-func runChild(t *testing.T, start startFunc, argv, env []string, dir string) run {
+func runChild(t *testing.T, start startFunc, argv, env []string, dir string, extra int) run {
 	t.Helper()
 	in := filepath.Join(t.TempDir(), "stdin")
 	if err := os.WriteFile(in, []byte("input line\n"), 0o644); err != nil {
@@ -54,7 +54,11 @@ func runChild(t *testing.T, start startFunc, argv, env []string, dir string) run
 			outs[i] <- string(b)
 		}()
 	}
-	ws, hit := start(t, argv, env, dir, []*os.File{stdin, writers[0], writers[1], writers[2]})
+	files := []*os.File{stdin, writers[0], writers[1], writers[2]}
+	for range extra {
+		files = append(files, stdin)
+	}
+	ws, hit := start(t, argv, env, dir, files)
 	for _, w := range writers {
 		w.Close()
 	}
@@ -100,20 +104,24 @@ func TestActivationFidelity(t *testing.T) {
 		name string
 		argv []string
 		env  []string
+		// extra descriptors after 3
+		extra int
 	}{
-		{"plain", []string{"handler", "a", "b c", ""}, []string{"A=1", "B=two words"}},
-		{"flags after activation", []string{"/usr/bin/handler", "-greet=hello", "rest", "-x"}, []string{"LANG=C"}},
-		{"no extra env", []string{"h"}, nil},
-		{"exit status", []string{"h"}, []string{"EXIT_CODE=3"}},
-		{"exit status 255", []string{"h"}, []string{"EXIT_CODE=255"}},
-		{"killed by signal", []string{"h"}, []string{"EXIT_SIGNAL=15"}},
-		{"unicode and equals", []string{"h", "ü=ß"}, []string{"K=v=w", "EMPTY="}},
+		{"plain", []string{"handler", "a", "b c", ""}, []string{"A=1", "B=two words"}, 0},
+		{"flags after activation", []string{"/usr/bin/handler", "-greet=hello", "rest", "-x"}, []string{"LANG=C"}, 0},
+		{"no extra env", []string{"h"}, nil, 0},
+		{"exit status", []string{"h"}, []string{"EXIT_CODE=3"}, 0},
+		{"exit status 255", []string{"h"}, []string{"EXIT_CODE=255"}, 0},
+		{"killed by signal", []string{"h"}, []string{"EXIT_SIGNAL=15"}, 0},
+		{"unicode and equals", []string{"h", "ü=ß"}, []string{"K=v=w", "EMPTY="}, 0},
+		{"many descriptors", []string{"h"}, nil, 20},
+		{"the most descriptors", []string{"h"}, nil, pool.MaxFiles - 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := append(append([]string(nil), base...), tc.env...)
-			want := runChild(t, execStart, tc.argv, env, dir)
+			want := runChild(t, execStart, tc.argv, env, dir, tc.extra)
 			srv.Fill() // a parked process is waiting: this is a hit
-			got := runChild(t, poolStart(sock), tc.argv, env, dir)
+			got := runChild(t, poolStart(sock), tc.argv, env, dir, tc.extra)
 			if !got.hit {
 				t.Error("spawn was a miss with a filled pool")
 			}
@@ -126,7 +134,7 @@ func TestActivationFidelity(t *testing.T) {
 			if got.fd3 != "fd3 here" || got.fd3 != want.fd3 || got.stderr != want.stderr {
 				t.Errorf("fd 3 %q / %q, stderr %q / %q", got.fd3, want.fd3, got.stderr, want.stderr)
 			}
-			if want.rep.Dir != dir || want.rep.Stdin != "input line\n" || len(want.rep.Fds) < 4 || want.rep.Fds[3][:2] != "3:" {
+			if want.rep.Dir != dir || want.rep.Stdin != "input line\n" || len(want.rep.Fds) != 4+tc.extra {
 				t.Errorf("exec'd child's baseline is off: %+v", want.rep)
 			}
 		})

@@ -25,6 +25,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(envChild); mode != "" {
 		os.Exit(childMain(mode))
 	}
+	// Descriptors this test binary inherited (from whatever ran it) would
+	// leak into os/exec children, not into poold's: keep them out of both.
+	for fd := 3; fd < 256; fd++ {
+		syscall.CloseOnExec(fd)
+	}
 	os.Exit(m.Run())
 }
 
@@ -97,6 +102,14 @@ func openFds() []string {
 // a temporary directory, with the reduce ticker off.
 func testServer(t *testing.T, cfg *Config, opt Options) (*Server, string) {
 	t.Helper()
+	srv, sock, stop := startServer(t, cfg, opt)
+	t.Cleanup(stop)
+	return srv, sock
+}
+
+// startServer is testServer with the stop left to the caller.
+func startServer(t *testing.T, cfg *Config, opt Options) (*Server, string, func()) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
 	cfg.Socket = sock
 	if opt.Log == nil {
@@ -114,14 +127,13 @@ func testServer(t *testing.T, cfg *Config, opt Options) (*Server, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	return srv, sock, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 		srv.Close()
-	})
-	return srv, sock
+	}
 }
 
 func selfProgram(t *testing.T, name string, min int) Program {
@@ -160,6 +172,12 @@ func countFds(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if testing.Verbose() {
+		for _, e := range ents {
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			t.Logf("fd %s -> %s", e.Name(), l)
+		}
 	}
 	return len(ents)
 }

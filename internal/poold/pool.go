@@ -49,6 +49,8 @@ type Pool struct {
 	clock Clock
 	start Starter
 
+	fillMu sync.Mutex // one Fill at a time: a second waits for the first
+
 	mu       sync.Mutex
 	idle     []idleEntry // oldest first
 	starting int
@@ -96,9 +98,11 @@ func (p *Pool) Take() Entry {
 }
 
 // Fill starts parked processes until the pool holds its level or its memory
-// bound; it returns how many it added. Only one Fill runs at a time per pool
-// (poold's filler goroutine; tests call it directly).
+// bound; it returns how many it added. Fill calls are serialised, so one
+// returns with the pool at its level even while poold's filler runs.
 func (p *Pool) Fill() int {
+	p.fillMu.Lock()
+	defer p.fillMu.Unlock()
 	added := 0
 	for {
 		p.mu.Lock()

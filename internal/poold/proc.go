@@ -77,10 +77,16 @@ func (s *procStarter) Start() (Entry, error) {
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
 	}
+	// Descriptors 4..MaxFiles-1 are placeholders, so what the program's
+	// runtime opens before activation (Go keeps cgroup CPU files open) lands
+	// above the slots activation fills.
+	files := []*os.File{null, null, null, b}
+	for len(files) < pool.MaxFiles {
+		files = append(files, null)
+	}
+	env = append(env, fmt.Sprintf("%s=%d", pool.EnvReserved, pool.MaxFiles))
 	argv := append([]string{s.prog.Path}, s.prog.Args...)
-	p, err := os.StartProcess(path, argv, &os.ProcAttr{
-		Dir: "/", Env: env, Files: []*os.File{null, null, null, b}, Sys: sys,
-	})
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys})
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
