@@ -62,9 +62,14 @@ func TestNoLeaks(t *testing.T) {
 
 func spawnReport(t *testing.T, sock string) {
 	t.Helper()
+	spawnReportName(t, sock, "child")
+}
+
+func spawnReportName(t *testing.T, sock, name string) {
+	t.Helper()
 	null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	defer null.Close()
-	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "child", pool.Attr{
+	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), name, pool.Attr{
 		Argv: []string{"r"}, Env: []string{envChild + "=report"}, Files: []*os.File{null, null, null}})
 	if err != nil {
 		t.Fatal(err)

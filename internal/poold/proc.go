@@ -58,9 +58,14 @@ func (s *procStarter) Start() (Entry, error) {
 		return nil, err
 	}
 	defer b.Close()
+	conn, err := pool.FileConn(a)
+	a.Close()
+	if err != nil {
+		return nil, err
+	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		a.Close()
+		conn.Close()
 		return nil, err
 	}
 	defer null.Close()
@@ -88,26 +93,17 @@ func (s *procStarter) Start() (Entry, error) {
 	argv := append([]string{s.prog.Path}, s.prog.Args...)
 	p, err := os.StartProcess(path, argv, &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys})
 	if err != nil {
-		a.Close()
+		conn.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
-	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{})}
+	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{})}
 	go func() {
 		st, _ := p.Wait()
 		close(pr.reaped)
 		s.exited(pr, st)
 	}()
-	conn, err := pool.FileConn(a)
-	a.Close()
-	if err == nil {
-		pr.park = conn
-		err = s.awaitReady(pr)
-	}
-	if err != nil {
-		p.Kill()
-		if conn.UnixConn != nil {
-			conn.Close()
-		}
+	if err := s.awaitReady(pr); err != nil {
+		pr.Kill()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
 	return pr, nil
@@ -158,9 +154,7 @@ func (p *proc) getOwner() func(*os.ProcessState) {
 // is back and no zombie is left.
 func (p *proc) Kill() {
 	p.p.Kill()
-	if p.park.UnixConn != nil {
-		p.park.Close()
-	}
+	p.park.Close()
 	<-p.reaped
 }
 

@@ -28,6 +28,9 @@ type Options struct {
 	Self string
 	// NoTicker: reduce only when asked (tests drive it with a fake clock).
 	NoTicker bool
+	// ManualFill: pools are filled only by Server.Fill (tests that count
+	// hits and misses of a burst).
+	ManualFill bool
 }
 
 // Server is a running poold.
@@ -132,12 +135,14 @@ func (s *Server) newProgram(pc Program) (*program, error) {
 	pr.starter = st
 	pr.pool = NewPool(Limits{MinIdle: pc.MinIdle, MaxIdle: pc.MaxIdleOrDefault(),
 		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax}, s.opt.Clock, st)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		pr.fillLoop()
-	}()
-	pr.kickFill()
+	if !s.opt.ManualFill {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			pr.fillLoop()
+		}()
+		pr.kickFill()
+	}
 	return pr, nil
 }
 
