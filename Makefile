@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-CMDS := off2f nvinit
+CMDS := off2f nvinit poold poolctl
 
 .PHONY: all build deps demo test test-short kernel fuzz clean
 all: build
@@ -44,6 +44,7 @@ fuzz: build
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./image/pmem -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,36 @@
+package poolctl
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+func reduce(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "reduce", "poolctl reduce [-socket PATH] [-json]",
+		`Asks poold to trim now the parked processes that stayed idle past their
+program's IdleTimeout (down to MinIdle), as its reduce tick would, then prints
+the pools. Only admins (Admins in poold's config) may.`,
+		`  poolctl reduce
+  poolctl reduce -json`)
+	socket := socketFlag(fs)
+	jsonOut := fs.Bool("json", false, "print the pools after reducing as JSON")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if err := clientFor(*socket).Reduce(ctx); err != nil {
+		return err
+	}
+	st, err := fetch(ctx, *socket)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		return cli.JSON(c.Stdout, st.Programs)
+	}
+	for _, p := range st.Programs {
+		fmt.Fprintf(c.Stdout, "%s: %d parked, %d reduced since start, %s held\n", p.Name, p.Idle, p.Reduced, bytesText(p.HeldBytes))
+	}
+	return nil
+}
