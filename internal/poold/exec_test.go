@@ -48,11 +48,17 @@ func TestExecProgram(t *testing.T) {
 }
 
 // TestExecMissingProgram: exec failing on activation is exit status 127
-// with the reason on the client's stderr.
+// with the reason on the client's stderr; on a miss (started directly, as
+// os/exec does) it is the spawn's error.
 func TestExecMissingProgram(t *testing.T) {
 	self, _ := os.Executable()
-	_, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: "/nonexistent/prog", Exec: true,
-		Allow: []string{"*"}}}}, Options{Self: self})
+	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: "/nonexistent/prog", Exec: true,
+		MaxIdle: 1, Allow: []string{"*"}}}}, Options{Self: self, ManualFill: true})
+	_, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/prog") {
+		t.Fatalf("miss: %v, want an error naming the program", err)
+	}
+	srv.Fill()
 	r, w, _ := os.Pipe()
 	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{Files: []*os.File{nil, nil, w}})
 	w.Close()

@@ -97,7 +97,18 @@ func poolStart(sock string) startFunc {
 // TestActivationFidelity: an activated program sees exactly the argv, env,
 // cwd, descriptors, flags and exit status handling of a freshly exec'd one.
 func TestActivationFidelity(t *testing.T) {
-	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 2)}}, Options{})
+	t.Run("hit", func(t *testing.T) { testFidelity(t, true) })
+	t.Run("miss", func(t *testing.T) { testFidelity(t, false) })
+}
+
+// testFidelity: hit, a parked process activated; miss, none parked and the
+// program started directly.
+func testFidelity(t *testing.T, hit bool) {
+	prog := selfProgram(t, "child", 1)
+	if !hit {
+		prog.MinIdle, prog.MaxIdle = 0, 0
+	}
+	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
 	dir := t.TempDir()
 	base := []string{envChild + "=report"}
 	for _, tc := range []struct {
@@ -120,10 +131,11 @@ func TestActivationFidelity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := append(append([]string(nil), base...), tc.env...)
 			want := runChild(t, execStart, tc.argv, env, dir, tc.extra)
-			srv.Fill() // a parked process is waiting: this is a hit
+			srv.Fill() // hit: one parked; miss: none
+
 			got := runChild(t, poolStart(sock), tc.argv, env, dir, tc.extra)
-			if !got.hit {
-				t.Error("spawn was a miss with a filled pool")
+			if got.hit != hit {
+				t.Errorf("spawn hit %v, want %v", got.hit, hit)
 			}
 			if !reflect.DeepEqual(got.rep, want.rep) {
 				t.Errorf("pooled child saw\n%+v\nexec'd child saw\n%+v", got.rep, want.rep)

@@ -123,31 +123,25 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 }
 
 // activate hands the request to a parked process, trying the next one if a
-// parked process died meanwhile, and starting one on the request path if
-// none is parked.
+// parked process died meanwhile; with none parked it starts the program
+// directly with the request (a miss costs what os/exec costs).
 func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, bool, error) {
 	for {
 		e := pr.pool.Take()
 		pr.kickFill()
-		hit := e != nil
-		if !hit {
-			var err error
-			if e, err = pr.starter.Start(); err != nil {
-				return nil, false, err
-			}
+		if e == nil {
+			p, err := pr.starter.direct(m, files, owner)
+			return p, false, err
 		}
 		p := e.(*proc)
 		p.setOwner(owner)
 		err := p.Activate(m, files)
 		if err == nil {
-			return p, hit, nil
+			return p, true, nil
 		}
 		p.setOwner(nil)
 		p.Kill()
 		s.opt.Log.Printf("%s: activating pid %d: %v", pr.cfg.Name, p.pid, err)
-		if !hit {
-			return nil, false, err
-		}
 	}
 }
 

@@ -51,7 +51,8 @@ func (p *proc) Mem() int64 {
 }
 
 // Start forks and execs the program (or the parking binary for Exec
-// programs) with the parking socket at fd 3 and waits until it parked.
+// programs) with the parking socket at fd 3, from a SCHED_IDLE thread (see
+// sched.go: preparation takes only idle CPU), and waits until it parked.
 func (s *procStarter) Start() (Entry, error) {
 	a, b, err := pool.Socketpair()
 	if err != nil {
@@ -91,8 +92,13 @@ func (s *procStarter) Start() (Entry, error) {
 	}
 	env = append(env, fmt.Sprintf("%s=%d", pool.EnvReserved, pool.MaxFiles))
 	argv := append([]string{s.prog.Path}, s.prog.Args...)
-	p, err := os.StartProcess(path, argv, &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys})
-	if err != nil {
+	attr := &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys}
+	var p *os.Process
+	fork := func() (err error) {
+		p, err = os.StartProcess(path, argv, attr)
+		return err
+	}
+	if err := startIdle(fork); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
@@ -106,6 +112,28 @@ func (s *procStarter) Start() (Entry, error) {
 		pr.Kill()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
+	return pr, nil
+}
+
+// direct starts the program straight with a request, as os/exec would,
+// for a spawn that found no parked process: waiting for a new process to
+// park and then activating it would cost more than this.
+func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, error) {
+	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
+	if s.cgroupFD >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
+	}
+	p, err := os.StartProcess(s.prog.Path, m.Argv, &os.ProcAttr{Dir: m.Dir, Env: m.Env, Files: files, Sys: sys})
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+	}
+	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{}), owner: owner}
+	setRlimits(p.Pid, s.prog.Rlimits) // best effort: the program already runs
+	go func() {
+		st, _ := p.Wait()
+		close(pr.reaped)
+		s.exited(pr, st)
+	}()
 	return pr, nil
 }
 
@@ -126,6 +154,7 @@ func (s *procStarter) awaitReady(pr *proc) error {
 		return fmt.Errorf("pid %d: expected ready, got %v", pr.pid, m.Type)
 	}
 	pr.park.SetReadDeadline(time.Time{})
+	unidle(pr.pid)
 	pr.mem = memOf(pr.pid)
 	return nil
 }
@@ -154,7 +183,9 @@ func (p *proc) getOwner() func(*os.ProcessState) {
 // is back and no zombie is left.
 func (p *proc) Kill() {
 	p.p.Kill()
-	p.park.Close()
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
 	<-p.reaped
 }
 

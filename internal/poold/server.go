@@ -196,7 +196,9 @@ func (s *Server) exited(pr *program, p *proc, ps *os.ProcessState) {
 		owner(ps)
 		return
 	}
-	p.park.Close()
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
 	if pr.pool.Remove(p) {
 		s.opt.Log.Printf("%s: parked pid %d died (%v); replacing it", pr.cfg.Name, p.pid, ps)
 		pr.kickFill()
