@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -38,7 +39,9 @@ func (c Conn) Send(m *Msg, files []*os.File) error {
 // Recv reads one message and the files it carries; io.EOF when the peer
 // closed. The caller owns the files.
 func (c Conn) Recv() (*Msg, []*os.File, error) {
-	b := make([]byte, MaxMsg)
+	bp := recvBufs.Get().(*[]byte)
+	defer recvBufs.Put(bp)
+	b := *bp
 	oob := make([]byte, syscall.CmsgSpace(4*MaxFiles))
 	n, oobn, flags, _, err := c.ReadMsgUnix(b, oob)
 	if err != nil {
@@ -58,6 +61,9 @@ func (c Conn) Recv() (*Msg, []*os.File, error) {
 	}
 	return m, files, nil
 }
+
+// recvBufs holds MaxMsg-byte receive buffers: Decode copies what it keeps.
+var recvBufs = sync.Pool{New: func() any { b := make([]byte, MaxMsg); return &b }}
 
 // checkRecv decodes a received datagram and checks it carried what it says.
 func checkRecv(b []byte, flags int, files []*os.File) (*Msg, error) {

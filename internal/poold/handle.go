@@ -114,6 +114,7 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 	// A client gone by now changes nothing: the process runs, is reaped,
 	// and its status is dropped.
 	c.Send(&pool.Msg{Type: pool.TypeStarted, Pid: int64(p.pid), Flags: flags}, nil)
+	pr.kickFill() // add: replace what was taken, once the client has its answer
 	go s.relaySignals(c, p)
 	ps := <-exit
 	pr.mu.Lock()
@@ -128,7 +129,6 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, bool, error) {
 	for {
 		e := pr.pool.Take()
-		pr.kickFill()
 		if e == nil {
 			p, err := pr.starter.direct(m, files, owner)
 			return p, false, err
