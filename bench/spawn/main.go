@@ -110,7 +110,7 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	rep := &report{Bench: "spawn", Ratios: map[string]float64{}}
 	sock := filepath.Join(progs.dir, "poold.sock")
 	cfg := &poold.Config{Socket: sock, Programs: []poold.Program{
-		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: os.Getenv("NOPF") == "", Allow: []string{"*"}},
+		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
 		{Name: "handler", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
 		{Name: "bighandler", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
 	}}
