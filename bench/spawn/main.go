@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -118,18 +117,11 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 		cfg.Programs = append(cfg.Programs, poold.Program{Name: "hello-off2f", Path: progs.helloOff2f,
 			MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}})
 	}
-	srv, err := poold.New(cfg, poold.Options{Log: log.New(progress, "poold: ", 0)})
+	srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(progress, "poold: ", 0)})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer srv.Close()
-	ln, err := poold.Listen(sock)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	defer stop()
 	srv.Fill()
 	c := &pool.Client{Socket: sock}
 

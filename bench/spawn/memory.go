@@ -28,18 +28,12 @@ func memoryRun(hello, dir string, idleTimeout string, burst, idle time.Duration)
 	cfg := &poold.Config{Socket: sock, ReduceTick: "50ms", Programs: []poold.Program{{
 		Name: "hello", Path: hello, MinIdle: 1, MaxIdle: 10, IdleTimeout: idleTimeout, Prefault: true,
 		Allow: []string{"*"}}}}
-	srv, err := poold.New(cfg, poold.Options{Log: log.New(io.Discard, "", 0)})
+	srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(io.Discard, "", 0)})
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-	ln, err := poold.Listen(sock)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	defer stop()
+	ctx := context.Background()
 	srv.Fill()
 	c := &pool.Client{Socket: sock}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)

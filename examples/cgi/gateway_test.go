@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,19 +28,12 @@ func TestMain(m *testing.M) {
 func TestGatewayExecAndPool(t *testing.T) {
 	exe, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, err := poold.New(&poold.Config{Socket: sock, Programs: []poold.Program{
+	_, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
 		{Name: "h", Path: exe, MinIdle: 1, Allow: []string{"*"}}}}, poold.Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	ln, err := poold.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	defer stop()
 	for name, start := range map[string]Starter{
 		"exec": ExecStarter(exe),
 		"pool": PoolStarter(&pool.Client{Socket: sock}, "h"),

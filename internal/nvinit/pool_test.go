@@ -1,7 +1,6 @@
 package nvinit
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,20 +17,13 @@ func TestSupervisorThroughPoold(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, err := poold.New(&poold.Config{Socket: sock, Programs: []poold.Program{
+	srv, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
 		{Name: "sh", Path: "/bin/sh", Exec: true, MinIdle: 1, Allow: []string{"*"}}}},
 		poold.Options{Self: self, NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	ln, err := poold.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	defer stop()
 	srv.Fill()
 	s := &Supervisor{PoolSocket: sock, Poweroff: true, Services: []Service{{Name: "p", Path: "/bin/sh",
 		Args: []string{"-c", "echo pooled $FOO; exit 3"}, Env: []string{"FOO=bar"}, Pool: "sh", Restart: RestartNever}}}

@@ -35,19 +35,12 @@ func startPoold(t *testing.T) string {
 	t.Helper()
 	exe, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, err := poold.New(&poold.Config{Socket: sock, Programs: []poold.Program{
+	srv, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
 		{Name: "echo", Path: exe, MinIdle: 1, Allow: []string{"*"}}}}, poold.Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := poold.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	t.Cleanup(stop)
 	srv.Fill()
 	return sock
 }

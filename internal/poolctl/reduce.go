@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/pool"
 )
 
 func reduce(ctx context.Context, c *cli.Context) error {
@@ -14,19 +15,12 @@ program's IdleTimeout (down to MinIdle), as its reduce tick would, then prints
 the pools. Only admins (Admins in poold's config) may.`,
 		`  poolctl reduce
   poolctl reduce -json`)
-	socket := socketFlag(fs)
-	jsonOut := fs.Bool("json", false, "print the pools after reducing as JSON")
-	if err := cli.Parse(fs, c.Args); err != nil {
-		return err
-	}
-	if err := clientFor(*socket).Reduce(ctx); err != nil {
-		return err
-	}
-	st, err := fetch(ctx, *socket)
+	st, jsonOut, err := query(ctx, c, fs, "print the pools after reducing as JSON",
+		func(cl *pool.Client) error { return cl.Reduce(ctx) })
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
+	if jsonOut {
 		return cli.JSON(c.Stdout, st.Programs)
 	}
 	for _, p := range st.Programs {

@@ -108,6 +108,10 @@ func stdioFiles(in io.Reader, out, errw io.Writer) ([]*os.File, func(), error) {
 		go func() { io.Copy(w, in); w.Close() }()
 	}
 	for i, wr := range []io.Writer{out, errw} {
+		if i == 1 && errw == out {
+			files[2] = files[1] // one pipe, one copier: as os/exec does
+			continue
+		}
 		if f, ok := wr.(*os.File); ok {
 			files[i+1] = f
 			continue
@@ -136,7 +140,7 @@ func closeAfterStart(files []*os.File, c *cli.Context) {
 		} else if i == 2 {
 			orig = c.Stderr
 		}
-		if f != orig {
+		if f != orig && (i != 2 || f != files[1]) {
 			f.Close()
 		}
 	}

@@ -18,16 +18,11 @@ the timeout), died while parked, failed starts; the memory parked processes
 hold; and the spawn latency histogram (request to pid, hits and misses).`,
 		`  poolctl stats
   poolctl stats -json | jq '.programs[].hits'`)
-	socket := socketFlag(fs)
-	jsonOut := fs.Bool("json", false, "print everything as JSON")
-	if err := cli.Parse(fs, c.Args); err != nil {
-		return err
-	}
-	st, err := fetch(ctx, *socket)
+	st, jsonOut, err := query(ctx, c, fs, "print everything as JSON", nil)
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
+	if jsonOut {
 		return cli.JSON(c.Stdout, st)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)

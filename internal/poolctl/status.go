@@ -2,6 +2,7 @@ package poolctl
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 
@@ -17,16 +18,11 @@ starting, activated and still running (active), and the memory the parked
 ones hold (proportional set size).`,
 		`  poolctl status
   poolctl status -json`)
-	socket := socketFlag(fs)
-	jsonOut := fs.Bool("json", false, "print the pools as JSON")
-	if err := cli.Parse(fs, c.Args); err != nil {
-		return err
-	}
-	st, err := fetch(ctx, *socket)
+	st, jsonOut, err := query(ctx, c, fs, "print the pools as JSON", nil)
 	if err != nil {
 		return err
 	}
-	if *jsonOut {
+	if jsonOut {
 		return cli.JSON(c.Stdout, st.Programs)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
@@ -38,16 +34,32 @@ ones hold (proportional set size).`,
 	return tw.Flush()
 }
 
-func fetch(ctx context.Context, socket string) (*poold.Stats, error) {
-	var st poold.Stats
-	if err := clientFor(socket).Stats(ctx, &st); err != nil {
-		return nil, err
+// query adds -socket and -json to fs, parses the verb's arguments, runs
+// before (if any) and fetches poold's statistics: what status, stats and
+// reduce share.
+func query(ctx context.Context, c *cli.Context, fs *flag.FlagSet, jsonHelp string,
+	before func(*pool.Client) error) (*poold.Stats, bool, error) {
+	socket := socketFlag(fs)
+	jsonOut := fs.Bool("json", false, jsonHelp)
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return nil, false, err
 	}
-	return &st, nil
+	if fs.NArg() != 0 {
+		return nil, false, cli.Usagef("%s takes no arguments, got %q", fs.Name(), fs.Args())
+	}
+	client := &pool.Client{Socket: *socket}
+	if before != nil {
+		if err := before(client); err != nil {
+			return nil, false, err
+		}
+	}
+	var st poold.Stats
+	if err := client.Stats(ctx, &st); err != nil {
+		return nil, false, err
+	}
+	return &st, *jsonOut, nil
 }
 
 func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
-
-func clientFor(socket string) *pool.Client { return &pool.Client{Socket: socket} }

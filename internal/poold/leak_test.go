@@ -3,7 +3,6 @@ package poold
 import (
 	"context"
 	"os"
-	"syscall"
 	"testing"
 
 	"github.com/nvboot/nvboot/pool"
@@ -35,12 +34,7 @@ func TestNoLeaks(t *testing.T) {
 	in.Close()
 	out.Close()
 	srv.Fill()
-	pr, _ := srv.lookup("child")
-	pr.pool.mu.Lock()
-	victim := pr.pool.idle[0].e.(*proc)
-	pr.pool.mu.Unlock()
-	syscall.Kill(victim.pid, syscall.SIGKILL)
-	<-victim.reaped
+	killParked(t, srv, "child")
 	srv.Fill()
 	clk.Advance(2e9)
 	srv.ReduceAll()

@@ -1,7 +1,6 @@
 package poold
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -116,24 +115,11 @@ func startServer(t *testing.T, cfg *Config, opt Options) (*Server, string, func(
 		opt.Log = testLogger(t)
 	}
 	opt.NoTicker = true
-	srv, err := New(cfg, opt)
+	srv, stop, err := Start(cfg, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	return srv, sock, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		srv.Close()
-	}
+	return srv, sock, stop
 }
 
 func selfProgram(t *testing.T, name string, min int) Program {
@@ -180,4 +166,20 @@ func countFds(t *testing.T) int {
 		}
 	}
 	return len(ents)
+}
+
+// killParked kills the oldest parked process of program name from outside,
+// as a crash would, and returns once poold has reaped it.
+func killParked(t *testing.T, srv *Server, name string) {
+	t.Helper()
+	pr, _ := srv.lookup(name)
+	pr.pool.mu.Lock()
+	if len(pr.pool.idle) == 0 {
+		pr.pool.mu.Unlock()
+		t.Fatalf("no parked process of %s to kill", name)
+	}
+	victim := pr.pool.idle[0].e.(*proc)
+	pr.pool.mu.Unlock()
+	syscall.Kill(victim.pid, syscall.SIGKILL)
+	<-victim.reaped
 }

@@ -34,7 +34,7 @@ type proc struct {
 	park pool.Conn
 	mem  int64
 
-	reaped chan struct{} // closed once the process was waited for
+	reaped chan struct{} // closed once the process was waited for and its exit handled
 
 	mu    sync.Mutex
 	owner func(*os.ProcessState) // set once activated: where its exit goes
@@ -105,8 +105,8 @@ func (s *procStarter) Start() (Entry, error) {
 	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{})}
 	go func() {
 		st, _ := p.Wait()
-		close(pr.reaped)
 		s.exited(pr, st)
+		close(pr.reaped)
 	}()
 	if err := s.awaitReady(pr); err != nil {
 		pr.Kill()
@@ -131,8 +131,8 @@ func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*os.Proce
 	setRlimits(p.Pid, s.prog.Rlimits) // best effort: the program already runs
 	go func() {
 		st, _ := p.Wait()
-		close(pr.reaped)
 		s.exited(pr, st)
+		close(pr.reaped)
 	}()
 	return pr, nil
 }

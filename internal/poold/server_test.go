@@ -83,11 +83,7 @@ func TestParkedChildDies(t *testing.T) {
 	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
 	srv.Fill()
 	pr, _ := srv.lookup("child")
-	pr.pool.mu.Lock()
-	victim := pr.pool.idle[0].e.(*proc)
-	pr.pool.mu.Unlock()
-	syscall.Kill(victim.pid, syscall.SIGKILL)
-	<-victim.reaped
+	killParked(t, srv, "child")
 	if s := pr.pool.State(); s.Died != 1 || s.Idle != 0 {
 		t.Fatalf("after the parked child died: %+v, want it removed", s)
 	}
