@@ -28,7 +28,7 @@ reloads the config; SIGTERM stops poold (parked processes are killed,
 activated ones keep running).`,
 		`  poold -config /etc/nvboot/poold.json
   poold -config pools.json -socket /tmp/poold.sock &
-  poolctl -socket /tmp/poold.sock stats`)
+  poolctl stats -socket /tmp/poold.sock`)
 	cfgPath := fs.String("config", DefaultConfigPath, "the config file (JSON, see internal/poold/config.go)")
 	socket := fs.String("socket", "", "the API socket (default: the config's Socket, else "+DefaultConfigSocket+")")
 	if err := cli.Parse(fs, c.Args); err != nil {
