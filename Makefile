@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
-CMDS := off2f nvinit nvboot
+CMDS := off2f nvinit nvboot poold poolctl
 
 .PHONY: all build deps demo demo-exec test test-short kernel fuzz clean
 all: build
@@ -51,6 +51,7 @@ fuzz: build
 	$(GO) test ./image/pmem -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

@@ -56,6 +56,10 @@ type Service struct {
 	Restart string `json:",omitempty"`
 	// DontStart keeps the service configured but not started.
 	DontStart bool `json:",omitempty"`
+	// Pool names the service's program in poold's config: the service is
+	// started by activating a process poold parked (poold itself being an
+	// earlier service with WaitFor its socket); empty: fork and exec.
+	Pool string `json:",omitempty"`
 }
 
 // Restart policies.

@@ -69,6 +69,9 @@ type Supervisor struct {
 	// Grace is how long services get between SIGTERM and SIGKILL at
 	// shutdown; 0: 5 s.
 	Grace time.Duration
+	// PoolSocket is poold's socket for services with Pool set; empty:
+	// pool.DefaultSocket.
+	PoolSocket string
 
 	events   chan func()
 	svcs     []*svc
@@ -153,9 +156,7 @@ func (s *Supervisor) start(sv *svc) {
 	}
 	argv := append([]string{sv.Path}, sv.Args...)
 	drained := make(chan struct{})
-	pid, err := s.Reaper.Start(func() (int, error) {
-		return syscall.ForkExec(sv.Path, argv, attr)
-	}, func(ws syscall.WaitStatus) {
+	done := func(ws syscall.WaitStatus) {
 		go func() {
 			// The service's last lines go before its exit status, unless a
 			// child it left behind holds the pipe open.
@@ -165,7 +166,15 @@ func (s *Supervisor) start(sv *svc) {
 			}
 			s.post(func() { s.exited(sv, ws) })
 		}()
-	})
+	}
+	var pid int
+	if sv.Pool != "" {
+		pid, err = s.spawnPooled(sv, argv, attr.Env, w, done) // pool.go
+	} else {
+		pid, err = s.Reaper.Start(func() (int, error) {
+			return syscall.ForkExec(sv.Path, argv, attr)
+		}, done)
+	}
 	w.Close()
 	go func() {
 		io.Copy(out, r)

@@ -1,0 +1,230 @@
+// Command spawn measures process start through poold against os/exec: the
+// latency of a small Go program (spawn to main, spawn to exit), the
+// throughput and latency of examples/cgi, and the memory a pool holds over a
+// burst and the idle time after it, with reduce on and off. See
+// docs/BENCHMARKS.md for results; -h for the flags.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/pool"
+)
+
+type report struct {
+	Bench   string             `json:"bench"`
+	Ratios  map[string]float64 `json:"ratios"`
+	Results []Result           `json:"results"`
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "bench/spawn: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("spawn", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	jsonOut := fs.Bool("json", false, `print one JSON object {"bench","ratios","results"} on stdout, nothing else`)
+	runs := fs.Int("runs", 200, "starts per layout in the latency part")
+	cgiTime := fs.Duration("cgi-time", 3*time.Second, "load time per examples/cgi configuration")
+	svg := fs.String("svg", "", "write the memory plot (SVG) to this file")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: go run ./bench/spawn [-json] [-runs N] [-cgi-time D] [-svg FILE]
+
+Measures, side by side in one run: spawn-to-main and spawn-to-exit of a small
+Go program by os/exec of the ELF, os/exec of its OFF2F form (when bin/off2f
+and bin/ld-off2f exist: make build), and pool.Spawn through an in-process
+poold (pooled, and pooled OFF2F); examples/cgi throughput and p50/p99 latency
+with 1 and 10 clients, handler by os/exec vs through poold, for a small
+handler and one with an 800-page bss; the memory held by a pool over a
+1-second burst and 2 idle seconds with reduce on (IdleTimeout 500ms) and off.
+Run from the repository root, as root or a user who may fork freely.
+
+Flags:
+`)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, `
+Examples:
+  go run ./bench/spawn
+  go run ./bench/spawn -json -svg docs/spawn-memory.svg > docs/results/spawn.json
+  go run ./bench/spawn -runs 50 -cgi-time 1s
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	progs, err := build(root, stderr)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(progs.dir)
+	rep, series, err := measureAll(progs, *runs, *cgiTime, stderr)
+	if err != nil {
+		return err
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			return err
+		}
+		err = writeSVG(f, "memory held by parked processes: 10-client burst, then idle",
+			[]string{"reduce on (500 ms)", "reduce off"}, series, time.Second)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", *svg, err)
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printTable(stdout, rep)
+	return nil
+}
+
+// measureAll runs the three parts and computes the ratios.
+func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Writer) (*report, [][]point, error) {
+	rep := &report{Bench: "spawn", Ratios: map[string]float64{}}
+	sock := filepath.Join(progs.dir, "poold.sock")
+	cfg := &poold.Config{Socket: sock, Programs: []poold.Program{
+		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
+		{Name: "handler", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
+		{Name: "bighandler", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
+	}}
+	if progs.helloOff2f != "" {
+		cfg.Programs = append(cfg.Programs, poold.Program{Name: "hello-off2f", Path: progs.helloOff2f,
+			MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}})
+	}
+	srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(progress, "poold: ", 0)})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stop()
+	srv.Fill()
+	c := &pool.Client{Socket: sock}
+
+	// Part 1: latency.
+	var hits, offHits int
+	layouts := []layout{
+		execLayout("exec_elf", progs.hello),
+		poolLayout("pooled", "hello", c, srv, &hits),
+	}
+	if progs.helloOff2f != "" {
+		layouts = append(layouts, execLayout("exec_off2f", progs.helloOff2f),
+			poolLayout("pooled_off2f", "hello-off2f", c, srv, &offHits))
+	}
+	lat, err := latency(layouts, runs, progress)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range layouts {
+		rep.Results = append(rep.Results, lat[l.name][0], lat[l.name][1])
+	}
+	fmt.Fprintf(progress, "latency: pooled hits %d of %d\n", hits, runs+1)
+	ratio := func(name string, a, b float64) { rep.Ratios[name] = round3(a / b) }
+	ratio("pooled_vs_exec", lat["pooled"][1].Median, lat["exec_elf"][1].Median)
+	ratio("pooled_main_vs_exec", lat["pooled"][0].Median, lat["exec_elf"][0].Median)
+	if progs.helloOff2f != "" {
+		ratio("exec_off2f_vs_exec", lat["exec_off2f"][1].Median, lat["exec_elf"][1].Median)
+		ratio("pooled_off2f_vs_exec_off2f", lat["pooled_off2f"][1].Median, lat["exec_off2f"][1].Median)
+	}
+
+	// Part 2: examples/cgi.
+	for _, h := range []struct{ name, prog, path string }{
+		{"small", "handler", progs.handler}, {"bigbss", "bighandler", progs.bigHandler}} {
+		for _, clients := range []int{1, 10} {
+			var tput [2]float64
+			for i, mode := range []string{"exec", "pooled"} {
+				args := []string{"-listen", "127.0.0.1:0", "-handler", h.path}
+				if mode == "pooled" {
+					args = []string{"-listen", "127.0.0.1:0", "-pool", h.prog, "-socket", sock}
+					srv.Fill()
+				}
+				fmt.Fprintf(progress, "cgi: %s handler, %d clients, %s\n", h.name, clients, mode)
+				g, err := startGateway(progs.gateway, nil, args...)
+				if err != nil {
+					return nil, nil, err
+				}
+				per, lats, err := load("http://"+g.addr+"/hello?x=1", clients, cgiTime)
+				g.stop()
+				if err != nil {
+					return nil, nil, fmt.Errorf("cgi %s %s: %w", h.name, mode, err)
+				}
+				name := fmt.Sprintf("cgi_%s_c%d_%s", h.name, clients, mode)
+				tr := summarise(name+"_throughput", "req/s", per)
+				rep.Results = append(rep.Results, tr, summarise(name+"_latency", "us", lats))
+				tput[i] = float64(len(lats)) / cgiTime.Seconds()
+			}
+			suffix := fmt.Sprintf("_c%d", clients)
+			if h.name != "small" {
+				suffix = "_" + h.name + suffix
+			}
+			ratio("cgi_throughput_pooled_vs_exec"+suffix, tput[1], tput[0])
+		}
+	}
+	rep.Ratios["cgi_throughput_pooled_vs_exec"] = rep.Ratios["cgi_throughput_pooled_vs_exec_c1"]
+	for _, h := range []string{"small", "bigbss"} {
+		for _, cl := range []int{1, 10} {
+			e, p := find(rep, fmt.Sprintf("cgi_%s_c%d_exec_latency", h, cl)), find(rep, fmt.Sprintf("cgi_%s_c%d_pooled_latency", h, cl))
+			name := fmt.Sprintf("cgi_p50_pooled_vs_exec_%s_c%d", h, cl)
+			ratio(name, p.Median, e.Median)
+		}
+	}
+
+	// Part 3: memory over a burst, reduce on and off.
+	var series [][]point
+	for _, m := range []struct{ name, timeout string }{{"reduce_on", "500ms"}, {"reduce_off", ""}} {
+		fmt.Fprintf(progress, "memory: %s\n", m.name)
+		pts, err := memoryRun(progs.hello, progs.dir, m.timeout, time.Second, 2*time.Second)
+		if err != nil {
+			return nil, nil, fmt.Errorf("memory %s: %w", m.name, err)
+		}
+		series = append(series, pts)
+		rep.Results = append(rep.Results, memoryResults(m.name, pts)...)
+	}
+	return rep, series, nil
+}
+
+func find(rep *report, name string) Result {
+	for _, r := range rep.Results {
+		if r.Name == name {
+			return r
+		}
+	}
+	return Result{Median: 1}
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+func printTable(w io.Writer, rep *report) {
+	fmt.Fprintf(w, "%-44s %8s %10s %10s %10s %10s %6s\n", "result", "unit", "median", "p99", "min", "max", "runs")
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "%-44s %8s %10.1f %10.1f %10.1f %10.1f %6d\n", r.Name, r.Unit, r.Median, r.P99, r.Min, r.Max, r.Runs)
+	}
+	fmt.Fprintln(w, "\nratios:")
+	for _, k := range sortedKeys(rep.Ratios) {
+		fmt.Fprintf(w, "  %-44s %.3f\n", k, rep.Ratios[k])
+	}
+}

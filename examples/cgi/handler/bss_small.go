@@ -1,0 +1,5 @@
+//go:build !bigbss
+
+package main
+
+var bss [4096]byte

@@ -1,0 +1,94 @@
+package poold
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+// Execute runs the poold command line in c: it serves until ctx ends or
+// SIGTERM/SIGINT, and reloads its config on SIGHUP.
+func Execute(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "poold", "poold [-config FILE] [-socket PATH]",
+		`poold keeps per-program pools of processes that are already started,
+runtime-initialised and parked, and hands them out on request: a spawn only
+passes argv, environment, working directory and descriptors. Programs that
+import github.com/nvboot/nvboot/pool park in their init; others (Exec in the
+config) get a prepared child that execs them on activation. Parked processes
+are replenished after each spawn and trimmed when idle past IdleTimeout.
+
+Clients (pool.Spawn, poolctl) connect to the socket; who may spawn what is in
+the config (Allow, Admins), checked against the peer's credentials. SIGHUP
+reloads the config; SIGTERM stops poold (parked processes are killed,
+activated ones keep running).`,
+		`  poold -config /etc/nvboot/poold.json
+  poold -config pools.json -socket /tmp/poold.sock &
+  poolctl stats -socket /tmp/poold.sock`)
+	cfgPath := fs.String("config", DefaultConfigPath, "the config file (JSON, see internal/poold/config.go)")
+	socket := fs.String("socket", "", "the API socket (default: the config's Socket, else "+DefaultConfigSocket+")")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return cli.Usagef("poold takes no arguments, got %q", fs.Args())
+	}
+	cfg, err := LoadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	logger := log.New(c.Stderr, "poold: ", 0)
+	path := cfg.SocketOrDefault()
+	if *socket != "" {
+		path = *socket
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	srv, err := New(cfg, Options{Log: logger})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := Listen(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reload(srv, *cfgPath, logger)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	logger.Printf("serving %d programs on %s", len(cfg.Programs), path)
+	if err := srv.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("poold: %w", err)
+	}
+	return nil
+}
+
+// DefaultConfigSocket names the default socket in help.
+const DefaultConfigSocket = "/run/poold.sock"
+
+func reload(srv *Server, path string, logger *log.Logger) {
+	cfg, err := LoadConfig(path)
+	if err == nil {
+		err = srv.Reload(cfg)
+	}
+	if err != nil {
+		logger.Printf("reload: %v (keeping what runs)", err)
+		return
+	}
+	logger.Printf("reloaded %s: %d programs", path, len(cfg.Programs))
+}

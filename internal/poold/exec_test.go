@@ -1,0 +1,74 @@
+package poold
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// TestExecProgram: a program that does not import pool gets a prepared
+// child that execs it on activation, with the activation's argv, env, cwd
+// and descriptors, and its exit status comes back.
+func TestExecProgram(t *testing.T) {
+	sh := "/bin/sh"
+	if _, err := os.Stat(sh); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	self, _ := os.Executable()
+	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "sh", Path: sh, Exec: true, MinIdle: 1,
+		Allow: []string{"*"}, Rlimits: map[string]uint64{"nofile": 77}}}}, Options{Self: self})
+	srv.Fill()
+	dir := t.TempDir()
+	r, w, _ := os.Pipe()
+	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "sh", pool.Attr{
+		Argv:  []string{"sh", "-c", `echo "$0 $1 $X $(pwd) $(ulimit -n)"; exit 7`, "sh", "one"},
+		Env:   []string{"X=ex"},
+		Dir:   dir,
+		Files: []*os.File{nil, w, w},
+	})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 4096)
+	n, _ := r.Read(out)
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Hit || st.ExitCode() != 7 {
+		t.Errorf("hit %v, %v; want a hit, exit status 7", p.Hit, st)
+	}
+	if got, want := strings.TrimSpace(string(out[:n])), "sh one ex "+dir+" 77"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
+
+// TestExecMissingProgram: exec failing on activation is exit status 127
+// with the reason on the client's stderr; on a miss (started directly, as
+// os/exec does) it is the spawn's error.
+func TestExecMissingProgram(t *testing.T) {
+	self, _ := os.Executable()
+	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: "/nonexistent/prog", Exec: true,
+		MaxIdle: 1, Allow: []string{"*"}}}}, Options{Self: self, ManualFill: true})
+	_, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/prog") {
+		t.Fatalf("miss: %v, want an error naming the program", err)
+	}
+	srv.Fill()
+	r, w, _ := os.Pipe()
+	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{Files: []*os.File{nil, nil, w}})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 4096)
+	n, _ := r.Read(msg)
+	st, _ := p.Wait()
+	if st.ExitCode() != 127 || !strings.Contains(string(msg[:n]), "/nonexistent/prog") {
+		t.Fatalf("%v, stderr %q; want 127 naming the program", st, msg[:n])
+	}
+}

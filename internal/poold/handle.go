@@ -1,0 +1,181 @@
+package poold
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// handle serves one client connection: one request, and for a spawn the
+// signals the client sends until its process exits.
+func (s *Server) handle(c pool.Conn) {
+	defer c.Close()
+	cred, err := peerCred(c.UnixConn)
+	if err != nil {
+		s.opt.Log.Printf("client: %v", err)
+		return
+	}
+	m, files, err := c.Recv()
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			s.opt.Log.Printf("client pid %d uid %d: %v", cred.Pid, cred.Uid, err)
+		}
+		return
+	}
+	defer closeFiles(files)
+	switch m.Type {
+	case pool.TypeSpawn:
+		s.spawn(c, cred, m, files)
+	case pool.TypeStats:
+		s.stats(c)
+	case pool.TypeReduce:
+		_, cfg := s.lookup("")
+		if !allowed(cfg.AdminsOrDefault(), cred) {
+			s.refuse(c, cred, "reduce")
+			return
+		}
+		s.ReduceAll()
+		c.Send(&pool.Msg{Type: pool.TypeOK}, nil)
+	default:
+		s.opt.Log.Printf("client pid %d uid %d: unexpected %v", cred.Pid, cred.Uid, m.Type)
+		sendError(c, fmt.Sprintf("unexpected %v request", m.Type))
+	}
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+func sendError(c pool.Conn, text string) {
+	c.Send(&pool.Msg{Type: pool.TypeError, Name: text}, nil)
+}
+
+// refuse logs and answers a request the peer may not make.
+func (s *Server) refuse(c pool.Conn, cred *syscall.Ucred, what string) {
+	s.opt.Log.Printf("refused: pid %d uid %d gid %d may not %s", cred.Pid, cred.Uid, cred.Gid, what)
+	sendError(c, fmt.Sprintf("permission denied: uid %d may not %s (see Allow in poold's config)", cred.Uid, what))
+}
+
+func (s *Server) stats(c pool.Conn) {
+	b, err := jsonMarshal(s.Stats())
+	if err != nil {
+		sendError(c, err.Error())
+		return
+	}
+	c.Send(&pool.Msg{Type: pool.TypeStatsReply, Data: b}, nil)
+}
+
+// spawn activates a parked process (or, on a miss, one started now) with the
+// client's request, tells the client its pid, and reports its exit.
+func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*os.File) {
+	t0 := time.Now()
+	pr, cfg := s.lookup(m.Name)
+	if pr == nil {
+		s.opt.Log.Printf("spawn by pid %d uid %d: no program %q", cred.Pid, cred.Uid, m.Name)
+		sendError(c, fmt.Sprintf("no program %q in poold's config", m.Name))
+		return
+	}
+	if !allowed(pr.cfg.Allow, cred) && !allowed(cfg.AdminsOrDefault(), cred) {
+		s.refuse(c, cred, "spawn "+m.Name)
+		return
+	}
+	if len(m.Argv) == 0 {
+		m.Argv = append([]string{pr.cfg.Path}, pr.cfg.Args...)
+	}
+	exit := make(chan *os.ProcessState, 1)
+	owner := func(ps *os.ProcessState) { exit <- ps }
+	p, hit, err := s.activate(pr, m, files, owner)
+	if err != nil {
+		s.opt.Log.Printf("spawn %s for pid %d: %v", m.Name, cred.Pid, err)
+		sendError(c, err.Error())
+		return
+	}
+	pr.mu.Lock()
+	pr.active++
+	pr.mu.Unlock()
+	lat := time.Since(t0)
+	s.hist.Add(lat)
+	if hit {
+		pr.hits.Add(lat)
+	} else {
+		pr.misses.Add(lat)
+	}
+	var flags int64
+	if hit {
+		flags = pool.FlagHit
+	}
+	// A client gone by now changes nothing: the process runs, is reaped,
+	// and its status is dropped.
+	c.Send(&pool.Msg{Type: pool.TypeStarted, Pid: int64(p.pid), Flags: flags}, nil)
+	pr.kickFill() // add: replace what was taken, once the client has its answer
+	go s.relaySignals(c, p)
+	ps := <-exit
+	pr.mu.Lock()
+	pr.active--
+	pr.mu.Unlock()
+	c.Send(exitedMsg(ps), nil)
+}
+
+// activate hands the request to a parked process, trying the next one if a
+// parked process died meanwhile; with none parked it starts the program
+// directly with the request (a miss costs what os/exec costs).
+func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, bool, error) {
+	for {
+		e := pr.pool.Take()
+		if e == nil {
+			p, err := pr.starter.direct(m, files, owner)
+			return p, false, err
+		}
+		p := e.(*proc)
+		p.setOwner(owner)
+		err := p.Activate(m, files)
+		if err == nil {
+			return p, true, nil
+		}
+		p.setOwner(nil)
+		p.Kill()
+		s.opt.Log.Printf("%s: activating pid %d: %v", pr.cfg.Name, p.pid, err)
+	}
+}
+
+// relaySignals forwards the client's Signal messages until it hangs up or
+// the process exits (the connection then closes under it).
+func (s *Server) relaySignals(c pool.Conn, p *proc) {
+	for {
+		m, files, err := c.Recv()
+		if err != nil {
+			return
+		}
+		closeFiles(files)
+		if m.Type == pool.TypeSignal && m.Signal > 0 && m.Signal < 65 {
+			p.p.Signal(syscall.Signal(m.Signal))
+		}
+	}
+}
+
+func exitedMsg(ps *os.ProcessState) *pool.Msg {
+	m := &pool.Msg{Type: pool.TypeExited}
+	if ps == nil {
+		return m
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		m.Status = int64(ws)
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		m.Usage = pool.Usage{
+			UserMicros:   ru.Utime.Sec*1e6 + ru.Utime.Usec,
+			SystemMicros: ru.Stime.Sec*1e6 + ru.Stime.Usec,
+			MaxRSSKiB:    ru.Maxrss,
+			MinorFaults:  ru.Minflt,
+			MajorFaults:  ru.Majflt,
+		}
+	}
+	return m
+}

@@ -1,0 +1,221 @@
+package poold
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// Clock is the time idle entries age by; tests pass a fake one.
+type Clock interface{ Now() time.Time }
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+func (RealClock) Now() time.Time { return time.Now() }
+
+// Entry is a parked process.
+type Entry interface {
+	Pid() int
+	// Mem is the memory the entry holds while parked (bytes, PSS).
+	Mem() int64
+	// Activate hands the process its request; it then leaves the pool.
+	Activate(m *pool.Msg, files []*os.File) error
+	// Kill ends a parked process (reduce, reload, shutdown).
+	Kill()
+}
+
+// Starter makes a parked process; Start returns once it is parked.
+type Starter interface {
+	Start() (Entry, error)
+}
+
+// Limits are the parts of a Program the pool logic needs.
+type Limits struct {
+	MinIdle, MaxIdle int
+	IdleTimeout      time.Duration // 0: never reduce
+	MemoryMax        int64         // 0: no bound
+}
+
+// Pool is one program's parked processes and the add / reuse / reduce
+// policy of Tender: keep Want parked (MinIdle at first), raise Want by one on
+// each miss up to MaxIdle (add), hand out the newest parked entry (reuse),
+// and trim entries idle past IdleTimeout down to MinIdle, lowering Want with
+// them (reduce). Fill does the adding; poold runs it off the request path.
+type Pool struct {
+	lim   Limits
+	clock Clock
+	start Starter
+
+	fillMu sync.Mutex // one Fill at a time: a second waits for the first
+
+	mu       sync.Mutex
+	idle     []idleEntry // oldest first
+	starting int
+	want     int
+	closed   bool
+	c        Counters
+}
+
+type idleEntry struct {
+	e     Entry
+	since time.Time
+}
+
+// Counters are a pool's events since poold started.
+type Counters struct {
+	Hits    uint64 `json:"hits"`    // spawns served by a parked process
+	Misses  uint64 `json:"misses"`  // spawns that found none
+	Added   uint64 `json:"added"`   // processes parked
+	Reduced uint64 `json:"reduced"` // parked processes trimmed by reduce
+	Died    uint64 `json:"died"`    // parked processes that exited while parked
+	Failed  uint64 `json:"failed"`  // starts that failed
+}
+
+// NewPool makes an empty pool; call Fill to populate it.
+func NewPool(lim Limits, clock Clock, start Starter) *Pool {
+	lim.MaxIdle = max(lim.MaxIdle, lim.MinIdle)
+	return &Pool{lim: lim, clock: clock, start: start, want: lim.MinIdle}
+}
+
+// Take hands out the most recently parked entry (its pages are the most
+// likely still in cache), or nil on a miss, which raises the level Fill
+// keeps by one.
+func (p *Pool) Take() Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		e := p.idle[n-1].e
+		p.idle = p.idle[:n-1]
+		p.c.Hits++
+		return e
+	}
+	p.c.Misses++
+	p.want = min(p.want+1, p.lim.MaxIdle)
+	return nil
+}
+
+// Fill starts parked processes until the pool holds its level or its memory
+// bound; it returns how many it added. Fill calls are serialised, so one
+// returns with the pool at its level even while poold's filler runs.
+func (p *Pool) Fill() int {
+	p.fillMu.Lock()
+	defer p.fillMu.Unlock()
+	added := 0
+	for {
+		p.mu.Lock()
+		if len(p.idle)+p.starting >= p.want || p.overMemory() {
+			p.mu.Unlock()
+			return added
+		}
+		p.starting++
+		p.mu.Unlock()
+		e, err := p.start.Start()
+		p.mu.Lock()
+		p.starting--
+		if err == nil && p.closed {
+			p.mu.Unlock()
+			e.Kill()
+			return added
+		}
+		if err != nil {
+			p.c.Failed++
+			p.mu.Unlock()
+			return added
+		}
+		p.idle = append(p.idle, idleEntry{e, p.clock.Now()})
+		p.c.Added++
+		added++
+		p.mu.Unlock()
+	}
+}
+
+// overMemory: one more entry (the size of the newest) would pass MemoryMax.
+func (p *Pool) overMemory() bool {
+	if p.lim.MemoryMax == 0 || len(p.idle) == 0 {
+		return false
+	}
+	return p.held()+p.idle[len(p.idle)-1].e.Mem() > p.lim.MemoryMax
+}
+
+func (p *Pool) held() int64 {
+	var n int64
+	for _, ie := range p.idle {
+		n += ie.e.Mem()
+	}
+	return n
+}
+
+// Reduce kills the entries idle for IdleTimeout or longer, keeping MinIdle,
+// and returns how many it killed.
+func (p *Pool) Reduce() int {
+	if p.lim.IdleTimeout <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	now := p.clock.Now()
+	var kill []Entry
+	keep := p.idle[:0]
+	for _, ie := range p.idle {
+		if len(p.idle)-len(kill) > p.lim.MinIdle && now.Sub(ie.since) >= p.lim.IdleTimeout {
+			kill = append(kill, ie.e)
+			continue
+		}
+		keep = append(keep, ie)
+	}
+	clear(p.idle[len(keep):])
+	p.idle = keep
+	p.want = max(p.lim.MinIdle, p.want-len(kill))
+	p.c.Reduced += uint64(len(kill))
+	p.mu.Unlock()
+	for _, e := range kill {
+		e.Kill()
+	}
+	return len(kill)
+}
+
+// Remove drops e if it is parked here (it died while parked) and reports
+// whether it was.
+func (p *Pool) Remove(e Entry) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, ie := range p.idle {
+		if ie.e == e {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			p.c.Died++
+			return true
+		}
+	}
+	return false
+}
+
+// Close kills every parked entry; the pool adds none afterwards.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.want, p.lim.MinIdle, p.lim.MaxIdle = 0, 0, 0
+	p.closed = true
+	p.mu.Unlock()
+	for _, ie := range idle {
+		ie.e.Kill()
+	}
+}
+
+// PoolState is a snapshot of a pool.
+type PoolState struct {
+	Idle      int   `json:"idle"`
+	Starting  int   `json:"starting"`
+	Want      int   `json:"want"`
+	HeldBytes int64 `json:"held_bytes"` // PSS of the parked processes
+	Counters
+}
+
+// State returns a snapshot.
+func (p *Pool) State() PoolState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolState{Idle: len(p.idle), Starting: p.starting, Want: p.want, HeldBytes: p.held(), Counters: p.c}
+}

@@ -1,0 +1,210 @@
+package poold
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// startTimeout bounds how long a new process may take to park.
+const startTimeout = 30 * time.Second
+
+// procStarter starts parked processes of one program.
+type procStarter struct {
+	prog     Program
+	self     string // the binary that parks for Exec programs
+	cgroupFD int    // -1: none
+	cred     *syscall.Credential
+	// exited is called from the reaping goroutine of every process it
+	// started, after the process was reaped.
+	exited func(*proc, *os.ProcessState)
+}
+
+// proc is a process poold started: parked, then activated.
+type proc struct {
+	pid  int
+	p    *os.Process
+	park pool.Conn
+	mem  int64
+
+	reaped chan struct{} // closed once the process was waited for and its exit handled
+
+	mu    sync.Mutex
+	owner func(*os.ProcessState) // set once activated: where its exit goes
+}
+
+func (p *proc) Pid() int { return p.pid }
+
+// Mem reads the PSS now: it falls as more entries share the program's pages.
+func (p *proc) Mem() int64 {
+	if m := memOf(p.pid); m > 0 {
+		return m
+	}
+	return p.mem
+}
+
+// Start forks and execs the program (or the parking binary for Exec
+// programs) with the parking socket at fd 3, from a SCHED_IDLE thread (see
+// sched.go: preparation takes only idle CPU), and waits until it parked.
+func (s *procStarter) Start() (Entry, error) {
+	a, b, err := pool.Socketpair()
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	conn, err := pool.FileConn(a)
+	a.Close()
+	if err != nil {
+		return nil, err
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	defer null.Close()
+	env := append(append([]string(nil), s.prog.Env...), pool.EnvFD+"=3")
+	path := s.prog.Path
+	if s.prog.Exec {
+		env = append(env, pool.EnvExec+"="+s.prog.Path)
+		path = s.self
+	}
+	if s.prog.Prefault {
+		env = append(env, pool.EnvPrefault+"=1")
+	}
+	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
+	if s.cgroupFD >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
+	}
+	// Descriptors 4..MaxFiles-1 are placeholders, so what the program's
+	// runtime opens before activation (Go keeps cgroup CPU files open) lands
+	// above the slots activation fills.
+	files := []*os.File{null, null, null, b}
+	for len(files) < pool.MaxFiles {
+		files = append(files, null)
+	}
+	env = append(env, fmt.Sprintf("%s=%d", pool.EnvReserved, pool.MaxFiles))
+	argv := append([]string{s.prog.Path}, s.prog.Args...)
+	attr := &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys}
+	var p *os.Process
+	fork := func() (err error) {
+		p, err = os.StartProcess(path, argv, attr)
+		return err
+	}
+	if err := startIdle(fork); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+	}
+	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{})}
+	go func() {
+		st, _ := p.Wait()
+		s.exited(pr, st)
+		close(pr.reaped)
+	}()
+	if err := s.awaitReady(pr); err != nil {
+		pr.Kill()
+		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+	}
+	return pr, nil
+}
+
+// direct starts the program straight with a request, as os/exec would,
+// for a spawn that found no parked process: waiting for a new process to
+// park and then activating it would cost more than this.
+func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, error) {
+	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
+	if s.cgroupFD >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
+	}
+	p, err := os.StartProcess(s.prog.Path, m.Argv, &os.ProcAttr{Dir: m.Dir, Env: m.Env, Files: files, Sys: sys})
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+	}
+	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{}), owner: owner}
+	setRlimits(p.Pid, s.prog.Rlimits) // best effort: the program already runs
+	go func() {
+		st, _ := p.Wait()
+		s.exited(pr, st)
+		close(pr.reaped)
+	}()
+	return pr, nil
+}
+
+func (s *procStarter) awaitReady(pr *proc) error {
+	if err := setRlimits(pr.pid, s.prog.Rlimits); err != nil {
+		return err
+	}
+	pr.park.SetReadDeadline(time.Now().Add(startTimeout))
+	m, files, err := pr.park.Recv()
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for pid %d to park (does %s import github.com/nvboot/nvboot/pool? else set Exec): %w",
+			pr.pid, s.prog.Path, err)
+	}
+	if m.Type != pool.TypeReady {
+		return fmt.Errorf("pid %d: expected ready, got %v", pr.pid, m.Type)
+	}
+	pr.park.SetReadDeadline(time.Time{})
+	unidle(pr.pid)
+	pr.mem = memOf(pr.pid)
+	return nil
+}
+
+// Activate sends the request; the parking socket is closed either way.
+func (p *proc) Activate(m *pool.Msg, files []*os.File) error {
+	defer p.park.Close()
+	m.Type = pool.TypeActivate
+	return p.park.Send(m, files)
+}
+
+// setOwner routes the process's exit; nil takes it back (activation failed).
+func (p *proc) setOwner(f func(*os.ProcessState)) {
+	p.mu.Lock()
+	p.owner = f
+	p.mu.Unlock()
+}
+
+func (p *proc) getOwner() func(*os.ProcessState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owner
+}
+
+// Kill kills a parked process and returns once it was reaped: its memory
+// is back and no zombie is left.
+func (p *proc) Kill() {
+	p.p.Kill()
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
+	<-p.reaped
+}
+
+// memOf returns a process's proportional set size in bytes: shared pages
+// (the program's text, shared by every entry of the pool) count in part.
+func memOf(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("Pss:")); ok {
+			f := bytes.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(string(f[0]), 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,322 @@
+// Package poold is the process pool daemon: per-program pools of parked
+// processes, handed out over a unix socket API. See DESIGN.md "poold".
+package poold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/pool"
+)
+
+// Options are what a Server takes besides its config.
+type Options struct {
+	Clock Clock       // nil: RealClock
+	Log   *log.Logger // nil: discard
+	// Self is the binary that parks on behalf of Exec programs; it must
+	// import pool. Empty: /proc/self/exe.
+	Self string
+	// NoTicker: reduce only when asked (tests drive it with a fake clock).
+	NoTicker bool
+	// ManualFill: pools are filled only by Server.Fill (tests that count
+	// hits and misses of a burst).
+	ManualFill bool
+}
+
+// Server is a running poold.
+type Server struct {
+	opt Options
+
+	mu       sync.Mutex
+	cfg      *Config
+	programs map[string]*program
+	closed   bool
+	wg       sync.WaitGroup // fillers
+	hist     Histogram
+}
+
+// program is one configured pool and what runs it.
+type program struct {
+	cfg     Program
+	pool    *Pool
+	starter *procStarter
+	kick    chan struct{}
+	done    chan struct{}
+	cgroup  *os.File
+
+	mu     sync.Mutex
+	active int
+	hits   Histogram
+	misses Histogram
+}
+
+// New makes a server and starts filling its pools.
+func New(cfg *Config, opt Options) (*Server, error) {
+	if opt.Clock == nil {
+		opt.Clock = RealClock{}
+	}
+	if opt.Log == nil {
+		opt.Log = log.New(io.Discard, "", 0)
+	}
+	if opt.Self == "" {
+		opt.Self = "/proc/self/exe"
+	}
+	s := &Server{opt: opt, programs: map[string]*program{}}
+	if err := s.Reload(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reload applies a new config: pools whose program config is unchanged keep
+// their parked processes; the others are closed (parked processes killed,
+// activated ones left running and still reported) and made anew.
+func (s *Server) Reload(cfg *Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("poold is shut down")
+	}
+	next := map[string]*program{}
+	var errs []error
+	for _, pc := range cfg.Programs {
+		if old := s.programs[pc.Name]; old != nil && reflect.DeepEqual(old.cfg, pc) {
+			next[pc.Name] = old
+			delete(s.programs, pc.Name)
+			continue
+		}
+		pr, err := s.newProgram(pc)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		next[pc.Name] = pr
+	}
+	for _, old := range s.programs {
+		old.close()
+	}
+	s.programs, s.cfg = next, cfg
+	return errors.Join(errs...)
+}
+
+func (s *Server) newProgram(pc Program) (*program, error) {
+	pr := &program{cfg: pc, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	st := &procStarter{prog: pc, self: s.opt.Self, cgroupFD: -1}
+	if pc.User != "" {
+		c, err := lookupUser(pc.User)
+		if err != nil {
+			return nil, fmt.Errorf("program %s: User: %w", pc.Name, err)
+		}
+		st.cred = &syscall.Credential{Uid: c.uid, Gid: c.gid, NoSetGroups: false}
+	}
+	if pc.Cgroup != "" {
+		f, err := openCgroup(pc.Cgroup, pc.MemoryMax)
+		if err != nil {
+			return nil, fmt.Errorf("program %s: %w", pc.Name, err)
+		}
+		pr.cgroup = f
+		st.cgroupFD = int(f.Fd())
+	}
+	st.exited = func(p *proc, ps *os.ProcessState) { s.exited(pr, p, ps) }
+	pr.starter = st
+	pr.pool = NewPool(Limits{MinIdle: pc.MinIdle, MaxIdle: pc.MaxIdleOrDefault(),
+		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax}, s.opt.Clock, st)
+	if !s.opt.ManualFill {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			pr.fillLoop()
+		}()
+		pr.kickFill()
+	}
+	return pr, nil
+}
+
+// openCgroup creates (if needed) and opens a cgroup v2 directory; the pool's
+// memory ceiling also becomes its memory.max.
+func openCgroup(dir string, memMax int64) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	if memMax > 0 {
+		// The ceiling counts parked and activated processes alike here;
+		// best effort: the pool's own accounting enforces MemoryMax.
+		os.WriteFile(dir+"/memory.max", fmt.Appendf(nil, "%d", memMax), 0)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+func (pr *program) fillLoop() {
+	for {
+		select {
+		case <-pr.kick:
+			pr.pool.Fill()
+		case <-pr.done:
+			return
+		}
+	}
+}
+
+func (pr *program) kickFill() {
+	select {
+	case pr.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (pr *program) close() {
+	close(pr.done)
+	pr.pool.Close()
+	if pr.cgroup != nil {
+		pr.cgroup.Close()
+	}
+}
+
+// exited is where every process of pr ends up once reaped.
+func (s *Server) exited(pr *program, p *proc, ps *os.ProcessState) {
+	if owner := p.getOwner(); owner != nil {
+		owner(ps)
+		return
+	}
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
+	if pr.pool.Remove(p) {
+		s.opt.Log.Printf("%s: parked pid %d died (%v); replacing it", pr.cfg.Name, p.pid, ps)
+		pr.kickFill()
+	}
+}
+
+// Serve accepts clients on ln until ctx ends or ln fails, reducing every
+// ReduceTick.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	if !s.opt.NoTicker {
+		t := time.NewTicker(s.reduceTick())
+		defer t.Stop()
+		go func() {
+			for {
+				select {
+				case <-t.C:
+					s.ReduceAll()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	// Connections outlive Serve: a spawned process is still reaped and
+	// reported to its client after poold stops accepting.
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accepting on %s: %w", ln.Addr(), err)
+		}
+		go s.handle(pool.Conn{UnixConn: c})
+	}
+}
+
+func (s *Server) reduceTick() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.ReduceTickOrDefault()
+}
+
+// Listen makes the API socket at path, replacing a stale one; anyone may
+// connect, peer credentials decide what they may do.
+func Listen(path string) (*net.UnixListener, error) {
+	os.Remove(path)
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// ReduceAll reduces every pool now and returns how many processes it trimmed.
+func (s *Server) ReduceAll() int {
+	n := 0
+	for _, pr := range s.snapshot() {
+		n += pr.pool.Reduce()
+	}
+	return n
+}
+
+// Fill fills every pool now (tests: a pool at its level, without waiting on
+// the filler goroutines).
+func (s *Server) Fill() {
+	for _, pr := range s.snapshot() {
+		pr.pool.Fill()
+	}
+}
+
+func (s *Server) snapshot() []*program {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*program, 0, len(s.programs))
+	for _, pr := range s.programs {
+		out = append(out, pr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cfg.Name < out[j].cfg.Name })
+	return out
+}
+
+func (s *Server) lookup(name string) (*program, *Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.programs[name], s.cfg
+}
+
+// Stats returns a snapshot of every pool.
+func (s *Server) Stats() Stats {
+	st := Stats{SpawnLatency: s.hist.Buckets()}
+	for _, pr := range s.snapshot() {
+		pr.mu.Lock()
+		active := pr.active
+		pr.mu.Unlock()
+		ps := ProgramStats{Name: pr.cfg.Name, Active: active, PoolState: pr.pool.State(),
+			HitLatency: pr.hits.Buckets(), MissLatency: pr.misses.Buckets()}
+		st.HeldBytes += ps.HeldBytes
+		st.Programs = append(st.Programs, ps)
+	}
+	return st
+}
+
+// Close kills every parked process and stops the fillers; activated
+// processes keep running and are still reaped and reported.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for _, pr := range s.programs {
+		pr.close()
+	}
+	s.programs = map[string]*program{}
+	s.mu.Unlock()
+	s.wg.Wait()
+}

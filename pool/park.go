@@ -1,0 +1,167 @@
+package pool
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Environment poold sets for a process it parks. The parked process removes
+// them before anything else sees the environment.
+const (
+	// EnvFD is the descriptor of the socket the process parks on.
+	EnvFD = "NVBOOT_POOL_FD"
+	// EnvExec, when set, is the program to exec on activation: the parked
+	// process is then only a prepared child (cgroup, limits, credentials)
+	// for a program that does not import pool.
+	EnvExec = "NVBOOT_POOL_EXEC"
+	// EnvPrefault=1 asks the process to fault in its text and data before
+	// it parks (MADV_POPULATE_READ/WRITE; see prefault.go).
+	EnvPrefault = "NVBOOT_POOL_PREFAULT"
+	// EnvReserved=N: descriptors 4..N-1 are placeholders poold put there so
+	// that what the runtime opens before activation lands above them;
+	// activation overwrites or closes them.
+	EnvReserved = "NVBOOT_POOL_RESERVED"
+)
+
+// A program that imports pool parks here when poold started it, and returns
+// into the remaining inits and main once activated, with os.Args, the
+// environment, the working directory and descriptors 0.. as a freshly exec'd
+// program would have them. Limits: packages initialised before pool (its own
+// imports, and those earlier in the import graph) ran before activation and
+// saw the parking environment; runtime settings read at start (GOGC,
+// GOMAXPROCS, GODEBUG) come from poold's program config, not the activation.
+func init() {
+	v, ok := os.LookupEnv(EnvFD)
+	if !ok {
+		return
+	}
+	execPath := os.Getenv(EnvExec)
+	reserved, _ := strconv.Atoi(os.Getenv(EnvReserved))
+	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1", reserved); err != nil {
+		fmt.Fprintf(os.Stderr, "pool: %v\n", err)
+		os.Exit(127)
+	}
+}
+
+func park(fdText, execPath string, prefault bool, reserved int) error {
+	fd, err := strconv.Atoi(fdText)
+	if err != nil || fd < 0 {
+		return fmt.Errorf("%s=%q: not a descriptor", EnvFD, fdText)
+	}
+	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved} {
+		os.Unsetenv(k)
+	}
+	syscall.CloseOnExec(fd)
+	if prefault {
+		prefaultSelf() // best effort: a failure costs only speed
+	}
+	if err := sendRaw(fd, &Msg{Type: TypeReady, Pid: int64(os.Getpid())}); err != nil {
+		return err
+	}
+	m, fds, err := recvRaw(fd)
+	if err != nil {
+		if err == errEOF {
+			os.Exit(0) // poold let go of us before activation
+		}
+		return err
+	}
+	if m.Type != TypeActivate {
+		return fmt.Errorf("parked: expected activate, got %v", m.Type)
+	}
+	if err := installFiles(fd, fds, reserved); err != nil {
+		return err
+	}
+	if m.Dir != "" {
+		if err := os.Chdir(m.Dir); err != nil {
+			return fmt.Errorf("activating: %w", err)
+		}
+	}
+	if execPath != "" {
+		err := syscall.Exec(execPath, m.Argv, m.Env)
+		return fmt.Errorf("activating: exec %s: %w", execPath, err)
+	}
+	setEnv(m.Env)
+	os.Args = m.Argv
+	if len(m.Argv) > 0 {
+		flag.CommandLine.Init(m.Argv[0], flag.ExitOnError)
+	}
+	return nil
+}
+
+// setEnv replaces the environment; entries exec would pass but os.Setenv
+// cannot hold (no '=', empty key) are dropped.
+func setEnv(env []string) {
+	os.Clearenv()
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k != "" {
+			os.Setenv(k, v)
+		}
+	}
+}
+
+// installFiles puts the received descriptors at 0..n-1, as exec would, and
+// closes the parking socket and the placeholders 4..reserved-1. Descriptors
+// the process opened before activation (the runtime's) are left alone; one
+// at a slot below n would be clobbered, so activation fails instead.
+func installFiles(park int, fds []int, reserved int) error {
+	n := len(fds)
+	// Move everything we own out of 0..n-1 first, so no dup3 below
+	// overwrites a descriptor still to be placed.
+	for i, fd := range fds {
+		if fd < n {
+			nfd, err := fcntl(fd, syscall.F_DUPFD_CLOEXEC, n)
+			if err != nil {
+				return fmt.Errorf("activating: moving fd %d: %w", fd, err)
+			}
+			syscall.Close(fd)
+			fds[i] = nfd
+		}
+	}
+	mine := map[int]bool{park: true}
+	for _, fd := range fds {
+		mine[fd] = true
+	}
+	for i := 3; i < n; i++ {
+		if _, err := fcntl(i, syscall.F_GETFD, 0); err == nil && !mine[i] && i >= reserved {
+			return fmt.Errorf("activating: fd %d is in use by the program since before activation; import pool earlier", i)
+		}
+	}
+	for i, fd := range fds {
+		if fd == i {
+			if _, err := fcntl(fd, syscall.F_SETFD, 0); err != nil {
+				return fmt.Errorf("activating: fd %d: %w", i, err)
+			}
+			continue
+		}
+		if err := syscall.Dup3(fd, i, 0); err != nil {
+			return fmt.Errorf("activating: placing fd %d: %w", i, err)
+		}
+	}
+	for i := max(n, 4); i < reserved; i++ {
+		if !mine[i] {
+			syscall.Close(i)
+		}
+	}
+	for _, fd := range fds {
+		if fd >= n {
+			syscall.Close(fd)
+		}
+	}
+	if park >= n {
+		syscall.Close(park)
+	}
+	return nil
+}
+
+func fcntl(fd, cmd, arg int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), uintptr(cmd), uintptr(arg))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
