@@ -113,7 +113,7 @@ func Demo() *Config {
 	return &Config{
 		Packages: []string{kv},
 		PackageConfig: map[string]PackageConfig{kv: {
-			CommandLineFlags: []string{"-listen", ":8080", "-state", "/nv/state/kv.log"},
+			CommandLineFlags: []string{"-listen", ":8080", "-heap", "/nv/state/kv.heap"},
 			WaitFor:          "tcp:8080",
 			ForwardPort:      8080,
 		}},
