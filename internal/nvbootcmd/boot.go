@@ -41,7 +41,8 @@ type bootResult struct {
 	Accel   string
 }
 
-// bootOnce boots the image with fresh copies of its pmem images, waits for
+// bootOnce boots the image with fresh copies of the pmem images in
+// o.PmemDir (empty: the image's own), waits for
 // the first HTTP answer on the first forwarded service port, and cuts the
 // power. The run directory keeps the pmem copies.
 func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, timeout time.Duration) (*bootResult, error) {
@@ -52,7 +53,11 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := appliance.CopyPmem(dir, im, runDir); err != nil {
+	from := o.PmemDir
+	if from == "" {
+		from = dir
+	}
+	if err := appliance.CopyPmem(from, im, runDir); err != nil {
 		return nil, err
 	}
 	port, err := freePort()
@@ -133,6 +138,50 @@ func firmwareLoad(dir string, im *appliance.Image, s vm.Storage) (time.Duration,
 	return time.Duration(float64(n) / float64(s.ReadBPS) * float64(time.Second)), nil
 }
 
+// prepare boots the image once on copies of its pmem images in dst and
+// powers it off cleanly: the state a device has after its first boot (the
+// service's data files created), from which the measured boots start.
+func prepare(ctx context.Context, dir string, im *appliance.Image, dst string, o appliance.BootOptions) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := appliance.CopyPmem(dir, im, dst); err != nil {
+		return err
+	}
+	svc, ok := probeService(im)
+	if !ok {
+		return fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	in, inject := io.Pipe()
+	o.PmemDir, o.Stdin = dst, in
+	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+	cfg, err := appliance.VMConfig(dir, im, o)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Kill()
+	if _, err := firstAnswer(ctx, m, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
+		return fmt.Errorf("first boot: %w; console:\n%s", err, lastLines(m.Console(), 25))
+	}
+	go inject.Write([]byte("poweroff\n"))
+	select {
+	case <-m.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("first boot: no power-off; console:\n%s", lastLines(m.Console(), 25))
+	}
+}
+
 // probeService is the service the first request goes to: the first with a
 // ForwardPort.
 func probeService(im *appliance.Image) (appliance.ServiceInfo, bool) {
@@ -147,9 +196,19 @@ func probeService(im *appliance.Image) (appliance.ServiceInfo, bool) {
 // firstAnswer polls url until the service answers (any HTTP status below
 // 500) and returns when, since power-on. QEMU's user network accepts the
 // connection before the guest listens, so an early try ends in EOF or reset.
+//
+// Each try is cut short (100 ms) until the guest has marked a service
+// ready: QEMU's user network forwards a connection with a SYN to the guest
+// and retransmits it after 1, 3, 7 s when nothing answers, so a long try
+// would measure that schedule instead of the service.
 func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration, error) {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	short := &http.Client{Timeout: 100 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
+	long := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for {
+		client := short
+		if strings.Contains(m.Console(), bootmark.Prefix+bootmark.ServiceReady) {
+			client = long
+		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)
 		if err == nil {

@@ -19,6 +19,7 @@ Commands:
   build     build an appliance image (disk, pmem images, kernel) from a config
   run       boot an image in QEMU with emulated NVDIMMs, serial on the terminal
   measure   cold-boot layouts side by side and time power-on to service
+  powercut  cut the power at random while writing; check no acknowledged write is lost
 
 Run 'nvboot <command> -h' for the flags and examples of each.
 
@@ -42,6 +43,8 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		return runCmd(ctx, &sub)
 	case "measure":
 		return measure(ctx, &sub)
+	case "powercut":
+		return powercut(ctx, &sub)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.Stdout, usage)
 		return nil

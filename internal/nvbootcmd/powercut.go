@@ -1,0 +1,243 @@
+package nvbootcmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/vm"
+)
+
+const powercutDescription = `Cuts the power of a running appliance again and again and checks that no
+acknowledged write is lost. It builds the demo image (kv, its data in a
+persistent heap on /nv/state) unless DIR names a built one, then N times:
+boots it on the same pmem files (the device's persistent memory), checks that
+every write acknowledged before every earlier cut reads back, drives PUTs
+from the host, and kills QEMU (SIGKILL: a power cut) at a random moment
+while they run. A last boot checks everything once more.
+
+A write whose answer never came may or may not be there; every write that
+got its 204 must be. The exit status is 1 when one is missing or wrong.`
+
+const powercutExamples = `  nvboot powercut -n 5
+  nvboot powercut -n 50 -seed 7 -json out/demo`
+
+type powercutResult struct {
+	Cuts     int      `json:"cuts"`
+	Acked    int      `json:"acknowledged_writes"`
+	Unacked  int      `json:"unacknowledged_writes"`
+	Lost     int      `json:"lost_acknowledged_writes"`
+	Problems []string `json:"problems,omitempty"`
+	Seed     uint64   `json:"seed"`
+	Accel    string   `json:"accel"`
+}
+
+func powercut(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot powercut", "nvboot powercut [-n N] [-seed S] [-json] [DIR]", powercutDescription, powercutExamples)
+	n := fs.Int("n", 5, "power cuts")
+	seed := fs.Uint64("seed", 0, "random seed for the cut moments and values; 0: from the clock")
+	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
+	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if *n < 1 || fs.NArg() > 1 {
+		return cli.Usagef("want -n of at least 1 and at most one image directory")
+	}
+	prof, err := vm.Profile(*storage)
+	if err != nil {
+		return cli.Usagef("-storage: %v", err)
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	log := newProgress(c.Stderr)
+	work, err := os.MkdirTemp("", "nvboot-powercut-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	dir := fs.Arg(0)
+	if dir == "" {
+		root, err := moduleRoot(ctx, *src)
+		if err != nil {
+			return err
+		}
+		k, err := kernelPath(ctx, *kernel, "", root, c.Stderr)
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(work, "image")
+		log.printf("building the demo image")
+		if _, err := appliance.Build(ctx, appliance.Options{Config: config.Demo(), Layout: appliance.OFF2F, Out: dir, Kernel: k, ModuleRoot: root}); err != nil {
+			return err
+		}
+	}
+	im, err := appliance.ReadImage(dir)
+	if err != nil {
+		return err
+	}
+	pm := filepath.Join(work, "pmem")
+	if err := os.MkdirAll(pm, 0o755); err != nil {
+		return err
+	}
+	if err := appliance.CopyPmem(dir, im, pm); err != nil {
+		return err
+	}
+	pc := &cutter{rng: rand.New(rand.NewPCG(*seed, 1)), acked: map[string]string{}, maybe: map[string][]string{},
+		res: powercutResult{Seed: *seed}}
+	for i := 0; i <= *n; i++ {
+		last := i == *n
+		if err := pc.round(ctx, dir, im, pm, prof, last, i); err != nil {
+			return fmt.Errorf("boot %d: %w", i+1, err)
+		}
+		if !last {
+			pc.res.Cuts++
+		}
+		log.printf("boot %d/%d: %d acknowledged writes checked, %d lost so far", i+1, *n+1, len(pc.acked), pc.res.Lost)
+	}
+	if *asJSON {
+		if err := cli.JSON(c.Stdout, pc.res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.Stdout, "%d power cuts, %d acknowledged writes (%d unanswered at a cut), %d lost\n",
+			pc.res.Cuts, pc.res.Acked, pc.res.Unacked, pc.res.Lost)
+		for _, p := range pc.res.Problems {
+			fmt.Fprintln(c.Stdout, "  "+p)
+		}
+	}
+	if pc.res.Lost > 0 {
+		return fmt.Errorf("%d acknowledged writes lost", pc.res.Lost)
+	}
+	return nil
+}
+
+// cutter holds what the device must have: the last acknowledged value of
+// each key, and the values whose PUT was cut before its answer.
+type cutter struct {
+	rng   *rand.Rand
+	acked map[string]string
+	maybe map[string][]string
+	res   powercutResult
+}
+
+func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm string, prof vm.Storage, last bool, round int) error {
+	svc, ok := probeService(im)
+	if !ok {
+		return fmt.Errorf("image %s: no service with a ForwardPort", dir)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm,
+		Forwards: []vm.Forward{{Host: port, Guest: svc.ForwardPort}}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Kill()
+	pc.res.Accel = m.Accel
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if _, err := firstAnswer(ctx, m, base+"/"); err != nil {
+		return fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for k, want := range pc.acked {
+		got, code, err := get(client, base+"/kv/"+k)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", k, err)
+		}
+		if code != 200 || got != want && !contains(pc.maybe[k], got) {
+			pc.res.Lost++
+			pc.res.Problems = append(pc.res.Problems, fmt.Sprintf("boot %d: %s = %q (HTTP %d), acknowledged %q", round+1, k, got, code, want))
+		}
+	}
+	if last {
+		return nil
+	}
+	// Writes until the cut: keys are reused so overwrites are cut too.
+	cut := time.Duration(50+pc.rng.IntN(1500)) * time.Millisecond
+	vals := make([]string, 4000)
+	for i := range vals {
+		vals[i] = fmt.Sprintf("r%d-%d-%x", round, i, pc.rng.Uint64())
+	}
+	keys := make([]string, len(vals))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%03d", pc.rng.IntN(200))
+	}
+	var mu sync.Mutex
+	inflight := map[string]string{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, v := range vals {
+			k := keys[i]
+			mu.Lock()
+			inflight[k] = v
+			mu.Unlock()
+			req, _ := http.NewRequest(http.MethodPut, base+"/kv/"+k, strings.NewReader(v))
+			resp, err := client.Do(req)
+			if err != nil {
+				return // the power is gone
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			if resp.StatusCode == http.StatusNoContent {
+				pc.acked[k] = v
+				pc.maybe[k] = nil
+				pc.res.Acked++
+			}
+			delete(inflight, k)
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(cut)
+	m.Kill()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for k, v := range inflight {
+		pc.maybe[k] = append(pc.maybe[k], v)
+		pc.res.Unacked++
+	}
+	return nil
+}
+
+func get(c *http.Client, url string) (string, int, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode, err
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
