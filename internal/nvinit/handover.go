@@ -18,13 +18,16 @@ import (
 const HandoverMark = "kernel-handover"
 
 // FindHandover reads kmsg records ("prio,seq,usec,flags;text") and returns
-// the time of the kernel's "Run ... as init process" record.
-func FindHandover(r io.Reader) (time.Duration, bool) {
+// the time of the kernel's "Run <init> as init process" record. Only a
+// record naming init (nvinit's argv[0], which the kernel sets to the path
+// it ran) counts: in a container, /dev/kmsg holds the host's own boot.
+func FindHandover(r io.Reader, init string) (time.Duration, bool) {
+	want := "Run " + init + " as init process"
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 8192), 1<<20)
 	for sc.Scan() {
 		head, text, ok := strings.Cut(sc.Text(), ";")
-		if !ok || !strings.HasPrefix(text, "Run ") || !strings.HasSuffix(text, " as init process") {
+		if !ok || text != want {
 			continue
 		}
 		f := strings.Split(head, ",")
@@ -43,12 +46,14 @@ func FindHandover(r io.Reader) (time.Duration, bool) {
 // markHandover prints the handover mark from /dev/kmsg; nothing when the
 // record is not there (the ring buffer overflowed, or no /dev).
 func markHandover(con *Console) {
-	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// Raw syscalls: an *os.File opened O_NONBLOCK would park in Go's poller
+	// at the end of the log instead of returning EAGAIN.
+	fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	if d, ok := FindHandover(&kmsgReader{f: f}); ok {
+	defer syscall.Close(fd)
+	if d, ok := FindHandover(&kmsgReader{fd: fd}, os.Args[0]); ok {
 		con.Line(FormatMark(HandoverMark, "", d))
 	}
 }
@@ -56,15 +61,15 @@ func markHandover(con *Console) {
 // kmsgReader turns /dev/kmsg (one record per read, EAGAIN at the end) into a
 // stream of lines.
 type kmsgReader struct {
-	f   *os.File
+	fd  int
 	buf []byte
 }
 
 func (k *kmsgReader) Read(p []byte) (int, error) {
 	for len(k.buf) == 0 {
 		rec := make([]byte, 8192)
-		n, err := k.f.Read(rec)
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, io.EOF) || (err == nil && n == 0) {
+		n, err := syscall.Read(k.fd, rec)
+		if errors.Is(err, syscall.EAGAIN) || (err == nil && n <= 0) {
 			return 0, io.EOF
 		}
 		if errors.Is(err, syscall.EPIPE) {

@@ -17,14 +17,15 @@ func TestFindHandover(t *testing.T) {
 	}{
 		{"root disk", "6,1,0,-;Linux version 6.1\n6,300,812345,-;Run /sbin/nvinit as init process\n6,301,812400,-;  with arguments:\n", 812345 * time.Microsecond, true},
 		{"initramfs", "6,290,700001,-;Run /sbin/nvinit as init process\n", 700001 * time.Microsecond, true},
-		{"continuation fields", "6,290,42,c,more;Run /init as init process\n", 42 * time.Microsecond, true},
+		{"another init (a container's host)", "6,290,700001,-;Run /sbin/init as init process\n", 0, false},
+		{"continuation fields", "6,290,42,c,more;Run /sbin/nvinit as init process\n", 42 * time.Microsecond, true},
 		{"absent", "6,1,0,-;Linux version 6.1\n", 0, false},
 		{"malformed time", "6,290,x,-;Run /sbin/nvinit as init process\n", 0, false},
 		{"no header", "Run /sbin/nvinit as init process\n", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := FindHandover(strings.NewReader(tt.kmsg))
+			got, ok := FindHandover(strings.NewReader(tt.kmsg), "/sbin/nvinit")
 			if got != tt.want || ok != tt.ok {
 				t.Fatalf("FindHandover = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
