@@ -23,8 +23,8 @@ port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
 
 Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
-shut down cleanly; Ctrl-C does the same, and a second Ctrl-C (or 10 s of
-no answer) cuts the power.`
+shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
+has not powered off 10 s later.`
 
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
