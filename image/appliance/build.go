@@ -175,6 +175,9 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", GuestRootDev, fs, GuestInit)
 	}
 	im.Cmdline += " quiet"
+	if !b.Config.NoBootTrims {
+		im.Cmdline += " " + BootTrims
+	}
 	if b.Config.KernelCmdline != "" {
 		im.Cmdline += " " + b.Config.KernelCmdline
 	}
@@ -215,6 +218,12 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	}
 	return im, nil
 }
+
+// BootTrims are kernel parameters that take probing the appliance does not
+// need out of the boot: PCI interrupts routed through the PIIX router instead
+// of evaluating ACPI link objects (230 ms per virtio device under TCG), and
+// no PS/2 keyboard or mouse probe (600 ms before the root is mounted).
+const BootTrims = "acpi=noirq i8042.noaux i8042.nokbd"
 
 // seed makes the uuids of one image: the layout and hostname, so two layouts
 // of one config do not share filesystem uuids.
