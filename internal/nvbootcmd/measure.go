@@ -16,7 +16,8 @@ import (
 
 const measureDescription = `Builds the image once per layout, boots each once untimed (the first boot
 of a device: the service creates its state) and powers it off cleanly, then
-cold-boots each N times, interleaved (off2f, elf, ... then again), on the
+cold-boots each N times, interleaved (off2f, elf, ... then again, each round
+starting one layout further on), on the
 same storage model, every boot from a fresh copy of that pmem.
 Each boot is timed from power-on (QEMU started) to the first HTTP answer of
 the first service with a ForwardPort, with the stages between taken from
@@ -115,7 +116,10 @@ func measure(ctx context.Context, c *cli.Context) error {
 	}
 	rep := &report{Storage: prof, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
 	for r := 1; r <= *runs; r++ {
-		for _, l := range ls {
+		// Each round starts one layout further on, so no layout always
+		// boots first (or right after the same neighbour).
+		for i := range ls {
+			l := ls[(i+r-1)%len(ls)]
 			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
 			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
 				appliance.BootOptions{Storage: prof, Accel: *accel, PmemDir: filepath.Join(dir, "prepared", string(l))}, 3*time.Minute)
