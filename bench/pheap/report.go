@@ -7,7 +7,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"github.com/nvboot/nvboot/bench/internal/benchjson"
+	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
 // result is one raw figure (DESIGN.md, "Measuring").

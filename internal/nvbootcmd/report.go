@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/internal/benchjson"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -29,20 +30,10 @@ const (
 	SpanInit    = "init_to_service"
 )
 
-// result is one figure over the runs (DESIGN.md, "Measuring").
-type result struct {
-	Name   string  `json:"name"`
-	Unit   string  `json:"unit"`
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-	Runs   int     `json:"runs"`
-}
-
 type output struct {
 	Bench   string             `json:"bench"`
 	Ratios  map[string]float64 `json:"ratios"`
-	Results []result           `json:"results"`
+	Results []benchjson.Result `json:"results"`
 	Env     map[string]string  `json:"env"`
 }
 
@@ -75,19 +66,9 @@ func span(b *bootResult, what string) (time.Duration, bool) {
 	return d, ok
 }
 
-func stats(name string, v []float64) result {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	r := result{Name: name, Unit: "ms", Runs: len(s)}
-	if len(s) == 0 {
-		return r
-	}
-	r.Min, r.Max = s[0], s[len(s)-1]
-	if len(s)%2 == 1 {
-		r.Median = s[len(s)/2]
-	} else {
-		r.Median = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
+// stats sums up a figure's runs in ms, rounded to 0.1 ms.
+func stats(name string, v []float64) benchjson.Result {
+	r := benchjson.Stats(name, "ms", v)
 	r.Median, r.Min, r.Max = round(r.Median, 1), round(r.Min, 1), round(r.Max, 1)
 	return r
 }
@@ -125,8 +106,8 @@ func (r *report) ratios() map[string]float64 {
 	return out
 }
 
-func (r *report) results() []result {
-	var out []result
+func (r *report) results() []benchjson.Result {
+	var out []benchjson.Result
 	for _, l := range r.Layouts {
 		for _, st := range append(append([]string{}, Stages...), SpanPowerOn, SpanInit) {
 			if v := r.values(l, st); len(v) > 0 {
