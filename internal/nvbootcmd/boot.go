@@ -46,10 +46,6 @@ type bootResult struct {
 // the first HTTP answer on the first forwarded service port, and cuts the
 // power. The run directory keeps the pmem copies.
 func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, timeout time.Duration) (*bootResult, error) {
-	svc, ok := probeService(im)
-	if !ok {
-		return nil, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
-	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -60,27 +56,15 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	if err := appliance.CopyPmem(from, im, runDir); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	o.PmemDir = runDir
-	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
-	cfg, err := appliance.VMConfig(dir, im, o)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	m, err := vm.Start(ctx, cfg)
+	sv, err := serve(ctx, dir, im, o)
 	if err != nil {
 		return nil, err
 	}
+	m, svc, answered := sv.m, sv.svc, sv.answered
 	defer m.Kill()
-	answered, err := firstAnswer(ctx, m, fmt.Sprintf("http://127.0.0.1:%d/", port))
-	if err != nil {
-		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
-	}
 	// The marks printed before the answer are on their way; give them a
 	// moment to arrive (the answer proves they were written).
 	time.Sleep(50 * time.Millisecond)
@@ -148,38 +132,60 @@ func prepare(ctx context.Context, dir string, im *appliance.Image, dst string, o
 	if err := appliance.CopyPmem(dir, im, dst); err != nil {
 		return err
 	}
+	in, inject := io.Pipe()
+	o.PmemDir, o.Stdin = dst, in
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	sv, err := serve(ctx, dir, im, o)
+	if err != nil {
+		return fmt.Errorf("first boot: %w", err)
+	}
+	defer sv.m.Kill()
+	go inject.Write([]byte("poweroff\n"))
+	select {
+	case <-sv.m.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("first boot: no power-off; console:\n%s", lastLines(sv.m.Console(), 25))
+	}
+}
+
+// served is an appliance booted up to its service's first answer.
+type served struct {
+	m        *vm.Machine
+	svc      appliance.ServiceInfo // the service the request went to
+	base     string                // its URL on the host, http://127.0.0.1:PORT
+	answered time.Duration         // since power-on
+}
+
+// serve boots the image with the first forwarded service's port on a free
+// host port and waits for its first HTTP answer. ctx bounds the boot (QEMU
+// dies with it); the caller kills the machine when done with it.
+func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
 	svc, ok := probeService(im)
 	if !ok {
-		return fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+		return nil, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
 	}
 	port, err := freePort()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	in, inject := io.Pipe()
-	o.PmemDir, o.Stdin = dst, in
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	cfg, err := appliance.VMConfig(dir, im, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	m, err := vm.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer m.Kill()
-	if _, err := firstAnswer(ctx, m, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
-		return fmt.Errorf("first boot: %w; console:\n%s", err, lastLines(m.Console(), 25))
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	answered, err := firstAnswer(ctx, m, base+"/")
+	if err != nil {
+		m.Kill()
+		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
 	}
-	go inject.Write([]byte("poweroff\n"))
-	select {
-	case <-m.Done():
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("first boot: no power-off; console:\n%s", lastLines(m.Console(), 25))
-	}
+	return &served{m: m, svc: svc, base: base, answered: answered}, nil
 }
 
 // probeService is the service the first request goes to: the first with a

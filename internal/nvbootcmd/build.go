@@ -2,10 +2,8 @@ package nvbootcmd
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -49,24 +47,12 @@ func build(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-layout: %v", err)
 	}
-	cfg, cfgDir := config.Demo(), ""
-	if *cfgPath != "" {
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
-		cfgDir = filepath.Dir(*cfgPath)
-	}
 	log := newProgress(c.Stderr)
-	root, err := moduleRoot(ctx, *src)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
 	if err != nil {
 		return err
 	}
-	k, err := kernelPath(ctx, *kernel, cfg.KernelPath, root, c.Stderr)
-	if err != nil {
-		return err
-	}
-	im, err := appliance.Build(ctx, appliance.Options{Config: cfg, Layout: l, Out: *out, Kernel: k,
-		ModuleRoot: root, ConfigDir: cfgDir, Logf: log.printf})
+	im, err := appliance.Build(ctx, in.options(l, *out, log.printf))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
 )
 
 // moduleRoot finds the nvboot module: nvinit and ld-off2f are built from it.
@@ -69,4 +72,41 @@ func newProgress(w io.Writer) *progress { return &progress{w: w, start: time.Now
 
 func (p *progress) printf(format string, args ...any) {
 	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// inputs are what every command that builds images takes: the image config
+// (the demo when no file is given), the directory its local packages are
+// relative to, the nvboot checkout and the kernel.
+type inputs struct {
+	cfg    *config.Config
+	cfgDir string
+	root   string
+	kernel string
+}
+
+// loadInputs reads the config (cfgPath; "": the demo) and finds the checkout
+// (-src) and the kernel (-kernel, then the config's, then the usual places).
+func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer) (*inputs, error) {
+	in := &inputs{cfg: config.Demo()}
+	if cfgPath != "" {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		in.cfg, in.cfgDir = cfg, filepath.Dir(cfgPath)
+	}
+	var err error
+	if in.root, err = moduleRoot(ctx, src); err != nil {
+		return nil, err
+	}
+	if in.kernel, err = kernelPath(ctx, kernel, in.cfg.KernelPath, in.root, log); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// options are the appliance build options for one layout into out.
+func (in *inputs) options(l appliance.Layout, out string, logf func(string, ...any)) appliance.Options {
+	return appliance.Options{Config: in.cfg, Layout: l, Out: out, Kernel: in.kernel,
+		ModuleRoot: in.root, ConfigDir: in.cfgDir, Logf: logf}
 }

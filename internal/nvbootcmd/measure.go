@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -74,19 +73,8 @@ func measure(ctx context.Context, c *cli.Context) error {
 		}
 		ls = append(ls, l)
 	}
-	cfg, cfgDir := config.Demo(), ""
-	if *cfgPath != "" {
-		if cfg, err = config.Load(*cfgPath); err != nil {
-			return err
-		}
-		cfgDir = filepath.Dir(*cfgPath)
-	}
 	log := newProgress(c.Stderr)
-	root, err := moduleRoot(ctx, *src)
-	if err != nil {
-		return err
-	}
-	k, err := kernelPath(ctx, *kernel, cfg.KernelPath, root, c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
 	if err != nil {
 		return err
 	}
@@ -100,8 +88,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 	images := map[appliance.Layout]*appliance.Image{}
 	for _, l := range ls {
 		log.printf("building the %s image", l)
-		im, err := appliance.Build(ctx, appliance.Options{Config: cfg, Layout: l, Out: filepath.Join(dir, string(l)),
-			Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
+		im, err := appliance.Build(ctx, in.options(l, filepath.Join(dir, string(l)), nil))
 		if err != nil {
 			return fmt.Errorf("building the %s image: %w", l, err)
 		}

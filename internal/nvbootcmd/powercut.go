@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -71,17 +70,13 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	defer os.RemoveAll(work)
 	dir := fs.Arg(0)
 	if dir == "" {
-		root, err := moduleRoot(ctx, *src)
-		if err != nil {
-			return err
-		}
-		k, err := kernelPath(ctx, *kernel, "", root, c.Stderr)
+		in, err := loadInputs(ctx, "", *src, *kernel, c.Stderr)
 		if err != nil {
 			return err
 		}
 		dir = filepath.Join(work, "image")
 		log.printf("building the demo image")
-		if _, err := appliance.Build(ctx, appliance.Options{Config: config.Demo(), Layout: appliance.OFF2F, Out: dir, Kernel: k, ModuleRoot: root}); err != nil {
+		if _, err := appliance.Build(ctx, in.options(appliance.OFF2F, dir, nil)); err != nil {
 			return err
 		}
 	}
@@ -135,31 +130,15 @@ type cutter struct {
 }
 
 func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm string, prof vm.Storage, last bool, round int) error {
-	svc, ok := probeService(im)
-	if !ok {
-		return fmt.Errorf("image %s: no service with a ForwardPort", dir)
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm,
-		Forwards: []vm.Forward{{Host: port, Guest: svc.ForwardPort}}})
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	m, err := vm.Start(ctx, cfg)
+	sv, err := serve(ctx, dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm})
 	if err != nil {
 		return err
 	}
+	m, base := sv.m, sv.base
 	defer m.Kill()
 	pc.res.Accel = m.Accel
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if _, err := firstAnswer(ctx, m, base+"/"); err != nil {
-		return fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
-	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	for k, want := range pc.acked {
 		got, code, err := get(client, base+"/kv/"+k)
