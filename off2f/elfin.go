@@ -193,3 +193,20 @@ func findNote(b []byte, name string, typ uint32) ([]byte, bool) {
 }
 
 func align4(x uint64) uint64 { return (x + 3) &^ 3 }
+
+// ReadOnlyBytes sums the memory size of the read-only PT_LOADs of the ELF
+// file at path: what Convert moves into the text file (text and rodata).
+func ReadOnlyBytes(path string) (uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n uint64
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
+			n += p.Memsz
+		}
+	}
+	return n, nil
+}

@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nvboot/nvboot/off2f"
 )
 
 // programNames are the measured programs, in report order.
@@ -79,7 +80,7 @@ func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*
 	for _, name := range programNames {
 		path := filepath.Join(out, name)
 		p.Bins[name] = path
-		n, err := readOnlyBytes(path)
+		n, err := off2f.ReadOnlyBytes(path)
 		if err != nil {
 			return nil, err
 		}
@@ -91,23 +92,6 @@ func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*
 			float64(p.Text["big"])/(1<<20), minBigText>>20)
 	}
 	return p, nil
-}
-
-// readOnlyBytes sums the memory size of the non-writable PT_LOADs: what OFF2F
-// moves into the text file.
-func readOnlyBytes(path string) (uint64, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var n uint64
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
-			n += p.Memsz
-		}
-	}
-	return n, nil
 }
 
 func moduleRoot(ctx context.Context) (string, error) {

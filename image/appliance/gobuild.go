@@ -3,7 +3,6 @@ package appliance
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/off2f"
 )
 
 const nvinitPackage = "github.com/nvboot/nvboot/cmd/nvinit"
@@ -82,30 +82,13 @@ func (b *builder) buildPrograms(ctx context.Context) ([]program, error) {
 		progs = append(progs, p)
 	}
 	for i := range progs {
-		n, err := readOnlyBytes(progs[i].Bin)
+		n, err := off2f.ReadOnlyBytes(progs[i].Bin)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", progs[i].Name, err)
 		}
 		progs[i].Text = n
 	}
 	return progs, nil
-}
-
-// readOnlyBytes sums the memory size of the non-writable PT_LOADs: what OFF2F
-// moves into the text file.
-func readOnlyBytes(path string) (uint64, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var n uint64
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
-			n += p.Memsz
-		}
-	}
-	return n, nil
 }
 
 func or(s, d string) string {
