@@ -7,7 +7,18 @@ final="$1"; shift
 missing=0
 for frag in "$@"; do
 	while IFS= read -r line; do
-		case "$line" in CONFIG_*=*) ;; *) continue ;; esac
+		case "$line" in
+		CONFIG_*=*) ;;
+		"# CONFIG_"*" is not set")
+			# an option the fragment turns off must not come back on through a select
+			opt=${line#"# "}; opt=${opt%" is not set"}
+			if grep -qE "^${opt}=" "$final"; then
+				echo "kernel-config: $(basename "$frag"): wanted $opt off, final .config has: $(grep -E "^${opt}=" "$final")" >&2
+				missing=1
+			fi
+			continue ;;
+		*) continue ;;
+		esac
 		if ! grep -qxF "$line" "$final"; then
 			got=$(grep -E "^(# )?${line%%=*}[= ]" "$final" || echo "absent")
 			echo "kernel-config: $(basename "$frag"): wanted $line, final .config has: $got" >&2

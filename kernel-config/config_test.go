@@ -32,7 +32,11 @@ func TestFragmentOptionsInFinalConfig(t *testing.T) {
 	for _, frag := range frags {
 		for opt, val := range readConfig(t, frag) {
 			n++
-			if got, ok := final[opt]; !ok || got != val {
+			got, ok := final[opt]
+			if val == "n" && !ok {
+				continue // an option whose dependencies are off is absent: off too
+			}
+			if !ok || got != val {
 				t.Errorf("%s: %s=%s, final .config has %q (dropped by an unmet dependency?)", frag, opt, val, got)
 			}
 		}
@@ -55,6 +59,8 @@ func readConfig(t *testing.T, path string) map[string]string {
 		line := sc.Text()
 		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "CONFIG_") {
 			m[k] = v
+		} else if opt, ok := strings.CutSuffix(strings.TrimPrefix(line, "# "), " is not set"); ok && strings.HasPrefix(opt, "CONFIG_") {
+			m[opt] = "n" // off: a select from another option must not turn it back on
 		}
 	}
 	return m

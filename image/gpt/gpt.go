@@ -221,3 +221,66 @@ func copyAt(dst *os.File, off int64, src string) error {
 		}
 	}
 }
+
+// HeadBytes is the size of the table at the start of an image: protective
+// MBR, primary header, entry array.
+const HeadBytes = (2 + entryLBAs) * sector
+
+// Fit adjusts the table at the start of an image made by Write (head, its
+// first HeadBytes, changed in place) for a device of devSize bytes, as
+// flashing onto a bigger card needs: the backup entries and header move to
+// the device's last LBAs, the usable area and the protective MBR grow with
+// it. It returns the backup copy to write at devSize-len(tail). Partitions
+// stay where they are.
+func Fit(head []byte, devSize int64) (tail []byte, err error) {
+	if len(head) != HeadBytes {
+		return nil, fmt.Errorf("gpt: table is %d bytes, want %d", len(head), HeadBytes)
+	}
+	if devSize%sector != 0 {
+		return nil, fmt.Errorf("gpt: device size %d is not a multiple of %d", devSize, sector)
+	}
+	mbr, h, entries := head[:sector], head[sector:2*sector], head[2*sector:]
+	if mbr[510] != 0x55 || mbr[511] != 0xAA || mbr[446+4] != 0xEE {
+		return nil, fmt.Errorf("gpt: no protective MBR")
+	}
+	if string(h[:8]) != "EFI PART" || binary.LittleEndian.Uint32(h[12:]) != 92 {
+		return nil, fmt.Errorf("gpt: no GPT header at LBA 1")
+	}
+	crc := binary.LittleEndian.Uint32(h[16:])
+	binary.LittleEndian.PutUint32(h[16:], 0)
+	if crc32.ChecksumIEEE(h[:92]) != crc {
+		binary.LittleEndian.PutUint32(h[16:], crc)
+		return nil, fmt.Errorf("gpt: header checksum mismatch")
+	}
+	if binary.LittleEndian.Uint32(h[80:]) != numEntries || binary.LittleEndian.Uint32(h[84:]) != entrySize ||
+		binary.LittleEndian.Uint64(h[72:]) != 2 {
+		return nil, fmt.Errorf("gpt: entry array not the one Write makes")
+	}
+	if crc32.ChecksumIEEE(entries) != binary.LittleEndian.Uint32(h[88:]) {
+		return nil, fmt.Errorf("gpt: entry array checksum mismatch")
+	}
+	last := devSize/sector - 1
+	lastUsable := last - 1 - entryLBAs
+	for i := 0; i < numEntries; i++ {
+		e := entries[i*entrySize:]
+		if end := int64(binary.LittleEndian.Uint64(e[40:])); end > lastUsable {
+			return nil, fmt.Errorf("gpt: partition %d ends at LBA %d, beyond the device's last usable LBA %d", i+1, end, lastUsable)
+		}
+	}
+	binary.LittleEndian.PutUint32(mbr[446+12:], uint32(min(last, 0xFFFFFFFF)))
+	put := func(h []byte, cur, backup, entLBA int64) {
+		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
+		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
+		binary.LittleEndian.PutUint64(h[48:], uint64(lastUsable))
+		binary.LittleEndian.PutUint64(h[72:], uint64(entLBA))
+		binary.LittleEndian.PutUint32(h[16:], 0)
+		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
+	}
+	put(h, 1, last, 2)
+	tail = make([]byte, (entryLBAs+1)*sector)
+	copy(tail, entries)
+	bh := tail[entryLBAs*sector:]
+	copy(bh, h)
+	put(bh, last, 1, last-entryLBAs)
+	return tail, nil
+}
