@@ -20,6 +20,7 @@ Commands:
   run       boot an image in QEMU with emulated NVDIMMs, serial on the terminal
   measure   cold-boot layouts side by side and time power-on to service
   powercut  cut the power at random while writing; check no acknowledged write is lost
+  flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
 
 Run 'nvboot <command> -h' for the flags and examples of each.
 
@@ -45,6 +46,8 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		return measure(ctx, &sub)
 	case "powercut":
 		return powercut(ctx, &sub)
+	case "flash":
+		return flashCmd(ctx, &sub)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.Stdout, usage)
 		return nil

@@ -3,6 +3,7 @@ package nvbootcmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/gpt"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -23,7 +25,7 @@ func execute(args ...string) (stdout, stderr string, err error) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
 		_, stderr, err := execute(verb, "-h")
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%s -h: err %v", verb, err)
@@ -44,7 +46,8 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "no command"},
-		{[]string{"flash"}, `unknown command "flash"`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"flash", "x"}, "want an image directory and a target"},
 		{[]string{"build"}, "-o DIR is required"},
 		{[]string{"build", "-o", "x", "-layout", "zip"}, `layout "zip"`},
 		{[]string{"build", "-o", "x", "extra"}, "unexpected arguments"},
@@ -109,5 +112,46 @@ func TestReport(t *testing.T) {
 	}
 	if svg := string(r.chart(appliance.OFF2F)); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "ready") && !strings.Contains(svg, "service") {
 		t.Errorf("chart: %s", svg)
+	}
+}
+
+// TestFlashCommand flashes a built image's disk onto a file through the
+// command line and checks the JSON result and the table on the target.
+func TestFlashCommand(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "img")
+	os.Mkdir(img, 0o755)
+	os.WriteFile(filepath.Join(img, appliance.ManifestFile), []byte(`{"Layout":"off2f"}`), 0o644)
+	part := filepath.Join(dir, "part")
+	os.WriteFile(part, bytes.Repeat([]byte("nvboot"), 200000), 0o644)
+	if _, err := gpt.Write(filepath.Join(img, appliance.DiskFile), "t", []gpt.Partition{{Name: "root", Type: gpt.TypeLinuxData, Src: part}}); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "card.img")
+	os.WriteFile(target, make([]byte, 8<<20), 0o644)
+	out, stderr, err := execute("flash", "-json", img, target)
+	if err != nil {
+		t.Fatalf("nvboot flash: %v\n%s", err, stderr)
+	}
+	var res struct {
+		Target   string
+		Verified bool
+		SHA256   string `json:"sha256"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.Verified || res.Target != target || len(res.SHA256) != 64 {
+		t.Errorf("result %s: %+v %v", out, res, err)
+	}
+	if !strings.Contains(stderr, "verified") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+	head := make([]byte, 520)
+	f, _ := os.Open(target)
+	f.ReadAt(head, 0)
+	f.Close()
+	if string(head[512:520]) != "EFI PART" {
+		t.Errorf("no GPT header on the target after flashing")
+	}
+	if _, _, err := execute("flash", filepath.Join(dir, "noimage"), target); err == nil || !strings.Contains(err.Error(), "noimage") {
+		t.Errorf("flash of a missing image: %v", err)
 	}
 }

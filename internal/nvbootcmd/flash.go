@@ -1,0 +1,77 @@
+package nvbootcmd
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/flash"
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+const flashDescription = `Writes the disk image of an image built by 'nvboot build' (DIR/disk.img) onto
+TARGET, an SD card, eMMC or USB device (/dev/sdX, /dev/mmcblkN) or a regular
+file, then reads it back past the page cache and compares.
+
+Before writing, TARGET is checked: a block device or an existing regular file,
+big enough, not mounted (nor any of its partitions), not held by the kernel
+(O_EXCL); a block device is only overwritten with -yes, after nvboot has said
+what it is. The old partition tables are wiped first and the new one is
+written last, so an interrupted flash leaves a device with no table rather
+than one that points at half-written partitions. On a bigger device the GPT
+backup moves to its end; the partitions keep their sizes.
+
+The text store needs no flashing: on the device's first boot nvinit finds its
+pmem (an NVDIMM, CXL memory or a memmap= region) blank, provisions it from
+the copy on the root filesystem, and uses it from then on.`
+
+const flashExamples = `  nvboot flash out/demo card.img                 # a file: another tool writes it later
+  lsblk -d -o NAME,SIZE,MODEL,TRAN                # find the card
+  sudo nvboot flash -yes out/demo /dev/sdX
+  nvboot flash -yes -json out/demo /dev/mmcblk0 | jq .sha256`
+
+func flashCmd(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot flash", "nvboot flash [-yes] [-json] DIR TARGET", flashDescription, flashExamples)
+	yes := fs.Bool("yes", false, "overwrite TARGET when it is a block device (required for devices)")
+	asJSON := fs.Bool("json", false, "print the result (target, bytes, sha256, verified, seconds) as JSON")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return cli.Usagef("want an image directory and a target")
+	}
+	dir, target := fs.Arg(0), fs.Arg(1)
+	if _, err := appliance.ReadImage(dir); err != nil {
+		return err
+	}
+	t, err := flash.Describe(target)
+	if err != nil {
+		return err
+	}
+	log := newProgress(c.Stderr)
+	log.printf("target %s", t)
+	if t.BlockDevice && !*yes {
+		return fmt.Errorf("flash target %s: this erases the whole device; run again with -yes if it is the right one", t)
+	}
+	var last time.Time
+	res, err := flash.Write(ctx, flash.Options{
+		Image: filepath.Join(dir, appliance.DiskFile), Target: target, Confirmed: *yes,
+		Progress: func(stage string, done, total int64) {
+			if time.Since(last) >= time.Second || done == total {
+				last = time.Now()
+				log.printf("%s %d/%d MiB", stage, done>>20, total>>20)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	log.printf("flashed %s: %d MiB written in %.1fs, read back and verified in %.1fs (sha256 %s)",
+		target, res.ImageBytes>>20, res.WriteSec, res.VerifySec, res.SHA256[:16])
+	if *asJSON {
+		return cli.JSON(c.Stdout, res)
+	}
+	return nil
+}
