@@ -134,7 +134,7 @@ func (s *Server) newProgram(pc Program) (*program, error) {
 	st.exited = func(p *proc, ps *os.ProcessState) { s.exited(pr, p, ps) }
 	pr.starter = st
 	pr.pool = NewPool(Limits{MinIdle: pc.MinIdle, MaxIdle: pc.MaxIdleOrDefault(),
-		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax}, s.opt.Clock, st)
+		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax, Reuse: pc.Reuses()}, s.opt.Clock, st)
 	if !s.opt.ManualFill {
 		s.wg.Add(1)
 		go func() {
@@ -192,8 +192,8 @@ func (pr *program) close() {
 
 // exited is where every process of pr ends up once reaped.
 func (s *Server) exited(pr *program, p *proc, ps *os.ProcessState) {
-	if owner := p.getOwner(); owner != nil {
-		owner(ps)
+	if owner := p.takeOwner(); owner != nil {
+		owner(p, ending{ps: ps})
 		return
 	}
 	if p.park.UnixConn != nil {
