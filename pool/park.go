@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Environment poold sets for a process it parks. The parked process removes
@@ -62,6 +64,7 @@ func park(fdText, execPath string, prefault bool, reserved int) error {
 		os.Unsetenv(k)
 	}
 	syscall.CloseOnExec(fd)
+	warmRecv()
 	if prefault {
 		prefaultSelf() // best effort: a failure costs only speed
 	}
@@ -176,11 +179,7 @@ func installFiles(park int, fds []int, reserved int, keep bool) (int, error) {
 			return -1, fmt.Errorf("activating: placing fd %d: %w", i, err)
 		}
 	}
-	for i := max(n, 4); i < reserved; i++ {
-		if !mine[i] {
-			syscall.Close(i)
-		}
-	}
+	closePlaceholders(max(n, 4), reserved, mine)
 	for _, fd := range fds {
 		if fd >= n {
 			syscall.Close(fd)
@@ -198,4 +197,26 @@ func fcntl(fd, cmd, arg int) (int, error) {
 		return -1, e
 	}
 	return int(r), nil
+}
+
+// closePlaceholders closes descriptors lo..hi-1 except mine, a run at a
+// time with close_range: one system call instead of up to 60 on the
+// activation path.
+func closePlaceholders(lo, hi int, mine map[int]bool) {
+	for i := lo; i < hi; {
+		if mine[i] {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < hi && !mine[j+1] {
+			j++
+		}
+		if unix.CloseRange(uint(i), uint(j), 0) != nil {
+			for fd := i; fd <= j; fd++ { // kernels before 5.9
+				syscall.Close(fd)
+			}
+		}
+		i = j + 1
+	}
 }
