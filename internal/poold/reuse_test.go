@@ -168,3 +168,33 @@ func TestReuseNeedsDeclaration(t *testing.T) {
 		t.Errorf("stats: %+v, want nothing reused", st)
 	}
 }
+
+// TestReuseMaxUses: a process serves MaxUses activations, then poold lets it
+// go (it exits, is reaped) and the next spawn gets a new one.
+func TestReuseMaxUses(t *testing.T) {
+	bin := buildReuseChild(t)
+	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 2,
+		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	var got []reuseLine
+	for range 5 {
+		srv.Fill()
+		r := runChild(t, poolStartName(sock, "reuse"), []string{"h"}, []string{"X=1"}, "/", 0)
+		if r.status != 0 || !r.hit {
+			t.Fatalf("status %#x hit %v", r.status, r.hit)
+		}
+		got = append(got, parseReuseLine(t, r.stderr))
+	}
+	for i, l := range got {
+		if want := i%2 + 1; l.activation != want {
+			t.Errorf("spawn %d: activation %d of its process, want %d", i, l.activation, want)
+		}
+		if i%2 == 1 && l.pid != got[i-1].pid || i%2 == 0 && i > 0 && l.pid == got[i-1].pid {
+			t.Errorf("spawn %d: pid %d after %d", i, l.pid, got[i-1].pid)
+		}
+	}
+	srv.Fill()
+	if st := srv.Stats().Programs[0]; st.Reused != 3 || st.Idle != 1 {
+		t.Errorf("stats %+v: want 3 reused (after spawns 0, 2, 4), 1 idle", st.PoolState)
+	}
+}
