@@ -198,9 +198,11 @@ func (p *proc) watch() {
 	m, files, err := p.park.Recv()
 	closeFiles(files)
 	if err != nil {
+		p.park.Close()
 		return
 	}
 	if m.Type != pool.TypeDone {
+		p.park.Close()
 		p.p.Kill() // it speaks nonsense: its exit is reported
 		return
 	}

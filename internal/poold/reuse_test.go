@@ -198,3 +198,44 @@ func TestReuseMaxUses(t *testing.T) {
 		t.Errorf("stats %+v: want 3 reused (after spawns 0, 2, 4), 1 idle", st.PoolState)
 	}
 }
+
+// TestReuseNoLeaks: reused activations, retirement at MaxUses and a reused
+// process that calls os.Exit leave poold holding no more descriptors than
+// before it started, and no zombie.
+func TestReuseNoLeaks(t *testing.T) {
+	bin := buildReuseChild(t)
+	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 3,
+		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+	spawn := func(sock string, env ...string) {
+		r := runChild(t, poolStartName(sock, "reuse"), []string{"h"}, append([]string{"X=1"}, env...), "/", 2)
+		if r.fd3 != "fd3 here" {
+			t.Fatalf("fd 3 %q", r.fd3)
+		}
+	}
+	// Warm up what the process opens once (netpoll, /dev/null caches).
+	srv, sock, stop := startServer(t, &Config{Programs: []Program{prog}}, Options{})
+	srv.Fill()
+	spawn(sock)
+	stop()
+	fds0 := countFds(t)
+
+	srv, sock, stop = startServer(t, &Config{Programs: []Program{prog}}, Options{})
+	for i := range 10 {
+		srv.Fill()
+		if i == 4 {
+			spawn(sock, "EXIT_CODE=0")
+			continue
+		}
+		spawn(sock)
+	}
+	if st := srv.Stats().Programs[0]; st.Reused == 0 {
+		t.Errorf("nothing reused: %+v", st.PoolState)
+	}
+	stop()
+	if z := zombies(); len(z) != 0 {
+		t.Errorf("zombies left: %v", z)
+	}
+	if n := countFds(t); n != fds0 {
+		t.Errorf("descriptors: %d after, %d before", n, fds0)
+	}
+}
