@@ -170,14 +170,17 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 			var tput [3]float64
 			for i, mode := range []string{"exec", "pooled_fresh", "pooled_reuse"} {
 				args := []string{"-listen", "127.0.0.1:0", "-handler", h.path}
+				prog := h.prog
 				switch mode {
 				case "pooled_fresh":
 					args = []string{"-listen", "127.0.0.1:0", "-pool", h.prog, "-socket", sock}
 					srv.Fill()
 				case "pooled_reuse":
-					args = []string{"-listen", "127.0.0.1:0", "-pool", h.prog + "-reuse", "-socket", sock}
+					prog = h.prog + "-reuse"
+					args = []string{"-listen", "127.0.0.1:0", "-pool", prog, "-socket", sock}
 					srv.Fill()
 				}
+				before := counters(srv, prog)
 				fmt.Fprintf(progress, "cgi: %s handler, %d clients, %s\n", h.name, clients, mode)
 				g, err := startGateway(progs.gateway, nil, args...)
 				if err != nil {
@@ -191,6 +194,15 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 				name := fmt.Sprintf("cgi_%s_c%d_%s", h.name, clients, mode)
 				tr := summarise(name+"_throughput", "req/s", per)
 				rep.Results = append(rep.Results, tr, summarise(name+"_latency", "us", lats))
+				if mode != "exec" {
+					// How many requests a parked process served: the rest
+					// found the pool empty and were started on the spot.
+					after := counters(srv, prog)
+					hits, misses := after.Hits-before.Hits, after.Misses-before.Misses
+					rate := round3(100 * float64(hits) / float64(max(hits+misses, 1)))
+					rep.Results = append(rep.Results, Result{Name: name + "_hit_rate", Unit: "%",
+						Median: rate, Min: rate, Max: rate, Runs: int(hits + misses)})
+				}
 				tput[i] = float64(len(lats)) / cgiTime.Seconds()
 			}
 			suffix := fmt.Sprintf("_c%d", clients)
@@ -250,4 +262,14 @@ func printTable(w io.Writer, rep *report) {
 	for _, k := range sortedKeys(rep.Ratios) {
 		fmt.Fprintf(w, "  %-44s %.3f\n", k, rep.Ratios[k])
 	}
+}
+
+// counters returns the pool counters of program name.
+func counters(srv *poold.Server, name string) poold.Counters {
+	for _, p := range srv.Stats().Programs {
+		if p.Name == name {
+			return p.Counters
+		}
+	}
+	return poold.Counters{}
 }
