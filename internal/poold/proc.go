@@ -65,7 +65,7 @@ func (p *proc) Mem() int64 {
 }
 
 // Start forks and execs the program (or the parking binary for Exec
-// programs) with the parking socket at fd 3, from a SCHED_IDLE thread (see
+// programs) with the parking socket at fd 3, sets it to SCHED_IDLE (see
 // sched.go: preparation takes only idle CPU), and waits until it parked.
 func (s *procStarter) Start() (Entry, error) {
 	a, b, err := pool.Socketpair()
@@ -111,9 +111,12 @@ func (s *procStarter) Start() (Entry, error) {
 	argv := append([]string{s.prog.Path}, s.prog.Args...)
 	attr := &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys}
 	var p *os.Process
-	fork := func() (err error) {
-		p, err = os.StartProcess(path, argv, attr)
-		return err
+	fork := func() (int, error) {
+		var err error
+		if p, err = os.StartProcess(path, argv, attr); err != nil {
+			return 0, err
+		}
+		return p.Pid, nil
 	}
 	if err := startIdle(fork); err != nil {
 		conn.Close()
