@@ -104,10 +104,11 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 			s.giveBack(pr, p, true)
 			c.Send(&pool.Msg{Type: pool.TypeExited, Usage: e.done.Usage}, nil)
 		} else {
-			c.Send(exitedMsg(e.ps), nil)
 			if p.taken && p.reuse {
-				s.giveBack(pr, p, false)
+				s.giveBack(pr, p, false) // its place is free before the client hears
+				c.Send(exitedMsg(e.ps), nil)
 			} else {
+				c.Send(exitedMsg(e.ps), nil)
 				// add: replace what was taken once the activation is
 				// over. Refilling as soon as the client had its pid (as
 				// before) ran a fork and exec beside the very request it
@@ -117,9 +118,16 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 			}
 		}
 		close(ended)
-		c.CloseRead() // ends relaySignals' Recv
+		// Closed here, not by handle's return: the Exited sent is still
+		// delivered, and the connection is gone by the time the client
+		// has its answer (also ends relaySignals' Recv).
+		c.Close()
 	}
 	p, hit, err := s.activate(pr, m, files, owner)
+	// The process has its copies: ours go now, not when the activation
+	// ends (the client may count its descriptors, or wait for a pipe's
+	// end of file, as soon as it has the exit).
+	closeFiles(files)
 	if err != nil {
 		s.opt.Log.Printf("spawn %s for pid %d: %v", m.Name, cred.Pid, err)
 		sendError(c, err.Error())
@@ -153,10 +161,10 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 func (s *Server) giveBack(pr *program, p *proc, ok bool) {
 	if ok && p.uses >= pr.cfg.MaxUses {
 		ok = false
-		p.retire()
+		s.retire(p)
 	}
 	if !pr.pool.Return(p, ok) && ok {
-		p.retire()
+		s.retire(p)
 	}
 	if !ok {
 		pr.kickFill()
@@ -228,4 +236,18 @@ func exitedMsg(ps *os.ProcessState) *pool.Msg {
 		}
 	}
 	return m
+}
+
+// retire lets a reused process go; Close waits until it was reaped.
+func (s *Server) retire(p *proc) {
+	s.mu.Lock()
+	s.retiring[p] = true
+	s.mu.Unlock()
+	p.retire()
+	go func() {
+		<-p.reaped
+		s.mu.Lock()
+		delete(s.retiring, p)
+		s.mu.Unlock()
+	}()
 }

@@ -42,6 +42,7 @@ type Server struct {
 	programs map[string]*program
 	closed   bool
 	wg       sync.WaitGroup // fillers
+	retiring map[*proc]bool // reused processes let go, until reaped
 	hist     Histogram
 }
 
@@ -71,7 +72,7 @@ func New(cfg *Config, opt Options) (*Server, error) {
 	if opt.Self == "" {
 		opt.Self = "/proc/self/exe"
 	}
-	s := &Server{opt: opt, programs: map[string]*program{}}
+	s := &Server{opt: opt, programs: map[string]*program{}, retiring: map[*proc]bool{}}
 	if err := s.Reload(cfg); err != nil {
 		s.Close()
 		return nil, err
@@ -308,8 +309,9 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// Close kills every parked process and stops the fillers; activated
-// processes keep running and are still reaped and reported.
+// Close kills every parked process, stops the fillers and waits for the
+// reused processes it let go to be reaped; activated processes keep running
+// and are still reaped and reported.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -317,6 +319,13 @@ func (s *Server) Close() {
 		pr.close()
 	}
 	s.programs = map[string]*program{}
+	var retiring []*proc
+	for p := range s.retiring {
+		retiring = append(retiring, p)
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	for _, p := range retiring {
+		<-p.reaped
+	}
 }
