@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Environment poold sets for a process it parks. The parked process removes
@@ -25,6 +27,9 @@ const (
 	// that what the runtime opens before activation lands above them;
 	// activation overwrites or closes them.
 	EnvReserved = "NVBOOT_POOL_RESERVED"
+	// EnvReuse=1: poold takes the process back after an activation whose
+	// main returned, if the program declares itself reusable (Reusable).
+	EnvReuse = "NVBOOT_POOL_REUSE"
 )
 
 // A program that imports pool parks here when poold started it, and returns
@@ -41,6 +46,9 @@ func init() {
 	}
 	execPath := os.Getenv(EnvExec)
 	reserved, _ := strconv.Atoi(os.Getenv(EnvReserved))
+	// An Exec program is gone at activation: only a Go program that
+	// imports pool can come back.
+	parked.reuse = os.Getenv(EnvReuse) == "1" && execPath == ""
 	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1", reserved); err != nil {
 		fmt.Fprintf(os.Stderr, "pool: %v\n", err)
 		os.Exit(127)
@@ -52,10 +60,11 @@ func park(fdText, execPath string, prefault bool, reserved int) error {
 	if err != nil || fd < 0 {
 		return fmt.Errorf("%s=%q: not a descriptor", EnvFD, fdText)
 	}
-	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved} {
+	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved, EnvReuse} {
 		os.Unsetenv(k)
 	}
 	syscall.CloseOnExec(fd)
+	warmRecv()
 	if prefault {
 		prefaultSelf() // best effort: a failure costs only speed
 	}
@@ -69,12 +78,22 @@ func park(fdText, execPath string, prefault bool, reserved int) error {
 		}
 		return err
 	}
+	return apply(fd, m, fds, execPath, reserved, false)
+}
+
+// apply makes the process look freshly exec'd with activation m: its files
+// at 0..n-1, its directory, environment, os.Args and a flag set to parse.
+// again: a reused process's later activation, whose flags were parsed
+// before and are put back to their defaults.
+func apply(fd int, m *Msg, fds []int, execPath string, reserved int, again bool) error {
 	if m.Type != TypeActivate {
 		return fmt.Errorf("parked: expected activate, got %v", m.Type)
 	}
-	if err := installFiles(fd, fds, reserved); err != nil {
+	kept, err := installFiles(fd, fds, reserved, parked.reuse)
+	if err != nil {
 		return err
 	}
+	parked.fd, parked.nfiles = kept, len(fds)
 	if m.Dir != "" {
 		if err := os.Chdir(m.Dir); err != nil {
 			return fmt.Errorf("activating: %w", err)
@@ -86,9 +105,13 @@ func park(fdText, execPath string, prefault bool, reserved int) error {
 	}
 	setEnv(m.Env)
 	os.Args = m.Argv
+	if again {
+		resetFlags()
+	}
 	if len(m.Argv) > 0 {
 		flag.CommandLine.Init(m.Argv[0], flag.ExitOnError)
 	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &parked.usage0)
 	return nil
 }
 
@@ -105,57 +128,67 @@ func setEnv(env []string) {
 }
 
 // installFiles puts the received descriptors at 0..n-1, as exec would, and
-// closes the parking socket and the placeholders 4..reserved-1. Descriptors
-// the process opened before activation (the runtime's) are left alone; one
-// at a slot below n would be clobbered, so activation fails instead.
-func installFiles(park int, fds []int, reserved int) error {
+// closes the parking socket (keep: moves it out of the way instead, to a
+// close-on-exec descriptor it returns) and the placeholders 4..reserved-1.
+// Descriptors the process opened before activation (the runtime's, or a
+// reused process's own) are left alone; one at a slot below n would be
+// clobbered, so activation fails instead.
+func installFiles(park int, fds []int, reserved int, keep bool) (int, error) {
 	n := len(fds)
+	kept := -1
+	if keep && park >= MaxFiles {
+		kept = park // moved at an earlier activation
+	} else if keep {
+		// Above every slot an activation may fill (MaxFiles), so later
+		// activations never need to move it again.
+		nfd, err := fcntl(park, syscall.F_DUPFD_CLOEXEC, MaxFiles)
+		if err != nil {
+			return -1, fmt.Errorf("activating: keeping the pool socket: %w", err)
+		}
+		kept = nfd
+	}
 	// Move everything we own out of 0..n-1 first, so no dup3 below
 	// overwrites a descriptor still to be placed.
 	for i, fd := range fds {
 		if fd < n {
 			nfd, err := fcntl(fd, syscall.F_DUPFD_CLOEXEC, n)
 			if err != nil {
-				return fmt.Errorf("activating: moving fd %d: %w", fd, err)
+				return -1, fmt.Errorf("activating: moving fd %d: %w", fd, err)
 			}
 			syscall.Close(fd)
 			fds[i] = nfd
 		}
 	}
-	mine := map[int]bool{park: true}
+	mine := map[int]bool{park: true, kept: true}
 	for _, fd := range fds {
 		mine[fd] = true
 	}
 	for i := 3; i < n; i++ {
 		if _, err := fcntl(i, syscall.F_GETFD, 0); err == nil && !mine[i] && i >= reserved {
-			return fmt.Errorf("activating: fd %d is in use by the program since before activation; import pool earlier", i)
+			return -1, fmt.Errorf("activating: fd %d is in use by the program since before activation; import pool earlier (a reused process: close what main opened)", i)
 		}
 	}
 	for i, fd := range fds {
 		if fd == i {
 			if _, err := fcntl(fd, syscall.F_SETFD, 0); err != nil {
-				return fmt.Errorf("activating: fd %d: %w", i, err)
+				return -1, fmt.Errorf("activating: fd %d: %w", i, err)
 			}
 			continue
 		}
 		if err := syscall.Dup3(fd, i, 0); err != nil {
-			return fmt.Errorf("activating: placing fd %d: %w", i, err)
+			return -1, fmt.Errorf("activating: placing fd %d: %w", i, err)
 		}
 	}
-	for i := max(n, 4); i < reserved; i++ {
-		if !mine[i] {
-			syscall.Close(i)
-		}
-	}
+	closePlaceholders(max(n, 4), reserved, mine)
 	for _, fd := range fds {
 		if fd >= n {
 			syscall.Close(fd)
 		}
 	}
-	if park >= n {
+	if park >= n && park != kept {
 		syscall.Close(park)
 	}
-	return nil
+	return kept, nil
 }
 
 func fcntl(fd, cmd, arg int) (int, error) {
@@ -164,4 +197,26 @@ func fcntl(fd, cmd, arg int) (int, error) {
 		return -1, e
 	}
 	return int(r), nil
+}
+
+// closePlaceholders closes descriptors lo..hi-1 except mine, a run at a
+// time with close_range: one system call instead of up to 60 on the
+// activation path.
+func closePlaceholders(lo, hi int, mine map[int]bool) {
+	for i := lo; i < hi; {
+		if mine[i] {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < hi && !mine[j+1] {
+			j++
+		}
+		if unix.CloseRange(uint(i), uint(j), 0) != nil {
+			for fd := i; fd <= j; fd++ { // kernels before 5.9
+				syscall.Close(fd)
+			}
+		}
+		i = j + 1
+	}
 }

@@ -1,7 +1,8 @@
 // Package pool is the client and the parked side of poold, nvboot's process
-// pool: the wire protocol (this file), pool.Spawn and Process (client.go), and
+// pool: the wire protocol (this file), pool.Spawn and Process (client.go),
 // the init that parks a program started by poold until it is activated
-// (park.go).
+// (park.go), and Reusable, by which a program lets one process serve
+// activation after activation (reuse.go).
 package pool
 
 import (
@@ -27,11 +28,11 @@ import (
 //	             strs  Env      environment, KEY=VALUE (Spawn, Activate)
 //	             str   Dir      working directory (Spawn, Activate)
 //	             i64   Pid      process id (Started, Ready)
-//	             i64   Status   raw wait status (Exited)
+//	             i64   Status   raw wait status (Exited, Done)
 //	             i64   Signal   signal number (Signal)
 //	             i64   Flags    FlagHit (Started)
 //	             i64×5 Usage    user µs, system µs, max RSS KiB, minor and
-//	                            major faults (Exited)
+//	                            major faults (Exited, Done)
 //	             bytes Data     JSON (StatsReply)
 //	           str and bytes: u32 length then the bytes; strs: u32 count then
 //	           each str. Argv, Env and Dir hold no NUL byte (exec cannot carry
@@ -56,7 +57,8 @@ type Type uint16
 
 // Message types. Client → poold: Spawn, Signal, Stats, Reduce. poold →
 // client: Started, Exited, Error, StatsReply, OK. poold → parked process:
-// Activate; parked process → poold: Ready.
+// Activate; parked process → poold: Ready, and Done when an activation of a
+// reusable process ended (its main returned) and it parked again (reuse.go).
 const (
 	TypeSpawn Type = 1 + iota
 	TypeStarted
@@ -69,11 +71,12 @@ const (
 	TypeStatsReply
 	TypeReduce
 	TypeOK
+	TypeDone
 	typeEnd
 )
 
 var typeNames = [...]string{"", "spawn", "started", "exited", "error", "signal",
-	"activate", "ready", "stats", "stats-reply", "reduce", "ok"}
+	"activate", "ready", "stats", "stats-reply", "reduce", "ok", "done"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {

@@ -32,7 +32,7 @@ func TestLayoutFrozen(t *testing.T) {
 		t.Fatal("protocol constants changed")
 	}
 	for typ, want := range map[Type]uint16{TypeSpawn: 1, TypeStarted: 2, TypeExited: 3, TypeError: 4,
-		TypeSignal: 5, TypeActivate: 6, TypeReady: 7, TypeStats: 8, TypeStatsReply: 9, TypeReduce: 10, TypeOK: 11} {
+		TypeSignal: 5, TypeActivate: 6, TypeReady: 7, TypeStats: 8, TypeStatsReply: 9, TypeReduce: 10, TypeOK: 11, TypeDone: 12} {
 		if uint16(typ) != want {
 			t.Errorf("%v = %d, want %d", typ, typ, want)
 		}

@@ -72,10 +72,11 @@ func load(url string, clients int, d time.Duration) (perSecond, lat []float64, e
 				}
 				resp, err := hc.Get(url)
 				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
+					var body []byte
+					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 					if err == nil && resp.StatusCode != 200 {
-						err = fmt.Errorf("status %s", resp.Status)
+						err = fmt.Errorf("status %s: %.200s", resp.Status, body)
 					}
 				}
 				e := mono.Now()

@@ -49,9 +49,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 Measures, side by side in one run: spawn-to-main and spawn-to-exit of a small
 Go program by os/exec of the ELF, os/exec of its OFF2F form (when bin/off2f
 and bin/ld-off2f exist: make build), and pool.Spawn through an in-process
-poold (pooled, and pooled OFF2F); examples/cgi throughput and p50/p99 latency
-with 1 and 10 clients, handler by os/exec vs through poold, for a small
-handler and one with an 800-page bss; the memory held by a pool over a
+poold (pooled: a fresh parked process per spawn; pooled_reuse: one process
+reused, MaxUses; and pooled OFF2F); examples/cgi throughput and p50/p99
+latency with 1 and 10 clients, handler by os/exec vs through poold (fresh and
+reuse), for a small handler and one with an 800-page bss; the memory held by a pool over a
 1-second burst and 2 idle seconds with reduce on (IdleTimeout 500ms) and off.
 Run from the repository root, as root or a user who may fork freely.
 
@@ -108,10 +109,16 @@ Examples:
 func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Writer) (*report, [][]point, error) {
 	rep := &report{Bench: "spawn", Ratios: map[string]float64{}}
 	sock := filepath.Join(progs.dir, "poold.sock")
+	// Each program twice: a fresh process per spawn (the default), and
+	// reused (MaxUses: the programs call pool.Reusable).
+	const uses = 1 << 30
 	cfg := &poold.Config{Socket: sock, Programs: []poold.Program{
 		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
+		{Name: "hello-reuse", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: uses, Allow: []string{"*"}},
 		{Name: "handler", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
 		{Name: "bighandler", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
+		{Name: "handler-reuse", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: uses, Allow: []string{"*"}},
+		{Name: "bighandler-reuse", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: uses, Allow: []string{"*"}},
 	}}
 	if progs.helloOff2f != "" {
 		cfg.Programs = append(cfg.Programs, poold.Program{Name: "hello-off2f", Path: progs.helloOff2f,
@@ -126,10 +133,11 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	c := &pool.Client{Socket: sock}
 
 	// Part 1: latency.
-	var hits, offHits int
+	var hits, reuseHits, offHits int
 	layouts := []layout{
 		execLayout("exec_elf", progs.hello),
 		poolLayout("pooled", "hello", c, srv, &hits),
+		poolLayout("pooled_reuse", "hello-reuse", c, srv, &reuseHits),
 	}
 	if progs.helloOff2f != "" {
 		layouts = append(layouts, execLayout("exec_off2f", progs.helloOff2f),
@@ -142,10 +150,14 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	for _, l := range layouts {
 		rep.Results = append(rep.Results, lat[l.name][0], lat[l.name][1])
 	}
-	fmt.Fprintf(progress, "latency: pooled hits %d of %d\n", hits, runs+1)
+	fmt.Fprintf(progress, "latency: pooled hits %d, reused hits %d, of %d\n", hits, reuseHits, runs+1)
 	ratio := func(name string, a, b float64) { rep.Ratios[name] = round3(a / b) }
+	// pooled_vs_exec stays the fresh-process mode, the default; reuse is
+	// reported beside it.
 	ratio("pooled_vs_exec", lat["pooled"][1].Median, lat["exec_elf"][1].Median)
 	ratio("pooled_main_vs_exec", lat["pooled"][0].Median, lat["exec_elf"][0].Median)
+	ratio("pooled_reuse_vs_exec", lat["pooled_reuse"][1].Median, lat["exec_elf"][1].Median)
+	ratio("pooled_reuse_main_vs_exec", lat["pooled_reuse"][0].Median, lat["exec_elf"][0].Median)
 	if progs.helloOff2f != "" {
 		ratio("exec_off2f_vs_exec", lat["exec_off2f"][1].Median, lat["exec_elf"][1].Median)
 		ratio("pooled_off2f_vs_exec_off2f", lat["pooled_off2f"][1].Median, lat["exec_off2f"][1].Median)
@@ -155,13 +167,20 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	for _, h := range []struct{ name, prog, path string }{
 		{"small", "handler", progs.handler}, {"bigbss", "bighandler", progs.bigHandler}} {
 		for _, clients := range []int{1, 10} {
-			var tput [2]float64
-			for i, mode := range []string{"exec", "pooled"} {
+			var tput [3]float64
+			for i, mode := range []string{"exec", "pooled_fresh", "pooled_reuse"} {
 				args := []string{"-listen", "127.0.0.1:0", "-handler", h.path}
-				if mode == "pooled" {
+				prog := h.prog
+				switch mode {
+				case "pooled_fresh":
 					args = []string{"-listen", "127.0.0.1:0", "-pool", h.prog, "-socket", sock}
 					srv.Fill()
+				case "pooled_reuse":
+					prog = h.prog + "-reuse"
+					args = []string{"-listen", "127.0.0.1:0", "-pool", prog, "-socket", sock}
+					srv.Fill()
 				}
+				before := counters(srv, prog)
 				fmt.Fprintf(progress, "cgi: %s handler, %d clients, %s\n", h.name, clients, mode)
 				g, err := startGateway(progs.gateway, nil, args...)
 				if err != nil {
@@ -175,21 +194,37 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 				name := fmt.Sprintf("cgi_%s_c%d_%s", h.name, clients, mode)
 				tr := summarise(name+"_throughput", "req/s", per)
 				rep.Results = append(rep.Results, tr, summarise(name+"_latency", "us", lats))
+				if mode != "exec" {
+					// How many requests a parked process served: the rest
+					// found the pool empty and were started on the spot.
+					after := counters(srv, prog)
+					hits, misses := after.Hits-before.Hits, after.Misses-before.Misses
+					rate := round3(100 * float64(hits) / float64(max(hits+misses, 1)))
+					rep.Results = append(rep.Results, Result{Name: name + "_hit_rate", Unit: "%",
+						Median: rate, Min: rate, Max: rate, Runs: int(hits + misses)})
+				}
 				tput[i] = float64(len(lats)) / cgiTime.Seconds()
 			}
 			suffix := fmt.Sprintf("_c%d", clients)
 			if h.name != "small" {
 				suffix = "_" + h.name + suffix
 			}
-			ratio("cgi_throughput_pooled_vs_exec"+suffix, tput[1], tput[0])
+			ratio("cgi_throughput_pooled_fresh_vs_exec"+suffix, tput[1], tput[0])
+			ratio("cgi_throughput_pooled_reuse_vs_exec"+suffix, tput[2], tput[0])
+			// The name, for the mode examples/cgi recommends
+			// (reuse); the fresh one is reported beside it.
+			ratio("cgi_throughput_pooled_vs_exec"+suffix, tput[2], tput[0])
 		}
 	}
 	rep.Ratios["cgi_throughput_pooled_vs_exec"] = rep.Ratios["cgi_throughput_pooled_vs_exec_c1"]
+	rep.Ratios["cgi_throughput_pooled_fresh_vs_exec"] = rep.Ratios["cgi_throughput_pooled_fresh_vs_exec_c1"]
 	for _, h := range []string{"small", "bigbss"} {
 		for _, cl := range []int{1, 10} {
-			e, p := find(rep, fmt.Sprintf("cgi_%s_c%d_exec_latency", h, cl)), find(rep, fmt.Sprintf("cgi_%s_c%d_pooled_latency", h, cl))
-			name := fmt.Sprintf("cgi_p50_pooled_vs_exec_%s_c%d", h, cl)
-			ratio(name, p.Median, e.Median)
+			e := find(rep, fmt.Sprintf("cgi_%s_c%d_exec_latency", h, cl))
+			for _, mode := range []string{"pooled_fresh", "pooled_reuse"} {
+				p := find(rep, fmt.Sprintf("cgi_%s_c%d_%s_latency", h, cl, mode))
+				ratio(fmt.Sprintf("cgi_p50_%s_vs_exec_%s_c%d", mode, h, cl), p.Median, e.Median)
+			}
 		}
 	}
 
@@ -227,4 +262,14 @@ func printTable(w io.Writer, rep *report) {
 	for _, k := range sortedKeys(rep.Ratios) {
 		fmt.Fprintf(w, "  %-44s %.3f\n", k, rep.Ratios[k])
 	}
+}
+
+// counters returns the pool counters of program name.
+func counters(srv *poold.Server, name string) poold.Counters {
+	for _, p := range srv.Stats().Programs {
+		if p.Name == name {
+			return p.Counters
+		}
+	}
+	return poold.Counters{}
 }

@@ -77,13 +77,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wait, err := g.Start(r.Context(), []string{g.Argv0}, cgiEnv(r), []*os.File{stdin, outW, g.Stderr})
 	outW.Close()
 	if err != nil {
+		g.logf("%s %s: %v", r.Method, r.URL, err)
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	relayErr := relay(w, outR)
 	io.Copy(io.Discard, outR)
 	if err := wait(); err != nil && relayErr != nil {
+		g.logf("%s %s: %v; %v", r.Method, r.URL, relayErr, err)
 		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
+}
+
+// logf reports a failed request on the gateway's stderr: the client only
+// sees 502.
+func (g *Gateway) logf(format string, args ...any) {
+	if g.Stderr != nil {
+		fmt.Fprintf(g.Stderr, "cgi: "+format+"\n", args...)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,47 @@ func TestGatewayExecAndPool(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != 201 || resp.Header.Get("X-Method") != "POST" || string(b) != "/p/x q=1 body=data\n" {
 				t.Fatalf("%d %v %q", resp.StatusCode, resp.Header, b)
+			}
+		})
+	}
+}
+
+// TestLocalPoolReuse: with -local-pool -reuse the handler's process serves
+// request after request (its bss counter, kept between activations, climbs);
+// with -reuse 1 every request gets a fresh process (the counter is 1).
+func TestLocalPoolReuse(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go toolchain to build the handler")
+	}
+	handler := filepath.Join(t.TempDir(), "handler")
+	if out, err := exec.Command("go", "build", "-o", handler, "./handler").CombinedOutput(); err != nil {
+		t.Fatalf("building the handler: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		reuse int
+		want  []string
+	}{
+		{1, []string{"pages=1", "pages=1", "pages=1"}},
+		{100, []string{"pages=1", "pages=2", "pages=3"}},
+	} {
+		t.Run(fmt.Sprintf("reuse=%d", tc.reuse), func(t *testing.T) {
+			sock, stop, err := localPool(handler, tc.reuse, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			ts := httptest.NewServer(&Gateway{Start: PoolStarter(&pool.Client{Socket: sock}, localName), Argv0: "h", Stderr: os.Stderr})
+			defer ts.Close()
+			for i, want := range tc.want {
+				resp, err := http.Get(ts.URL + "/x?n=" + fmt.Sprint(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !strings.HasPrefix(string(b), fmt.Sprintf("GET /x?n=%d ", i)) || !strings.HasSuffix(string(b), " "+want+"\n") {
+					t.Fatalf("request %d: %d %q, want ... %s", i, resp.StatusCode, b, want)
+				}
 			}
 		})
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/nvboot/nvboot/image/initramfs"
 	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/internal/nvinit"
+	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/off2f"
+	"github.com/nvboot/nvboot/pool"
 )
 
 // builder is one Build: the options, the output directory being filled and
@@ -83,6 +85,18 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	}
 	if err := os.WriteFile(filepath.Join(st.root, GuestConfig[1:]), append(cfgJSON, '\n'), 0o644); err != nil {
 		return nil, err
+	}
+	if pc := b.pooldConfig(progs); pc != nil {
+		if err := pc.Validate(); err != nil {
+			return nil, fmt.Errorf("poold config: %w", err)
+		}
+		pcJSON, err := json.MarshalIndent(pc, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(st.root, GuestPooldConfig[1:]), append(pcJSON, '\n'), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range progs[1:] {
 		pc := b.Config.PackageConfig[p.Package]
@@ -329,9 +343,39 @@ func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
 		c.TextStore = nvinit.TextStore{Device: GuestTextDev, Dir: GuestTextDir, Image: GuestStoreImg, Manifest: GuestManifest}
 	}
 	for _, p := range progs[1:] {
+		if p.Package == pooldPackage {
+			c.Services = append(c.Services, nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
+				Args: []string{"-config", GuestPooldConfig}, WaitFor: pool.DefaultSocket})
+			continue
+		}
 		pc := b.Config.PackageConfig[p.Package]
-		c.Services = append(c.Services, nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart})
+		sv := nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
+			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart}
+		if pc.Pool != nil {
+			sv.Pool = p.Name
+		}
+		c.Services = append(c.Services, sv)
+	}
+	return c
+}
+
+// pooldConfig is poold's config for the image: one pool per service with a
+// Pool, its argv and environment those of the service; only root (nvinit)
+// may spawn. nil: no pooled service.
+func (b *builder) pooldConfig(progs []program) *poold.Config {
+	if !b.Config.Pooled() {
+		return nil
+	}
+	c := &poold.Config{Socket: pool.DefaultSocket}
+	for _, p := range progs[1:] {
+		pc := b.Config.PackageConfig[p.Package]
+		if pc.Pool == nil {
+			continue
+		}
+		c.Programs = append(c.Programs, poold.Program{Name: p.Name, Path: b.servicePath(p.Name),
+			Args: pc.CommandLineFlags, Env: pc.Environment, MinIdle: pc.Pool.MinIdle, MaxIdle: pc.Pool.MaxIdle,
+			IdleTimeout: pc.Pool.IdleTimeout, MaxUses: pc.Pool.MaxUses, Prefault: pc.Pool.Prefault,
+			Allow: []string{"uid:0"}})
 	}
 	return c
 }

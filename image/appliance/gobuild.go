@@ -15,6 +15,9 @@ import (
 
 const nvinitPackage = "github.com/nvboot/nvboot/cmd/nvinit"
 
+// pooldPackage is built into images with pooled services.
+const pooldPackage = "github.com/nvboot/nvboot/cmd/poold"
+
 // program is one executable of the image, built on the host.
 type program struct {
 	Name    string // program name: nvinit, or the service's
@@ -72,7 +75,13 @@ func (b *builder) buildPrograms(ctx context.Context) ([]program, error) {
 	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, progs[0].Bin); err != nil {
 		return nil, err
 	}
-	for _, pkg := range b.Config.Packages {
+	pkgs := b.Config.Packages
+	if b.Config.Pooled() {
+		// poold is a service like the others, started first: nvinit waits
+		// for its socket before it starts the pooled ones.
+		pkgs = append([]string{pooldPackage}, pkgs...)
+	}
+	for _, pkg := range pkgs {
 		name := config.Name(pkg)
 		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
 		b.logf("building %s (%s)", name, pkg)

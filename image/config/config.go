@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is one appliance image.
@@ -83,6 +84,27 @@ type PackageConfig struct {
 	ForwardPort int `json:",omitempty"`
 	// DontStart builds and installs the program without starting it.
 	DontStart bool `json:",omitempty"`
+	// Pool starts the service through poold (nvboot's process pool): the
+	// image then carries poold, started before the services, and the
+	// program (which imports github.com/nvboot/nvboot/pool) is kept parked,
+	// so a start or restart is an activation. nil: fork and exec.
+	Pool *Pool `json:",omitempty"`
+}
+
+// Pool is how poold keeps one service's program (see poold's Program).
+type Pool struct {
+	// MinIdle processes are kept parked; MaxIdle bounds what a burst of
+	// starts makes poold keep (default: MinIdle; both 0: parked on demand).
+	MinIdle int `json:",omitempty"`
+	MaxIdle int `json:",omitempty"`
+	// IdleTimeout trims processes parked longer than this, down to
+	// MinIdle (a Go duration, e.g. "30s"); empty: never.
+	IdleTimeout string `json:",omitempty"`
+	// MaxUses > 1 lets one process serve that many activations if the
+	// program calls pool.Reusable; 0 or 1: a fresh process each time.
+	MaxUses int `json:",omitempty"`
+	// Prefault faults the program's text and data in before it parks.
+	Prefault bool `json:",omitempty"`
 }
 
 // Defaults.
@@ -107,6 +129,19 @@ func or(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// PooldName is the program name of poold in an image with pooled services.
+const PooldName = "poold"
+
+// Pooled reports whether any service starts through poold.
+func (c *Config) Pooled() bool {
+	for _, pc := range c.PackageConfig {
+		if pc.Pool != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Name is the program name of a package: the last element of its path.
@@ -191,6 +226,19 @@ func (c *Config) Validate() error {
 				bad("PackageConfig[%q].WaitFor %q: want tcp:PORT", k, pc.WaitFor)
 			}
 		}
+		if pl := pc.Pool; pl != nil {
+			if pl.MinIdle < 0 || pl.MaxIdle < 0 || pl.MaxUses < 0 {
+				bad("PackageConfig[%q].Pool: MinIdle, MaxIdle and MaxUses want ≥ 0", k)
+			}
+			if pl.MaxIdle != 0 && pl.MaxIdle < pl.MinIdle {
+				bad("PackageConfig[%q].Pool.MaxIdle %d is below MinIdle %d", k, pl.MaxIdle, pl.MinIdle)
+			}
+			if pl.IdleTimeout != "" {
+				if d, err := time.ParseDuration(pl.IdleTimeout); err != nil || d < 0 {
+					bad("PackageConfig[%q].Pool.IdleTimeout %q: want a duration such as 30s", k, pl.IdleTimeout)
+				}
+			}
+		}
 		if pc.ForwardPort != 0 {
 			if pc.ForwardPort < 1 || pc.ForwardPort > 65535 {
 				bad("PackageConfig[%q].ForwardPort %d: not a TCP port", k, pc.ForwardPort)
@@ -199,6 +247,9 @@ func (c *Config) Validate() error {
 			}
 			ports[pc.ForwardPort] = k
 		}
+	}
+	if pkg, ok := names[PooldName]; ok && c.Pooled() {
+		bad("Packages: %q has the program name %q, which is poold's (an image with a Pool carries it)", pkg, PooldName)
 	}
 	if c.TextStoreMiB < 0 || (c.TextStoreMiB > 0 && c.TextStoreMiB%2 != 0) {
 		bad("TextStoreMiB %d: a positive multiple of 2 (or 0: fitted)", c.TextStoreMiB)

@@ -44,6 +44,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad port", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {ForwardPort: 70000}}}, "ForwardPort"},
 		{"odd size", Config{Packages: []string{"kv"}, StateMiB: 3}, "StateMiB"},
 		{"rootfs", Config{Packages: []string{"kv"}, RootFS: "btrfs"}, "RootFS"},
+		{"pool min above max", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MinIdle: 3, MaxIdle: 1}}}}, "Pool.MaxIdle"},
+		{"pool timeout", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{IdleTimeout: "soon"}}}}, "Pool.IdleTimeout"},
+		{"pool negative", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MaxUses: -1}}}}, "MaxUses"},
+		{"pool and a poold package", Config{Packages: []string{"kv", "x/poold"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{}}}}, "poold's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.c.Validate()

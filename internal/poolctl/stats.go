@@ -26,9 +26,9 @@ hold; and the spawn latency histogram (request to pid, hits and misses).`,
 		return cli.JSON(c.Stdout, st)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\thits\tmisses\tadded\treduced\tdied\tfailed\theld")
+	fmt.Fprintln(tw, "program\thits\tmisses\treused\tadded\treduced\tdied\tfailed\theld")
 	for _, p := range st.Programs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Hits, p.Misses, p.Added, p.Reduced,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Hits, p.Misses, p.Reused, p.Added, p.Reduced,
 			p.Died, p.Failed, bytesText(p.HeldBytes))
 	}
 	tw.Flush()

@@ -56,6 +56,14 @@ type Program struct {
 	// IdleTimeout: a parked process idle this long is trimmed (down to
 	// MinIdle); empty or "0": never.
 	IdleTimeout string `json:",omitempty"`
+	// MaxUses is how many activations one process serves. 0 or 1: one,
+	// a fresh process per spawn (the default). Above 1, a program that
+	// declares itself reusable (it calls pool.Reusable first in main) parks
+	// again when its main returns and serves the next spawn, up to MaxUses
+	// times; its package variables keep their state between activations
+	// (see pool.Reusable for what is renewed). Programs that do not call
+	// pool.Reusable, and Exec programs, still exit after one activation.
+	MaxUses int `json:",omitempty"`
 	// Prefault: parked processes fault in their text (from pmem for OFF2F
 	// programs) and data before parking.
 	Prefault bool `json:",omitempty"`
@@ -77,6 +85,9 @@ type Program struct {
 
 // MaxIdleOrDefault is MaxIdle, or MinIdle when unset.
 func (p *Program) MaxIdleOrDefault() int { return max(p.MaxIdle, p.MinIdle) }
+
+// Reuses says whether processes may serve more than one activation.
+func (p *Program) Reuses() bool { return p.MaxUses > 1 && !p.Exec }
 
 // IdleTimeoutOrZero parses IdleTimeout (validated at load).
 func (p *Program) IdleTimeoutOrZero() time.Duration {
@@ -182,6 +193,9 @@ func (p *Program) validate() error {
 	}
 	if p.MaxIdle != 0 && p.MaxIdle < p.MinIdle {
 		return fmt.Errorf("MaxIdle %d is below MinIdle %d", p.MaxIdle, p.MinIdle)
+	}
+	if p.MaxUses < 0 {
+		return fmt.Errorf("MaxUses %d: want ≥ 0", p.MaxUses)
 	}
 	if _, err := parseDuration(p.IdleTimeout); err != nil {
 		return fmt.Errorf("IdleTimeout %q: %v", p.IdleTimeout, err)

@@ -23,6 +23,7 @@ func TestExecProgram(t *testing.T) {
 	srv.Fill()
 	dir := t.TempDir()
 	r, w, _ := os.Pipe()
+	defer r.Close() // else its finalizer closes it during a later leak count
 	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "sh", pool.Attr{
 		Argv:  []string{"sh", "-c", `echo "$0 $1 $X $(pwd) $(ulimit -n)"; exit 7`, "sh", "one"},
 		Env:   []string{"X=ex"},
@@ -60,6 +61,7 @@ func TestExecMissingProgram(t *testing.T) {
 	}
 	srv.Fill()
 	r, w, _ := os.Pipe()
+	defer r.Close() // else its finalizer closes it during a later leak count
 	p, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{Files: []*os.File{nil, nil, w}})
 	w.Close()
 	if err != nil {

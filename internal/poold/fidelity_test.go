@@ -79,10 +79,12 @@ func execStart(t *testing.T, argv, env []string, dir string, files []*os.File) (
 	return cmd.ProcessState.Sys().(syscall.WaitStatus), false
 }
 
-func poolStart(sock string) startFunc {
+func poolStart(sock string) startFunc { return poolStartName(sock, "child") }
+
+func poolStartName(sock, name string) startFunc {
 	return func(t *testing.T, argv, env []string, dir string, files []*os.File) (syscall.WaitStatus, bool) {
 		c := &pool.Client{Socket: sock}
-		p, err := c.Spawn(context.Background(), "child", pool.Attr{Argv: argv, Env: env, Dir: dir, Files: files})
+		p, err := c.Spawn(context.Background(), name, pool.Attr{Argv: argv, Env: env, Dir: dir, Files: files})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,10 @@ type Limits struct {
 	MinIdle, MaxIdle int
 	IdleTimeout      time.Duration // 0: never reduce
 	MemoryMax        int64         // 0: no bound
+	// Reuse: taken entries may come back (Return); until they do, they
+	// count towards the level, so a spawn does not make Fill start a
+	// process the pool will not need.
+	Reuse bool
 }
 
 // Pool is one program's parked processes and the add / reuse / reduce
@@ -54,6 +58,7 @@ type Pool struct {
 	mu       sync.Mutex
 	idle     []idleEntry // oldest first
 	starting int
+	out      int // taken entries that may come back (Reuse)
 	want     int
 	closed   bool
 	c        Counters
@@ -72,6 +77,7 @@ type Counters struct {
 	Reduced uint64 `json:"reduced"` // parked processes trimmed by reduce
 	Died    uint64 `json:"died"`    // parked processes that exited while parked
 	Failed  uint64 `json:"failed"`  // starts that failed
+	Reused  uint64 `json:"reused"`  // activations that ended with the process parked again
 }
 
 // NewPool makes an empty pool; call Fill to populate it.
@@ -90,6 +96,9 @@ func (p *Pool) Take() Entry {
 		e := p.idle[n-1].e
 		p.idle = p.idle[:n-1]
 		p.c.Hits++
+		if p.lim.Reuse {
+			p.out++
+		}
 		return e
 	}
 	p.c.Misses++
@@ -106,7 +115,7 @@ func (p *Pool) Fill() int {
 	added := 0
 	for {
 		p.mu.Lock()
-		if len(p.idle)+p.starting >= p.want || p.overMemory() {
+		if len(p.idle)+p.starting+p.out >= p.want || p.overMemory() {
 			p.mu.Unlock()
 			return added
 		}
@@ -174,6 +183,25 @@ func (p *Pool) Reduce() int {
 		e.Kill()
 	}
 	return len(kill)
+}
+
+// Return ends the loan of a taken entry in a Reuse pool: ok, it parked
+// again and is idle once more (reuse), unless the pool is closed or holds
+// MaxIdle already; it reports whether the pool took it back. The caller
+// lets go of an entry not taken back, and refills when ok is false.
+func (p *Pool) Return(e Entry, ok bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lim.Reuse {
+		return false
+	}
+	p.out = max(p.out-1, 0)
+	if !ok || p.closed || len(p.idle) >= p.lim.MaxIdle {
+		return false
+	}
+	p.idle = append(p.idle, idleEntry{e, p.clock.Now()})
+	p.c.Reused++
+	return true
 }
 
 // Remove drops e if it is parked here (it died while parked) and reports

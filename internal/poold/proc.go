@@ -27,17 +27,31 @@ type procStarter struct {
 	exited func(*proc, *os.ProcessState)
 }
 
+// ending is how an activation ended: the process exited (ps), or, for a
+// reusable process, its main returned and it parked again (done).
+type ending struct {
+	ps   *os.ProcessState
+	done *pool.Msg
+}
+
 // proc is a process poold started: parked, then activated.
 type proc struct {
 	pid  int
 	p    *os.Process
 	park pool.Conn
 	mem  int64
+	// reuse: the process was offered reuse, so its pool socket stays open
+	// through an activation and may bring a Done. uses counts the
+	// activations it served; taken: it came out of the pool (not a miss's
+	// direct start) and goes back to it, or is accounted for, at the end.
+	reuse bool
+	uses  int
+	taken bool
 
 	reaped chan struct{} // closed once the process was waited for and its exit handled
 
 	mu    sync.Mutex
-	owner func(*os.ProcessState) // set once activated: where its exit goes
+	owner func(*proc, ending) // set once activated: where its end goes
 }
 
 func (p *proc) Pid() int { return p.pid }
@@ -51,7 +65,7 @@ func (p *proc) Mem() int64 {
 }
 
 // Start forks and execs the program (or the parking binary for Exec
-// programs) with the parking socket at fd 3, from a SCHED_IDLE thread (see
+// programs) with the parking socket at fd 3, sets it to SCHED_IDLE (see
 // sched.go: preparation takes only idle CPU), and waits until it parked.
 func (s *procStarter) Start() (Entry, error) {
 	a, b, err := pool.Socketpair()
@@ -79,6 +93,9 @@ func (s *procStarter) Start() (Entry, error) {
 	if s.prog.Prefault {
 		env = append(env, pool.EnvPrefault+"=1")
 	}
+	if s.prog.Reuses() {
+		env = append(env, pool.EnvReuse+"=1")
+	}
 	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
@@ -94,15 +111,18 @@ func (s *procStarter) Start() (Entry, error) {
 	argv := append([]string{s.prog.Path}, s.prog.Args...)
 	attr := &os.ProcAttr{Dir: "/", Env: env, Files: files, Sys: sys}
 	var p *os.Process
-	fork := func() (err error) {
-		p, err = os.StartProcess(path, argv, attr)
-		return err
+	fork := func() (int, error) {
+		var err error
+		if p, err = os.StartProcess(path, argv, attr); err != nil {
+			return 0, err
+		}
+		return p.Pid, nil
 	}
 	if err := startIdle(fork); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
-	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{})}
+	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{}), reuse: s.prog.Reuses()}
 	go func() {
 		st, _ := p.Wait()
 		s.exited(pr, st)
@@ -118,7 +138,7 @@ func (s *procStarter) Start() (Entry, error) {
 // direct starts the program straight with a request, as os/exec would,
 // for a spawn that found no parked process: waiting for a new process to
 // park and then activating it would cost more than this.
-func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*os.ProcessState)) (*proc, error) {
+func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, ending)) (*proc, error) {
 	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
@@ -159,24 +179,64 @@ func (s *procStarter) awaitReady(pr *proc) error {
 	return nil
 }
 
-// Activate sends the request; the parking socket is closed either way.
+// Activate sends the request. The parking socket is closed, unless the
+// process may be reused: then it is watched for the Done that says main
+// returned and the process parked again.
 func (p *proc) Activate(m *pool.Msg, files []*os.File) error {
-	defer p.park.Close()
 	m.Type = pool.TypeActivate
-	return p.park.Send(m, files)
+	err := p.park.Send(m, files)
+	if !p.reuse || err != nil {
+		p.park.Close()
+		return err
+	}
+	p.uses++
+	go p.watch()
+	return nil
 }
 
-// setOwner routes the process's exit; nil takes it back (activation failed).
-func (p *proc) setOwner(f func(*os.ProcessState)) {
+// watch waits for the end of a reusable process's activation on its pool
+// socket. End of file means the process is exiting (it did not declare
+// itself reusable, or called os.Exit, or died): its reaper reports it.
+func (p *proc) watch() {
+	m, files, err := p.park.Recv()
+	closeFiles(files)
+	if err != nil {
+		p.park.Close()
+		return
+	}
+	if m.Type != pool.TypeDone {
+		p.park.Close()
+		p.p.Kill() // it speaks nonsense: its exit is reported
+		return
+	}
+	if owner := p.takeOwner(); owner != nil {
+		owner(p, ending{done: m})
+	}
+}
+
+// retire lets a parked process go: it sees end of file on its pool socket
+// and exits; its reaper collects it.
+func (p *proc) retire() {
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
+}
+
+// setOwner routes the process's end; nil takes it back (activation failed).
+func (p *proc) setOwner(f func(*proc, ending)) {
 	p.mu.Lock()
 	p.owner = f
 	p.mu.Unlock()
 }
 
-func (p *proc) getOwner() func(*os.ProcessState) {
+// takeOwner returns and clears the owner: an activation ends once, whether
+// by a Done or by the exit that may follow it.
+func (p *proc) takeOwner() func(*proc, ending) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.owner
+	f := p.owner
+	p.owner = nil
+	return f
 }
 
 // Kill kills a parked process and returns once it was reaped: its memory

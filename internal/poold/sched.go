@@ -2,7 +2,6 @@ package poold
 
 import (
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 	"unsafe"
@@ -14,36 +13,38 @@ const (
 	schedIdle  = 5
 )
 
-// Parked processes are prepared with idle CPU: poold forks them from a thread
-// running SCHED_IDLE, so they and every thread their runtime starts inherit
-// it and never take CPU from requests; once parked, they are put back to
-// SCHED_OTHER, before any activation. Leaving SCHED_IDLE needs CAP_SYS_NICE,
-// so only a root poold does this.
+// Parked processes are prepared with idle CPU: right after poold forked and
+// exec'd one, every thread of it is set to SCHED_IDLE, so its runtime start
+// and prefault never take CPU from requests; once parked, it is put back to
+// SCHED_OTHER, before any activation. Leaving SCHED_IDLE needs
+// CAP_SYS_NICE, so only a root poold does this.
+//
+// The fork itself runs at poold's normal policy. Forking from a poold
+// thread set to SCHED_IDLE (as before) starved that thread under load while
+// it held one of the Go runtime's Ps and syscall.ForkLock: requests queued
+// behind it, and a miss's direct start waited for the lock, for as long as
+// other work kept the CPUs busy.
 
-// startIdle runs fork (a StartProcess) on a thread set to SCHED_IDLE, when
-// poold may undo it.
-func startIdle(fork func() error) error {
-	if os.Geteuid() != 0 {
-		return fork()
+// startIdle runs fork (a StartProcess) and demotes the child it started.
+func startIdle(fork func() (int, error)) error {
+	pid, err := fork()
+	if err == nil && os.Geteuid() == 0 {
+		setAll(pid, schedIdle)
 	}
-	runtime.LockOSThread()
-	if setSched(0, schedIdle) != nil {
-		runtime.UnlockOSThread()
-		return fork()
-	}
-	err := fork()
-	if setSched(0, schedOther) == nil {
-		runtime.UnlockOSThread()
-	} // else the thread stays locked and dies with its goroutine's end
 	return err
 }
 
-// unidle puts every thread of pid back to SCHED_OTHER; a thread started
-// while the first pass ran is caught by the second.
+// unidle puts every thread of pid back to SCHED_OTHER.
 func unidle(pid int) {
-	if os.Geteuid() != 0 {
-		return
+	if os.Geteuid() == 0 {
+		setAll(pid, schedOther)
 	}
+}
+
+// setAll sets policy on every thread of pid; a thread started while the
+// first pass ran (from a thread not yet set) is caught by the second, and
+// one started later inherits the policy from the thread that started it.
+func setAll(pid, policy int) {
 	for range 2 {
 		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		if err != nil {
@@ -51,7 +52,7 @@ func unidle(pid int) {
 		}
 		for _, e := range ents {
 			if tid, err := strconv.Atoi(e.Name()); err == nil {
-				setSched(tid, schedOther)
+				setSched(tid, policy)
 			}
 		}
 	}

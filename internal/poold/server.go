@@ -42,6 +42,7 @@ type Server struct {
 	programs map[string]*program
 	closed   bool
 	wg       sync.WaitGroup // fillers
+	retiring map[*proc]bool // reused processes let go, until reaped
 	hist     Histogram
 }
 
@@ -71,7 +72,7 @@ func New(cfg *Config, opt Options) (*Server, error) {
 	if opt.Self == "" {
 		opt.Self = "/proc/self/exe"
 	}
-	s := &Server{opt: opt, programs: map[string]*program{}}
+	s := &Server{opt: opt, programs: map[string]*program{}, retiring: map[*proc]bool{}}
 	if err := s.Reload(cfg); err != nil {
 		s.Close()
 		return nil, err
@@ -134,7 +135,7 @@ func (s *Server) newProgram(pc Program) (*program, error) {
 	st.exited = func(p *proc, ps *os.ProcessState) { s.exited(pr, p, ps) }
 	pr.starter = st
 	pr.pool = NewPool(Limits{MinIdle: pc.MinIdle, MaxIdle: pc.MaxIdleOrDefault(),
-		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax}, s.opt.Clock, st)
+		IdleTimeout: pc.IdleTimeoutOrZero(), MemoryMax: pc.MemoryMax, Reuse: pc.Reuses()}, s.opt.Clock, st)
 	if !s.opt.ManualFill {
 		s.wg.Add(1)
 		go func() {
@@ -192,8 +193,8 @@ func (pr *program) close() {
 
 // exited is where every process of pr ends up once reaped.
 func (s *Server) exited(pr *program, p *proc, ps *os.ProcessState) {
-	if owner := p.getOwner(); owner != nil {
-		owner(ps)
+	if owner := p.takeOwner(); owner != nil {
+		owner(p, ending{ps: ps})
 		return
 	}
 	if p.park.UnixConn != nil {
@@ -308,8 +309,9 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
-// Close kills every parked process and stops the fillers; activated
-// processes keep running and are still reaped and reported.
+// Close kills every parked process, stops the fillers and waits for the
+// reused processes it let go to be reaped; activated processes keep running
+// and are still reaped and reported.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -317,6 +319,13 @@ func (s *Server) Close() {
 		pr.close()
 	}
 	s.programs = map[string]*program{}
+	var retiring []*proc
+	for p := range s.retiring {
+		retiring = append(retiring, p)
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	for _, p := range retiring {
+		<-p.reaped
+	}
 }
