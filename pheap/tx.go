@@ -223,7 +223,7 @@ func (tx *Tx) save(off, n uint64) error {
 			l++
 			continue
 		}
-		if h.covers(l) || breakProtocol == "cover-all" {
+		if h.covers(l) {
 			tx.lines[l] = lineCovered
 			l++
 			continue
@@ -403,7 +403,7 @@ func (tx *Tx) applyDeferred() {
 
 // sync makes the entries saved since the last sync durable.
 func (tx *Tx) sync() {
-	if tx.unfenced {
+	if tx.unfenced && breakProtocol != "undo-unfenced" {
 		tx.h.mem.Fence()
 		tx.unfenced = false
 	}
