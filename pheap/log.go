@@ -170,12 +170,13 @@ func (tx *Tx) commit() {
 		}
 	}
 	lines := tx.sortedLines()
+	kinds := tx.kinds
 	inPlace := tx.inPlaceRuns(lines)
 	size := uint64(entHeaderSize + crFixed + crRunSize*len(inPlace))
 	nredo := 0
 	for i := 0; i < len(lines); {
-		j := tx.runEnd(lines, i)
-		if tx.lines[lines[i]] != lineFresh {
+		j := runEnd(lines, kinds, i)
+		if kinds[i] != lineFresh {
 			size += crRunSize + uint64(j-i)*lineSize
 			nredo++
 		}
@@ -201,8 +202,8 @@ func (tx *Tx) commit() {
 	}
 	cover := h.cover[:0]
 	for i := 0; i < len(lines); {
-		j := tx.runEnd(lines, i)
-		if tx.lines[lines[i]] == lineFresh {
+		j := runEnd(lines, kinds, i)
+		if kinds[i] == lineFresh {
 			i = j
 			continue
 		}
@@ -218,7 +219,7 @@ func (tx *Tx) commit() {
 	}
 	tx.putHeader(e, commitOff)
 	h.mem.Flush(int(pos), len(e))
-	h.flushLines(lines, tx.lines, false)
+	h.flushLines(lines, kinds, false)
 	for _, r := range tx.big {
 		h.mem.Flush(int(r.first*lineSize), int((r.end-r.first)*lineSize))
 	}
@@ -236,7 +237,7 @@ func (tx *Tx) commitSlow(lines []uint64) {
 		panic(fmt.Sprintf("pheap: saving deferred lines, for which log space was kept: %v", err))
 	}
 	lines = tx.sortedLines()
-	h.flushLines(lines, tx.lines, true)
+	h.flushLines(lines, tx.kinds, true)
 	for _, r := range tx.big {
 		h.mem.Flush(int(r.first*lineSize), int((r.end-r.first)*lineSize))
 	}
@@ -265,10 +266,10 @@ func (tx *Tx) putHeader(e []byte, off uint64) {
 
 // runEnd returns the end of the run of consecutive lines of one kind
 // (fresh or not) that starts at lines[i].
-func (tx *Tx) runEnd(lines []uint64, i int) int {
-	fresh := tx.lines[lines[i]] == lineFresh
+func runEnd(lines []uint64, kinds []uint8, i int) int {
+	fresh := kinds[i] == lineFresh
 	j := i + 1
-	for j < len(lines) && lines[j] == lines[j-1]+1 && (tx.lines[lines[j]] == lineFresh) == fresh {
+	for j < len(lines) && lines[j] == lines[j-1]+1 && (kinds[j] == lineFresh) == fresh {
 		j++
 	}
 	return j
@@ -280,8 +281,8 @@ func (tx *Tx) runEnd(lines []uint64, i int) int {
 func (tx *Tx) inPlaceRuns(sorted []uint64) []lineRange {
 	runs := tx.runs[:0]
 	var holes []lineRange
-	for _, l := range sorted {
-		if tx.lines[l] == lineFresh {
+	for i, l := range sorted {
+		if tx.kinds[i] == lineFresh {
 			runs = appendLine(runs, l)
 		} else if len(tx.big) > 0 {
 			holes = appendLine(holes, l)

@@ -45,6 +45,7 @@ type txState struct {
 	big     []lineRange      // fresh lines of big blocks, kept as ranges
 	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
 	sorted  []uint64         // scratch for commit
+	kinds   []uint8          // scratch for commit: the kinds of sorted
 	runs    []lineRange      // scratch for commit
 	// deferred: stores to lineDeferred lines, in order, kept out of the
 	// heap until the commit fence; their bytes are in deferBuf.
@@ -445,27 +446,32 @@ func (tx *Tx) markFresh(off, n uint64) {
 	}
 }
 
-// sortedLines returns the lines in the map in order, for flushing in runs.
+// sortedLines returns the lines in the map in order, for flushing in runs,
+// and sets tx.kinds to their kinds.
 func (tx *Tx) sortedLines() []uint64 {
 	ls := tx.sorted[:0]
 	for l := range tx.lines {
 		ls = append(ls, l)
 	}
 	slices.Sort(ls)
-	tx.sorted = ls
+	ks := tx.kinds[:0]
+	for _, l := range ls {
+		ks = append(ks, tx.lines[l])
+	}
+	tx.sorted, tx.kinds = ls, ks
 	return ls
 }
 
 // flushLines flushes the given sorted lines, coalescing neighbours;
 // deferred lines, whose stores are not done yet, only if withDeferred.
-func (h *Heap) flushLines(ls []uint64, kind map[uint64]uint8, withDeferred bool) {
+func (h *Heap) flushLines(ls []uint64, kinds []uint8, withDeferred bool) {
 	for i := 0; i < len(ls); {
-		if !withDeferred && kind[ls[i]] == lineDeferred {
+		if !withDeferred && kinds[i] == lineDeferred {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(ls) && ls[j] == ls[j-1]+1 && (withDeferred || kind[ls[j]] != lineDeferred) {
+		for j < len(ls) && ls[j] == ls[j-1]+1 && (withDeferred || kinds[j] != lineDeferred) {
 			j++
 		}
 		h.mem.Flush(int(ls[i]*lineSize), int(uint64(j-i)*lineSize))
