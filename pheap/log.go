@@ -485,17 +485,16 @@ func (h *Heap) recover() error {
 	if p.gen > n.gen {
 		n, p = p, n
 	}
-	if n.gen == 0 {
-		h.gen = 1 // a new heap
-		return nil
-	}
-	if p.gen != n.gen-1 && !(n.gen == 1 && p.gen == 0) {
+	if n.gen != 0 && p.gen != n.gen-1 && !(n.gen == 1 && p.gen == 0) {
 		return fmt.Errorf("%w: log areas hold generations %d and %d, not consecutive", ErrCorrupt, n.gen, p.gen)
 	}
 	var undo []logEntry
 	var redo []redoRun
-	interrupted := !h.committed(n)
-	if interrupted {
+	interrupted := n.gen != 0 && !h.committed(n)
+	switch {
+	case n.gen == 0:
+		h.gen = 1 // no transaction wrote to the log yet
+	case interrupted:
 		if p.gen != 0 && (!p.whole || p.cr == nil || p.cr.undo != uint64(len(p.ents))) {
 			return fmt.Errorf("%w: log: generation %d started after %d, whose commit record is missing", ErrCorrupt, n.gen, p.gen)
 		}
@@ -504,7 +503,7 @@ func (h *Heap) recover() error {
 			redo = p.cr.redo
 		}
 		h.gen = n.gen
-	} else {
+	default:
 		if breakProtocol != "redo-reapply" {
 			redo = n.cr.redo
 		}
