@@ -162,10 +162,11 @@ func (tx *Tx) commit() {
 	h := tx.h
 	if breakProtocol != "unfenced-redo" {
 		// The last commit's deferred stores may reach memory after this
-		// record: it must stand for them too. They are covered lines.
+		// record: it must stand for them too. They are in the last
+		// record's redo, so covered; they were flushed already.
 		for _, l := range h.unfenced {
 			if _, ok := tx.lines[l]; !ok {
-				tx.lines[l] = lineCovered
+				tx.lines[l] = lineCarried
 			}
 		}
 	}

@@ -102,6 +102,9 @@ const (
 	lineFresh    = 2 // inside a block allocated by this transaction: no need
 	lineCovered  = 3 // the committed bytes are in the last commit record's redo
 	lineDeferred = 4 // stores to it wait for the commit (deferred)
+	// lineCarried: untouched, but stored by the last commit after its fence:
+	// in this record's redo, and already flushed (see commit)
+	lineCarried = 5
 )
 
 // View runs fn in a read-only transaction. Many View calls run at once;
@@ -464,14 +467,16 @@ func (tx *Tx) sortedLines() []uint64 {
 
 // flushLines flushes the given sorted lines, coalescing neighbours;
 // deferred lines, whose stores are not done yet, only if withDeferred.
+// Carried lines were flushed by the last commit already and are skipped.
 func (h *Heap) flushLines(ls []uint64, kinds []uint8, withDeferred bool) {
+	skip := func(k uint8) bool { return k == lineCarried || (!withDeferred && k == lineDeferred) }
 	for i := 0; i < len(ls); {
-		if !withDeferred && kinds[i] == lineDeferred {
+		if skip(kinds[i]) {
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(ls) && ls[j] == ls[j-1]+1 && (withDeferred || kinds[j] != lineDeferred) {
+		for j < len(ls) && ls[j] == ls[j-1]+1 && !skip(kinds[j]) {
 			j++
 		}
 		h.mem.Flush(int(ls[i]*lineSize), int(uint64(j-i)*lineSize))

@@ -25,12 +25,15 @@ const heapSize = 64 << 20
 
 func pheapCase(flush bool, work func(*pheap.Heap, int) (timing, error)) func(string, int) (timing, error) {
 	return func(dir string, n int) (timing, error) {
-		h, done, err := newPmemHeap(filepath.Join(dir, "bench.heap"), heapSize, flush)
+		h, pf, done, err := newPmemHeap(filepath.Join(dir, "bench.heap"), heapSize, flush)
 		if err != nil {
 			return timing{}, err
 		}
 		defer done()
-		return work(h, n)
+		f0, l0 := pf.fences, pf.lines
+		t, err := work(h, n)
+		t.fences, t.lines = float64(pf.fences-f0)/float64(n), float64(pf.lines-l0)/float64(n)
+		return t, err
 	}
 }
 
@@ -108,6 +111,10 @@ func measure(c config, progress io.Writer) (output, error) {
 				}
 				s.add(w.name+"_"+tc.system+"_throughput", "tx/s", float64(c.N)/t.total.Seconds())
 				s.add(w.name+"_"+tc.system+"_latency_p50", "µs", float64(t.p50)/1e3)
+				if tc.system == "pheap" {
+					s.add(w.name+"_pheap_fences_per_tx", "fences/tx", t.fences)
+					s.add(w.name+"_pheap_lines_flushed_per_tx", "lines/tx", t.lines)
+				}
 			}
 		}
 	}

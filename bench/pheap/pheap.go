@@ -19,17 +19,24 @@ import (
 type pmemFile struct {
 	b     []byte
 	flush bool
+	// fences and lines count the durability work, flushes on or off: the
+	// protocol's cost in a unit no other load on the machine can blur.
+	fences, lines int
 }
 
 func (m *pmemFile) Bytes() []byte { return m.b }
 
 func (m *pmemFile) Flush(off, n int) {
+	if n > 0 {
+		m.lines += (off+n-1)/64 - off/64 + 1
+	}
 	if m.flush {
 		pmem.Flush(m.b[off : off+n])
 	}
 }
 
 func (m *pmemFile) Fence() {
+	m.fences++
 	if m.flush {
 		pmem.Fence()
 	}
@@ -43,32 +50,36 @@ func (m *pmemFile) Mode() string {
 }
 
 // newPmemHeap creates a heap of size bytes over a fresh file at path.
-func newPmemHeap(path string, size int, flush bool) (*pheap.Heap, func(), error) {
+func newPmemHeap(path string, size int, flush bool) (*pheap.Heap, *pmemFile, func(), error) {
 	os.Remove(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer f.Close()
 	if err := f.Truncate(int64(size)); err != nil {
-		return nil, nil, fmt.Errorf("sizing %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("sizing %s: %w", path, err)
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mapping %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	h, err := pheap.CreateMemory(&pmemFile{b: b, flush: flush})
+	pf := &pmemFile{b: b, flush: flush}
+	h, err := pheap.CreateMemory(pf)
 	if err != nil {
 		unix.Munmap(b)
-		return nil, nil, fmt.Errorf("creating a heap in %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("creating a heap in %s: %w", path, err)
 	}
-	return h, func() { h.Close(); unix.Munmap(b); os.Remove(path) }, nil
+	return h, pf, func() { h.Close(); unix.Munmap(b); os.Remove(path) }, nil
 }
 
 // timing is what one run of a transaction workload gives.
 type timing struct {
 	total time.Duration // all n transactions
 	p50   time.Duration // median transaction latency
+	// pheap over pmemFile only: fences and cache lines flushed per
+	// transaction (the setup transaction included, spread over n)
+	fences, lines float64
 }
 
 // timeTxs runs n transactions through do and times each.
