@@ -166,7 +166,7 @@ func (tx *Tx) commit() {
 		// record's redo, so covered; they were flushed already.
 		for _, l := range h.unfenced {
 			if _, ok := tx.lines[l]; !ok {
-				tx.lines[l] = lineCarried
+				tx.mark(l, lineCarried)
 			}
 		}
 	}

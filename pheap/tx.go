@@ -42,6 +42,7 @@ type txState struct {
 	logEnd  uint64           // end of this generation's log area
 	ents    []logEntry       // entries written, for rolling back
 	lines   map[uint64]uint8 // cache lines touched: lineLogged, lineFresh, ...
+	order   []uint64         // the keys of lines, so commit need not range over the map
 	big     []lineRange      // fresh lines of big blocks, kept as ranges
 	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
 	sorted  []uint64         // scratch for commit
@@ -73,7 +74,7 @@ const bigBlockLines = 8
 // reset readies the state for a transaction of generation gen.
 func (s *txState) reset(gen, nonce, logTail, logEnd uint64) {
 	s.gen, s.nonce, s.logTail, s.logEnd, s.err, s.unfenced = gen, nonce, logTail, logEnd, nil, false
-	s.ents, s.big, s.sorted = s.ents[:0], s.big[:0], s.sorted[:0]
+	s.ents, s.big, s.sorted, s.order = s.ents[:0], s.big[:0], s.sorted[:0], s.order[:0]
 	s.deferred, s.deferBuf, s.reserve = s.deferred[:0], s.deferBuf[:0], 0
 	// A huge map from a big transaction would make every clear slow.
 	if s.lines == nil || len(s.lines) > 4096 {
@@ -82,6 +83,14 @@ func (s *txState) reset(gen, nonce, logTail, logEnd uint64) {
 		clear(s.lines)
 	}
 	clear(s.freed)
+}
+
+// mark sets the kind of line l.
+func (s *txState) mark(l uint64, kind uint8) {
+	if _, ok := s.lines[l]; !ok {
+		s.order = append(s.order, l)
+	}
+	s.lines[l] = kind
 }
 
 // touched reports whether line l is already saved or fresh.
@@ -228,7 +237,7 @@ func (tx *Tx) save(off, n uint64) error {
 			continue
 		}
 		if h.covers(l) {
-			tx.lines[l] = lineCovered
+			tx.mark(l, lineCovered)
 			l++
 			continue
 		}
@@ -240,7 +249,7 @@ func (tx *Tx) save(off, n uint64) error {
 			return err
 		}
 		for r := run; r < l; r++ {
-			tx.lines[r] = lineLogged
+			tx.mark(r, lineLogged)
 		}
 		tx.unfenced = true
 	}
@@ -289,20 +298,20 @@ func (tx *Tx) writeLater(off uint64, b []byte) error {
 	case pending == 0:
 		for l := first; l <= last; l++ {
 			if !tx.touched(l) {
-				tx.lines[l] = lineCovered
+				tx.mark(l, lineCovered)
 			}
 		}
 		copy(h.b[off:], b)
 		return nil
 	case safe == 0 && breakProtocol == "defer-in-place":
 		for l := first; l <= last; l++ {
-			tx.lines[l] = lineCovered
+			tx.mark(l, lineCovered)
 		}
 		copy(h.b[off:], b)
 		return nil
 	case safe == 0 && tx.logTail+tx.reserve+need+minRecord <= tx.logEnd:
 		for l := first; l <= last; l++ {
-			tx.lines[l] = lineDeferred
+			tx.mark(l, lineDeferred)
 		}
 		tx.reserve += need
 		tx.deferred = append(tx.deferred, deferredStore{off, n, uint64(len(tx.deferBuf))})
@@ -365,7 +374,7 @@ func (tx *Tx) materialize() error {
 		i = j
 	}
 	for _, l := range ls {
-		tx.lines[l] = lineLogged
+		tx.mark(l, lineLogged)
 	}
 	h.mem.Fence()
 	tx.unfenced = false
@@ -444,7 +453,7 @@ func (tx *Tx) markFresh(off, n uint64) {
 	}
 	for l := first; l < end; l++ {
 		if _, ok := tx.lines[l]; !ok {
-			tx.lines[l] = lineFresh
+			tx.mark(l, lineFresh)
 		}
 	}
 }
@@ -452,10 +461,7 @@ func (tx *Tx) markFresh(off, n uint64) {
 // sortedLines returns the lines in the map in order, for flushing in runs,
 // and sets tx.kinds to their kinds.
 func (tx *Tx) sortedLines() []uint64 {
-	ls := tx.sorted[:0]
-	for l := range tx.lines {
-		ls = append(ls, l)
-	}
+	ls := append(tx.sorted[:0], tx.order...)
 	slices.Sort(ls)
 	ks := tx.kinds[:0]
 	for _, l := range ls {
