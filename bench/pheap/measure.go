@@ -118,6 +118,19 @@ func measure(c config, progress io.Writer) (output, error) {
 			}
 		}
 	}
+	for r := range c.Runs {
+		for _, w := range []struct {
+			name string
+			step func(*pheap.Heap) (func(int) error, error)
+		}{{"update64", update64Step}, {"mapinsert", mapInsertStep}} {
+			fmt.Fprintf(progress, "run %d/%d: %s durable and no-flush in alternating blocks of %d, %d transactions each\n", r+1, c.Runs, w.name, pairedBlock, c.N)
+			ov, err := pairedOverhead(work, c.N, w.step)
+			if err != nil {
+				return o, fmt.Errorf("%s paired: %w", w.name, err)
+			}
+			s.add(w.name+"_pheap_paired_durability_overhead", "ratio", ov)
+		}
+	}
 	if err := measureOpen(c, work, s, progress); err != nil {
 		return o, err
 	}
@@ -131,6 +144,8 @@ func measure(c config, progress io.Writer) (output, error) {
 	o.Ratios["durability_overhead_update64"] = thr("update64", "pheap-noflush")/thr("update64", "pheap") - 1
 	o.Ratios["pmemobj_durability_overhead"] = thr("mapinsert", "pmemobj-noflush")/thr("mapinsert", "pmemobj") - 1
 	o.Ratios["pmemobj_durability_overhead_update64"] = thr("update64", "pmemobj-noflush")/thr("update64", "pmemobj") - 1
+	o.Ratios["durability_overhead_paired"] = s.median("mapinsert_pheap_paired_durability_overhead")
+	o.Ratios["durability_overhead_update64_paired"] = s.median("update64_pheap_paired_durability_overhead")
 	o.Ratios["tx_throughput_msync_vs_bbolt"] = thr("update64", "pheap-msync") / thr("update64", "bbolt")
 	big := sizeName(c.Big)
 	open := func(sys, size string) float64 { return s.median("open_first_read_" + sys + "_" + size) }
