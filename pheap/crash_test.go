@@ -456,8 +456,10 @@ func TestCrashProtocolBreakagesDetected(t *testing.T) {
 	// that flush); "dead-lines" and "inplace-sum", whose crash states
 	// random sampling rarely builds, have tests that build them
 	// (TestFreedLinesLeftOutOfInPlaceRuns, TestInPlaceSumGuardsFreshLines);
-	// "record-destroy" matters only for a transaction after a recovery
-	// that rolled back a whole record, which no test builds yet.
+	// "record-destroy" matters only for a later attempt that writes the
+	// same fresh bytes after a recovery rolled back a whole record, which
+	// no test builds; TestRecoveryOfWholeRecordThenMore checks the heap
+	// opens and works after that recovery.
 	for _, step := range []string{
 		"redo-reapply",   // recovery keeps the newest record but does not store its redo again
 		"cover-restore",  // rollback of an interrupted transaction leaves covered lines as they are

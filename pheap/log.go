@@ -66,7 +66,7 @@ import (
 // copies its undo entries back, newest first, then N-1's redo runs, which
 // restores covered lines; N-1's commit needs no test, since N wrote to the
 // log only after N-1's Update returned. A whole record of the interrupted
-// N is then made stale, so it can never pass for a later attempt's. A
+// N is then spoilt, so it can never pass for a later attempt's. A
 // rollback in the running program does the same. A crash during recovery
 // is recovered the same way.
 //
@@ -534,9 +534,11 @@ func (h *Heap) recover() error {
 	}
 	if interrupted && n.cr != nil && breakProtocol != "record-destroy" {
 		// A whole record whose in-place runs did not check out must never
-		// pass for the next attempt's: stale its Gen word.
-		le.PutUint64(h.b[n.cr.pos+entGen:], 0)
-		h.mem.Flush(int(n.cr.pos), 8)
+		// pass for the next attempt's: clear its Len and Checksum (one
+		// 8-byte word, so it cannot tear). Its Gen stays, so a record at
+		// the start of the area still says generation N started there.
+		le.PutUint64(h.b[n.cr.pos+entLen:], 0)
+		h.mem.Flush(int(n.cr.pos+entLen), 8)
 		h.mem.Fence()
 	}
 	if interrupted {
