@@ -209,5 +209,8 @@ func (h *Heap) object(p, n uint64, tag uint32) ([]byte, error) {
 	if size := h.u64(blk + bhSize); n > size-blockHeaderSize {
 		return nil, fmt.Errorf("%w: object at %d holds %d bytes, want %d", ErrBadPtr, p, size-blockHeaderSize, n)
 	}
+	if err := h.settle(p, n); err != nil {
+		return nil, err
+	}
 	return h.b[p : p+n : p+n], nil
 }

@@ -18,18 +18,24 @@
 //
 // # Transactions
 //
-// Every change happens inside h.Update(func(tx *Tx) error). Before a range
-// is first modified in a transaction its old bytes go to the undo log and
-// are made durable (ranges saved together share one fence). At the end the
-// new data and a commit record, which holds a checksum of that data, are
-// made durable together by one fence; recovery keeps a transaction whose
-// record and data check out (log.go has the protocol). If the function
-// returns an error or panics, or the process dies before that fence, the
-// saved bytes are copied back (at once, or by recovery in the next Open),
-// which also undoes allocations and frees, since the allocator's lists live
-// in the heap and are logged like any data. Ranges inside blocks allocated
-// by the same transaction are not logged: rolling back the allocation makes
-// their contents irrelevant.
+// Every change happens inside h.Update(func(tx *Tx) error). A commit writes
+// one record to the log: the new contents of every line the transaction
+// changed outside blocks it allocated (redo), a checksum of the lines it
+// wrote in blocks it allocated, and the number of undo entries before it;
+// one fence makes record and data durable, and Update returns. A line whose
+// committed bytes are in no durable record must have its old bytes saved in
+// an undo entry, fenced, before it changes (ranges saved together share one
+// fence); lines the previous transaction wrote need not, as its record
+// holds them, and map slots are stored only after the commit fence. So a
+// transaction that only touches what the one before it touched, its own new
+// blocks and map slots costs one fence (log.go has the protocol and why).
+// If the function returns an error or panics, or the process dies before
+// the commit fence, the saved bytes and the previous record's lines are
+// copied back (at once, or by recovery in the next Open), which also undoes
+// allocations and frees, since the allocator's lists live in the heap and
+// are logged like any data. Ranges inside blocks allocated by the same
+// transaction are not saved: rolling back the allocation makes their
+// contents irrelevant.
 //
 // # Concurrency
 //
@@ -47,17 +53,17 @@
 // caches are the only volatile layer and the heap makes stores durable with
 // CLWB (or CLFLUSHOPT, or CLFLUSH) and SFENCE from package pmem. Elsewhere it
 // uses a MAP_SHARED page-cache mapping and calls msync(MS_SYNC) at each
-// durability point. Heap.Mode tells which. A small transaction has two or
-// three durability points (undo entries, one per batch of saved ranges; the
-// data with the commit record): cheap with CPU flushes, but on a disk each
-// msync is a device flush (docs/BENCHMARKS.md). arm64 uses DC CVAP (or DC
+// durability point. Heap.Mode tells which. A small transaction has one or
+// two durability points (a batch of undo entries, if any; the commit):
+// cheap with CPU flushes, but on a disk each msync is a device flush
+// (docs/BENCHMARKS.md). arm64 uses DC CVAP (or DC
 // CVAC) and DSB. The layer is the Memory interface, which tests replace
 // with crashsim to enumerate the states a power cut could leave and check
 // that Open recovers each of them.
 //
 // # Format
 //
-// The byte formats (superblock, undo log, root table, allocator metadata,
+// The byte formats (superblock, log, root table, allocator metadata,
 // block headers) are described field by field in layout.go and frozen by
 // layout_test.go.
 package pheap

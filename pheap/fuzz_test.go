@@ -34,6 +34,8 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 	if err != nil {
 		panic(err)
 	}
+	nonce := uint64(0)
+	h.nonce = func() uint64 { nonce++; return nonce }
 	fixSB(full)
 	root, err := Root[collRoot](h, "coll")
 	if err != nil {
@@ -72,6 +74,7 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 	if err != nil {
 		panic(err)
 	}
+	h2.nonce = h.nonce
 	err = h2.Update(func(tx *Tx) error {
 		r, err := root.Modify(tx)
 		if err != nil {
@@ -83,7 +86,7 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 	if err != nil {
 		panic(err)
 	}
-	st, err := h2.scanLog()
+	st, err := h2.scanArea((h2.gen - 1) % 2)
 	if err != nil || st.cr == nil {
 		panic(fmt.Sprintf("no commit record after a commit: %v", err))
 	}

@@ -1,8 +1,9 @@
 package pheap
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -32,12 +33,19 @@ type Heap struct {
 	closed bool
 	closer func() error
 	txs    txState // the write transaction's state, reused
-	// gen is the generation of the next write transaction. genPending: the
-	// log header still holds gen-1, whose transaction committed with a
-	// commit record; the next transaction writes gen there before its
-	// first undo entry (see log.go).
-	gen        uint64
-	genPending bool
+	// gen is the generation of the next write transaction (see log.go).
+	gen uint64
+	// cover: the redo runs of the newest committed record, the lines the
+	// next transaction may change in place without saving them.
+	cover []redoRun
+	// unfenced: the lines of the last commit's deferred stores, flushed
+	// without a fence. The next commit puts them in its redo, as its
+	// record may become durable before they do.
+	unfenced []uint64
+	// nonce gives each transaction attempt its nonce; random, so attempts
+	// before and after a crash differ. Tests that need identical images
+	// replace it.
+	nonce func() uint64
 }
 
 // CreateMemory formats mem as an empty heap and opens it. The superblock is
@@ -53,7 +61,7 @@ func createMemory(mem Memory, name string) (*Heap, error) {
 		return nil, fmt.Errorf("pheap: create %s: %w: %d bytes, need at least %d", name, ErrTooSmall, len(b), MinSize)
 	}
 	sb := layoutFor(size)
-	if _, err := rand.Read(sb.UUID[:]); err != nil {
+	if _, err := crand.Read(sb.UUID[:]); err != nil {
 		return nil, fmt.Errorf("pheap: create %s: %w", name, err)
 	}
 	sb.Created = time.Now().UnixNano()
@@ -62,14 +70,14 @@ func createMemory(mem Memory, name string) (*Heap, error) {
 	// allocated.
 	clear(b[:sb.ArenaOff])
 	le.PutUint64(b[sb.AllocOff+amTop:], sb.ArenaOff)
-	// Generation 1, so the zeroed log holds no entry of the open generation.
-	le.PutUint64(b[sb.LogOff+logGen:], 1)
 	mem.Flush(0, int(sb.ArenaOff))
 	mem.Fence()
 	copy(b, sb.encode())
 	mem.Flush(0, SuperblockSize)
 	mem.Fence()
-	return newHeap(mem, sb, name), nil
+	h := newHeap(mem, sb, name)
+	h.gen = 1 // the log is all zero: no generation wrote to it
+	return h, nil
 }
 
 // OpenMemory opens the heap in mem, rolling back a transaction a crash
@@ -103,9 +111,7 @@ func newHeap(mem Memory, sb superblock, name string) *Heap {
 	if m, ok := mem.(interface{ Mode() string }); ok {
 		mode = m.Mode()
 	}
-	h := &Heap{mem: mem, b: mem.Bytes()[:sb.Size], sb: sb, name: name, mode: mode}
-	h.gen = h.u64(sb.LogOff + logGen)
-	return h
+	return &Heap{mem: mem, b: mem.Bytes()[:sb.Size], sb: sb, name: name, mode: mode, nonce: rand.Uint64}
 }
 
 // Mode reports how writes are made durable: "dax" (CPU cache flushes on a
@@ -125,11 +131,9 @@ func (h *Heap) Close() error {
 		return nil
 	}
 	h.closed = true
-	if h.genPending {
-		// Retire the last commit record so the next Open finds a clean log.
-		h.setGen(h.gen)
-		h.mem.Fence()
-	}
+	// The last commit's deferred stores were flushed without a fence.
+	h.mem.Fence()
+	h.unfenced = h.unfenced[:0]
 	if h.closer != nil {
 		return h.closer()
 	}

@@ -13,7 +13,7 @@ import (
 // File layout (all offsets from the start of the file):
 //
 //	0          superblock, one page (only SuperblockSize bytes used)
-//	LogOff     undo log: log header (one cache line), then entries
+//	LogOff     log: log header (one cache line), then two areas of entries
 //	RootsOff   root table: RootsCount entries of rootEntrySize bytes
 //	AllocOff   allocator metadata (allocMetaSize bytes)
 //	ArenaOff   the arena: blocks, each a header and a payload, up to Size
@@ -25,7 +25,10 @@ const (
 	// Magic identifies a pheap file.
 	Magic = "NVPHEAP\x00"
 	// MajorVersion is the format version this package reads and writes.
-	MajorVersion = 1
+	// Version 2 (redo commit records, one fence per transaction) replaced
+	// version 1's log; decodeSuperblock names the way out for a version 1
+	// heap.
+	MajorVersion = 2
 	// MinorVersion counts compatible additions within MajorVersion.
 	MinorVersion = 0
 	// SuperblockSize is the number of superblock bytes the checksum covers.
@@ -47,8 +50,8 @@ const (
 //	 16     4  Compat       compatible feature flags; unknown bits are ignored
 //	 20     4  HeaderSize   SuperblockSize
 //	 24     8  Size         heap size in bytes (the length mapped)
-//	 32     8  LogOff       start of the undo log (one page in)
-//	 40     8  LogSize      bytes in the undo log, header included
+//	 32     8  LogOff       start of the log (one page in)
+//	 40     8  LogSize      bytes in the log, header included
 //	 48     8  RootsOff     start of the root table (LogOff+LogSize)
 //	 56     8  RootsCount   number of root table entries
 //	 64     8  AllocOff     start of the allocator metadata
@@ -82,59 +85,74 @@ const (
 	knownIncompat = 0
 )
 
-// Undo log header, at LogOff, one cache line.
+// Log header, at LogOff, one cache line: Reserved, must be zero. (Format 1
+// kept the generation of the open transaction here; format 2 finds it in
+// the log areas themselves, so a commit needs no header write.)
 //
-//	off  size  field
-//	  0     8  Gen       generation of the last transaction to start; its
-//	                     entries are the live ones, all others are stale
-//	  8    56  Reserved  must be zero
-//
-// After the header the log is split into two halves of
+// After the header the log is split into two areas of
 // (LogSize-logHeaderSize)/2 bytes (rounded down to 8); a transaction of
-// generation g uses half g%2. Its undo entries follow one another from the
-// start of the half, each 8-byte aligned (Len is a multiple of the cache
-// line):
+// generation g uses area g%2, so the area of the transaction before it,
+// whose redo records the next transaction relies on, stays intact. Its
+// entries follow one another from the start of the area, each 8-byte
+// aligned:
 //
 //	off  size  field
 //	  0     8  Gen       generation of the transaction that wrote it
-//	  8     8  Off       heap offset of the saved range, cache-line aligned
-//	 16     4  Len       bytes saved, a multiple of the cache line
-//	 20     4  Checksum  CRC32C of bytes 0..19 and the saved bytes
-//	 24   Len  Data      the bytes at Off before the transaction changed them
+//	  8     8  Nonce     random, the same in every entry of one attempt at
+//	                     a generation: entries left by an earlier attempt
+//	                     that was rolled back never pass for this one's
+//	 16     8  Off       heap offset of the saved range, cache-line aligned
+//	 24     4  Len       bytes of Data, a multiple of the cache line for an
+//	                     undo entry
+//	 28     4  Checksum  CRC32C of bytes 0..27 and Data
+//	 32   Len  Data      undo entry: the bytes at Off before the
+//	                     transaction changed them
 //
-// An entry is made durable before the range it saves is modified, so an
-// entry that is torn or missing (bad checksum, stale Gen) saves a range that
-// was not modified yet, and recovery stops at the first such entry.
+// An undo entry is made durable before the range it saves is modified, so
+// an entry that is torn or missing saves a range that was not modified yet,
+// and recovery stops at the first such entry. The Gen word of an area's
+// first entry (8-byte atomic) tells which transaction last wrote there.
 //
-// The commit record follows the last entry. It has the entry header with Off
-// = commitOff and Len = crFixed + crRunSize × runs, and this payload:
+// The commit record follows the last undo entry. It has the entry header
+// with Off = commitOff and this payload as Data:
 //
 //	off  size  field
-//	  0     8  Entries   number of undo entries before it
-//	  8     4  DataSum   CRC32C over the current bytes of every saved range,
-//	                     in entry order, then of every run below
+//	  0     8  Undo      number of undo entries before it
+//	  8     4  DataSum   CRC32C of the current bytes of the in-place runs
 //	 12     4  Reserved  must be zero
-//	 16  16×n  Runs      Off (8) and Len (8), cache-line aligned: the lines
-//	                     the transaction wrote in blocks it allocated
+//	 16     4  InPlace   number of in-place runs
+//	 20     4  Redo      number of redo runs
+//	 24  16×i  InPlace   Off (8), Len (8), cache-line aligned: lines written
+//	                     in blocks the transaction allocated, made durable
+//	                     in place by the commit fence
+//	  …        Redo      per run: Off (8), Len (8), cache-line aligned, then
+//	                     Len bytes: the new contents of every other line the
+//	                     transaction wrote
 //
 // log.go has the protocol.
 const (
 	logHeaderSize = 64
-	logGen        = 0
-	logReserved   = 8
+	logReserved   = 0
 
 	entGen        = 0
-	entOff        = 8
-	entLen        = 16
-	entChecksum   = 20
-	entHeaderSize = 24
+	entNonce      = 8
+	entOff        = 16
+	entLen        = 24
+	entChecksum   = 28
+	entHeaderSize = 32
 
 	commitOff  = ^uint64(0)
-	crEntries  = 0
+	crUndo     = 0
 	crSum      = 8
 	crReserved = 12
-	crFixed    = 16
+	crInPlace  = 16
+	crRedo     = 20
+	crFixed    = 24
 	crRunSize  = 16
+
+	// minRecord is the log space always kept for a commit record without
+	// runs, the one a transaction whose full record does not fit writes.
+	minRecord = entHeaderSize + crFixed
 )
 
 // Root table entry.
@@ -263,6 +281,10 @@ func decodeSuperblock(b []byte) (superblock, error) {
 	}
 	sb.Major = le.Uint16(b[sbMajor:])
 	sb.Minor = le.Uint16(b[sbMinor:])
+	if sb.Major == 1 {
+		return sb, fmt.Errorf("%w: format version %d.%d (undo log of pheap before the redo commit record), this program reads %d.x: "+
+			"open it with a pheap of format 1 (nvboot before branch pheap2), copy the data out and into a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
+	}
 	if sb.Major != MajorVersion {
 		return sb, fmt.Errorf("%w: format version %d.%d, this program reads %d.x", ErrVersion, sb.Major, sb.Minor, MajorVersion)
 	}

@@ -16,7 +16,7 @@ func TestLayoutFrozen(t *testing.T) {
 		got, want int
 	}{
 		{"Magic len", len(Magic), 8},
-		{"MajorVersion", MajorVersion, 1},
+		{"MajorVersion", MajorVersion, 2},
 		{"SuperblockSize", SuperblockSize, 256},
 		{"MinSize", MinSize, 65536},
 		{"sbMagic", sbMagic, 0}, {"sbMajor", sbMajor, 8}, {"sbMinor", sbMinor, 10},
@@ -25,11 +25,12 @@ func TestLayoutFrozen(t *testing.T) {
 		{"sbRootsOff", sbRootsOff, 48}, {"sbRootsCount", sbRootsCount, 56}, {"sbAllocOff", sbAllocOff, 64},
 		{"sbArenaOff", sbArenaOff, 72}, {"sbArenaSize", sbArenaSize, 80}, {"sbUUID", sbUUID, 88},
 		{"sbCreated", sbCreated, 104}, {"sbReserved", sbReserved, 112}, {"sbChecksum", sbChecksum, 252},
-		{"logHeaderSize", logHeaderSize, 64}, {"logGen", logGen, 0}, {"logReserved", logReserved, 8},
-		{"entGen", entGen, 0}, {"entOff", entOff, 8}, {"entLen", entLen, 16},
-		{"entChecksum", entChecksum, 20}, {"entHeaderSize", entHeaderSize, 24},
-		{"commitOff>>1", int(commitOff >> 1), int(^uint64(0) >> 1)}, {"crEntries", crEntries, 0}, {"crSum", crSum, 8},
-		{"crReserved", crReserved, 12}, {"crFixed", crFixed, 16}, {"crRunSize", crRunSize, 16},
+		{"logHeaderSize", logHeaderSize, 64}, {"logReserved", logReserved, 0},
+		{"entGen", entGen, 0}, {"entNonce", entNonce, 8}, {"entOff", entOff, 16}, {"entLen", entLen, 24},
+		{"entChecksum", entChecksum, 28}, {"entHeaderSize", entHeaderSize, 32},
+		{"commitOff>>1", int(commitOff >> 1), int(^uint64(0) >> 1)}, {"crUndo", crUndo, 0}, {"crSum", crSum, 8},
+		{"crReserved", crReserved, 12}, {"crInPlace", crInPlace, 16}, {"crRedo", crRedo, 20},
+		{"crFixed", crFixed, 24}, {"crRunSize", crRunSize, 16}, {"minRecord", minRecord, 56},
 		{"rootEntrySize", rootEntrySize, 64}, {"rootName", rootName, 0}, {"rootNameMax", rootNameMax, 32},
 		{"rootPtr", rootPtr, 32}, {"rootType", rootType, 40}, {"rootTypeSize", rootTypeSize, 48},
 		{"rootReserved", rootReserved, 56}, {"defaultRoots", defaultRoots, 128},
@@ -68,7 +69,7 @@ func TestSuperblockEncoding(t *testing.T) {
 		got, want uint64
 	}{
 		{"magic", le.Uint64(b[0:]), le.Uint64([]byte(Magic))},
-		{"major", uint64(le.Uint16(b[8:])), 1},
+		{"major", uint64(le.Uint16(b[8:])), 2},
 		{"minor", uint64(le.Uint16(b[10:])), 0},
 		{"incompat", uint64(le.Uint32(b[12:])), 0},
 		{"compat", uint64(le.Uint32(b[16:])), 0x01020304},

@@ -301,11 +301,7 @@ func (m Map[K, V]) put(tx *Tx, t *table[K, V], kb []byte, v V) error {
 	if ok {
 		s := &t.slots[i]
 		voff := uint64(uintptr(unsafe.Pointer(&s.Val)) - uintptr(unsafe.Pointer(&t.h.b[0])))
-		if err := tx.prepare(voff, uint64(unsafe.Sizeof(v))); err != nil {
-			return err
-		}
-		s.Val = v
-		return nil
+		return tx.writeLater(voff, unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)))
 	}
 	if (t.hdr.Count+1)*4 > t.hdr.Cap*3 {
 		if err := m.grow(tx, t); err != nil {
@@ -336,13 +332,16 @@ func (m Map[K, V]) put(tx *Tx, t *table[K, V], kb []byte, v V) error {
 	default:
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&key)), unsafe.Sizeof(key)), kb)
 	}
-	// Count is the header's first field.
-	if err := tx.saveAll(t.hdr.Slots+uint64(i)*size, size, m.off, 8); err != nil {
+	// Count is the header's first field. The slot is stored after the
+	// commit fence when saving it would cost a fence of its own: nothing
+	// reads it in this transaction without going through h.object, which
+	// stores it first.
+	if err := tx.prepare(m.off, 8); err != nil {
 		return err
 	}
-	t.slots[i] = mapSlot[K, V]{Hash: hash, Key: key, Val: v}
 	t.hdr.Count++
-	return nil
+	slot := mapSlot[K, V]{Hash: hash, Key: key, Val: v}
+	return tx.writeLater(t.hdr.Slots+uint64(i)*size, unsafe.Slice((*byte)(unsafe.Pointer(&slot)), size))
 }
 
 func (m Map[K, V]) setCount(tx *Tx, t *table[K, V], n uint64) error {

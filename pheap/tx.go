@@ -2,7 +2,6 @@ package pheap
 
 import (
 	"fmt"
-	"hash/crc32"
 	"slices"
 )
 
@@ -38,17 +37,32 @@ type Tx struct {
 // transaction allocates almost nothing.
 type txState struct {
 	gen     uint64
-	logTail uint64           // where the next undo entry goes
-	logEnd  uint64           // end of this generation's half of the log
+	nonce   uint64           // this attempt's, in every entry it writes
+	logTail uint64           // where the next entry goes
+	logEnd  uint64           // end of this generation's log area
 	ents    []logEntry       // entries written, for rolling back
-	lines   map[uint64]uint8 // cache lines touched: lineLogged or lineFresh
+	lines   map[uint64]uint8 // cache lines touched: lineLogged, lineFresh, ...
+	order   []uint64         // the keys of lines, so commit need not range over the map
 	big     []lineRange      // fresh lines of big blocks, kept as ranges
 	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
 	sorted  []uint64         // scratch for commit
+	kinds   []uint8          // scratch for commit: the kinds of sorted
+	runs    []lineRange      // scratch for commit
+	// deferred: stores to lineDeferred lines, in order, kept out of the
+	// heap until the commit fence; their bytes are in deferBuf.
+	deferred []deferredStore
+	deferBuf []byte
+	// reserve: log bytes that saving the deferred lines would take, kept
+	// free so a commit that must save them can.
+	reserve uint64
 	// unfenced: entries were flushed but not fenced yet (see save and sync)
 	unfenced bool
 	err      error // sticky: the first failure dooms the transaction
 }
+
+// deferredStore is a store waiting for the commit: n bytes at off, from
+// deferBuf[buf:].
+type deferredStore struct{ off, n, buf uint64 }
 
 // lineRange is the lines [first, end).
 type lineRange struct{ first, end uint64 }
@@ -58,9 +72,10 @@ type lineRange struct{ first, end uint64 }
 const bigBlockLines = 8
 
 // reset readies the state for a transaction of generation gen.
-func (s *txState) reset(gen, logTail, logEnd uint64) {
-	s.gen, s.logTail, s.logEnd, s.err, s.unfenced = gen, logTail, logEnd, nil, false
-	s.ents, s.big, s.sorted = s.ents[:0], s.big[:0], s.sorted[:0]
+func (s *txState) reset(gen, nonce, logTail, logEnd uint64) {
+	s.gen, s.nonce, s.logTail, s.logEnd, s.err, s.unfenced = gen, nonce, logTail, logEnd, nil, false
+	s.ents, s.big, s.sorted, s.order = s.ents[:0], s.big[:0], s.sorted[:0], s.order[:0]
+	s.deferred, s.deferBuf, s.reserve = s.deferred[:0], s.deferBuf[:0], 0
 	// A huge map from a big transaction would make every clear slow.
 	if s.lines == nil || len(s.lines) > 4096 {
 		s.lines = map[uint64]uint8{}
@@ -68,6 +83,14 @@ func (s *txState) reset(gen, logTail, logEnd uint64) {
 		clear(s.lines)
 	}
 	clear(s.freed)
+}
+
+// mark sets the kind of line l.
+func (s *txState) mark(l uint64, kind uint8) {
+	if _, ok := s.lines[l]; !ok {
+		s.order = append(s.order, l)
+	}
+	s.lines[l] = kind
 }
 
 // touched reports whether line l is already saved or fresh.
@@ -84,8 +107,13 @@ func (s *txState) touched(l uint64) bool {
 }
 
 const (
-	lineLogged = 1 // the old bytes are in the undo log
-	lineFresh  = 2 // inside a block allocated by this transaction: no need
+	lineLogged   = 1 // the old bytes are in the undo log
+	lineFresh    = 2 // inside a block allocated by this transaction: no need
+	lineCovered  = 3 // the committed bytes are in the last commit record's redo
+	lineDeferred = 4 // stores to it wait for the commit (deferred)
+	// lineCarried: untouched, but stored by the last commit after its fence:
+	// in this record's redo, and already flushed (see commit)
+	lineCarried = 5
 )
 
 // View runs fn in a read-only transaction. Many View calls run at once;
@@ -112,8 +140,8 @@ func (h *Heap) Update(fn func(tx *Tx) error) (err error) {
 	if h.closed {
 		return fmt.Errorf("pheap: %s: %w", h.name, ErrClosed)
 	}
-	start, end := h.logHalf(h.gen)
-	h.txs.reset(h.gen, start, end)
+	start, end := h.logArea(h.gen)
+	h.txs.reset(h.gen, h.nonce(), start, end)
 	tx := &Tx{ViewTx: ViewTx{h: h}, txState: &h.txs}
 	committed := false
 	defer func() {
@@ -171,13 +199,17 @@ func (v *ViewTx) Read(off, n uint64) ([]byte, error) {
 	if off > h.sb.Size || n > h.sb.Size-off {
 		return nil, fmt.Errorf("pheap: read [%d,+%d): %w: outside the heap", off, n, ErrBadPtr)
 	}
+	if err := h.settle(off, n); err != nil {
+		return nil, err
+	}
 	return append([]byte(nil), h.b[off:off+n]...), nil
 }
 
 // prepare makes [off, off+n) safe to modify: every cache line of it is
 // either already saved in the undo log, inside a block this transaction
-// allocated, or gets saved now. The new entries are made durable with one
-// fence before prepare returns, so only then may the caller write.
+// allocated, in the last commit record's redo, or gets saved now. The new
+// entries are made durable with one fence before prepare returns, so only
+// then may the caller write.
 func (tx *Tx) prepare(off, n uint64) error {
 	if err := tx.save(off, n); err != nil {
 		return err
@@ -190,64 +222,218 @@ func (tx *Tx) prepare(off, n uint64) error {
 // and then call sync once before writing to any of them.
 func (tx *Tx) save(off, n uint64) error {
 	h := tx.heap()
-	if tx.err != nil {
-		return tx.err
-	}
-	if n == 0 {
-		return nil
-	}
-	if off < h.sb.RootsOff || off > h.sb.Size || n > h.sb.Size-off {
-		return tx.fail(fmt.Errorf("pheap: write [%d,+%d): %w: outside the writable heap", off, n, ErrBadPtr))
+	if err := tx.check(off, n); err != nil || n == 0 {
+		return err
 	}
 	first, last := off/lineSize, (off+n-1)/lineSize
+	if len(tx.deferred) > 0 && tx.deferredIn(first, last) {
+		if err := tx.materialize(); err != nil {
+			return err
+		}
+	}
 	for l := first; l <= last; {
 		if tx.touched(l) {
 			l++
 			continue
 		}
+		if h.covers(l) {
+			tx.mark(l, lineCovered)
+			l++
+			continue
+		}
 		run := l
-		for l <= last && !tx.touched(l) {
+		for l <= last && !tx.touched(l) && !h.covers(l) {
 			l++
 		}
 		if err := tx.logRange(run*lineSize, (l-run)*lineSize); err != nil {
 			return err
 		}
 		for r := run; r < l; r++ {
-			tx.lines[r] = lineLogged
+			tx.mark(r, lineLogged)
 		}
 		tx.unfenced = true
 	}
 	return nil
 }
 
+// check refuses a write outside the writable heap, and any write once the
+// transaction failed.
+func (tx *Tx) check(off, n uint64) error {
+	h := tx.heap()
+	if tx.err != nil {
+		return tx.err
+	}
+	if off < h.sb.RootsOff || off > h.sb.Size || n > h.sb.Size-off {
+		return tx.fail(fmt.Errorf("pheap: write [%d,+%d): %w: outside the writable heap", off, n, ErrBadPtr))
+	}
+	return nil
+}
+
+// writeLater stores b at off like Write, but keeps the bytes out of the
+// heap until the commit fence when a line would otherwise need an undo
+// entry and its fence (see the protocol in log.go). Nothing may read those
+// lines in place before the commit: it is for the map's slots, which only
+// the map reads, through Heap.object, which settles them first.
+func (tx *Tx) writeLater(off uint64, b []byte) error {
+	h := tx.heap()
+	n := uint64(len(b))
+	if err := tx.check(off, n); err != nil || n == 0 {
+		return err
+	}
+	first, last := off/lineSize, (off+n-1)/lineSize
+	safe, pending := 0, 0
+	need := uint64(0)
+	for l := first; l <= last; l++ {
+		switch k, ok := tx.lines[l]; {
+		case ok && k == lineDeferred:
+			pending++
+		case ok || tx.touched(l) || h.covers(l):
+			safe++
+		default:
+			pending++
+			need += entHeaderSize + lineSize
+		}
+	}
+	switch {
+	case pending == 0:
+		for l := first; l <= last; l++ {
+			if !tx.touched(l) {
+				tx.mark(l, lineCovered)
+			}
+		}
+		copy(h.b[off:], b)
+		return nil
+	case safe == 0 && breakProtocol == "defer-in-place":
+		for l := first; l <= last; l++ {
+			tx.mark(l, lineCovered)
+		}
+		copy(h.b[off:], b)
+		return nil
+	case safe == 0 && tx.logTail+tx.reserve+need+minRecord <= tx.logEnd:
+		for l := first; l <= last; l++ {
+			tx.mark(l, lineDeferred)
+		}
+		tx.reserve += need
+		tx.deferred = append(tx.deferred, deferredStore{off, n, uint64(len(tx.deferBuf))})
+		tx.deferBuf = append(tx.deferBuf, b...)
+		return nil
+	}
+	if err := tx.materialize(); err != nil {
+		return err
+	}
+	return tx.Write(off, b)
+}
+
+// deferredIn reports whether a line in [first, last] is deferred.
+func (tx *Tx) deferredIn(first, last uint64) bool {
+	for _, d := range tx.deferred {
+		if d.off/lineSize <= last && (d.off+d.n-1)/lineSize >= first {
+			return true
+		}
+	}
+	return false
+}
+
+// settle makes the heap bytes [off, off+n) current for a reader inside the
+// running Update: deferred stores there are saved and done now.
+func (h *Heap) settle(off, n uint64) error {
+	s := &h.txs
+	if len(s.deferred) == 0 || n == 0 {
+		return nil
+	}
+	tx := &Tx{ViewTx: ViewTx{h: h}, txState: s}
+	if !tx.deferredIn(off/lineSize, (off+n-1)/lineSize) {
+		return nil
+	}
+	return tx.materialize()
+}
+
+// materialize turns the deferred lines into logged ones: it saves them,
+// fences, and does the deferred stores.
+func (tx *Tx) materialize() error {
+	if len(tx.deferred) == 0 {
+		return nil
+	}
+	h := tx.h
+	tx.reserve = 0
+	var ls []uint64
+	for l, k := range tx.lines {
+		if k == lineDeferred {
+			ls = append(ls, l)
+		}
+	}
+	slices.Sort(ls)
+	for i := 0; i < len(ls); {
+		j := i + 1
+		for j < len(ls) && ls[j] == ls[j-1]+1 {
+			j++
+		}
+		if err := tx.logRange(ls[i]*lineSize, uint64(j-i)*lineSize); err != nil {
+			return err
+		}
+		i = j
+	}
+	for _, l := range ls {
+		tx.mark(l, lineLogged)
+	}
+	h.mem.Fence()
+	tx.unfenced = false
+	for _, d := range tx.deferred {
+		copy(h.b[d.off:d.off+d.n], tx.deferBuf[d.buf:d.buf+d.n])
+	}
+	tx.deferred, tx.deferBuf = tx.deferred[:0], tx.deferBuf[:0]
+	return nil
+}
+
+// overlayDeferred copies the deferred stores that fall in [off,
+// off+len(dst)) onto dst, in order.
+func (tx *Tx) overlayDeferred(dst []byte, off uint64) {
+	end := off + uint64(len(dst))
+	for _, d := range tx.deferred {
+		lo, hi := max(d.off, off), min(d.off+d.n, end)
+		if lo < hi {
+			copy(dst[lo-off:hi-off], tx.deferBuf[d.buf+lo-d.off:])
+		}
+	}
+}
+
+// applyDeferred does the deferred stores after the commit fence and
+// flushes them without a fence (see the protocol).
+func (tx *Tx) applyDeferred() {
+	h := tx.h
+	h.unfenced = h.unfenced[:0]
+	for _, d := range tx.deferred {
+		for l := d.off / lineSize; l <= (d.off+d.n-1)/lineSize; l++ {
+			h.unfenced = append(h.unfenced, l)
+		}
+		copy(h.b[d.off:d.off+d.n], tx.deferBuf[d.buf:d.buf+d.n])
+		if breakProtocol != "deferred-unflushed" {
+			h.mem.Flush(int(d.off), int(d.n))
+		}
+	}
+	tx.deferred, tx.deferBuf = tx.deferred[:0], tx.deferBuf[:0]
+}
+
 // sync makes the entries saved since the last sync durable.
 func (tx *Tx) sync() {
-	if tx.unfenced {
+	if tx.unfenced && breakProtocol != "undo-unfenced" {
 		tx.h.mem.Fence()
 		tx.unfenced = false
 	}
 }
 
 // logRange appends an undo entry saving [off, off+n) and flushes it; the
-// caller fences.
+// caller fences. It keeps room for the deferred lines' entries and a
+// commit record.
 func (tx *Tx) logRange(off, n uint64) error {
 	h := tx.h
-	if tx.logTail+entHeaderSize+n > tx.logEnd {
+	if tx.logTail+entHeaderSize+n+tx.reserve+minRecord > tx.logEnd {
 		return tx.fail(fmt.Errorf("pheap: %w: saving %d more bytes, a transaction's log holds %d", ErrLogFull, n, tx.logEnd-tx.logTail))
-	}
-	if h.genPending {
-		// The header moves to this generation in the same fence as the
-		// first entry, before anything the entry saves is modified.
-		h.setGen(tx.gen)
 	}
 	pos := tx.logTail
 	e := h.b[pos : pos+entHeaderSize+n]
-	le.PutUint64(e[entGen:], tx.gen)
-	le.PutUint64(e[entOff:], off)
-	le.PutUint32(e[entLen:], uint32(n))
 	copy(e[entHeaderSize:], h.b[off:off+n])
-	sum := crc32.Update(crc32.Checksum(e[:entChecksum], castagnoli), castagnoli, e[entHeaderSize:])
-	le.PutUint32(e[entChecksum:], sum)
+	tx.putHeader(e, off)
 	h.mem.Flush(int(pos), len(e))
 	tx.ents = append(tx.ents, logEntry{pos: pos, off: off, n: n, dataStart: pos + entHeaderSize})
 	tx.logTail += entHeaderSize + n
@@ -267,27 +453,36 @@ func (tx *Tx) markFresh(off, n uint64) {
 	}
 	for l := first; l < end; l++ {
 		if _, ok := tx.lines[l]; !ok {
-			tx.lines[l] = lineFresh
+			tx.mark(l, lineFresh)
 		}
 	}
 }
 
-// sortedLines returns the lines in the map in order, for flushing in runs.
+// sortedLines returns the lines in the map in order, for flushing in runs,
+// and sets tx.kinds to their kinds.
 func (tx *Tx) sortedLines() []uint64 {
-	ls := tx.sorted[:0]
-	for l := range tx.lines {
-		ls = append(ls, l)
-	}
+	ls := append(tx.sorted[:0], tx.order...)
 	slices.Sort(ls)
-	tx.sorted = ls
+	ks := tx.kinds[:0]
+	for _, l := range ls {
+		ks = append(ks, tx.lines[l])
+	}
+	tx.sorted, tx.kinds = ls, ks
 	return ls
 }
 
-// flushLines flushes the given sorted lines, coalescing neighbours.
-func (h *Heap) flushLines(ls []uint64) {
+// flushLines flushes the given sorted lines, coalescing neighbours;
+// deferred lines, whose stores are not done yet, only if withDeferred.
+// Carried lines were flushed by the last commit already and are skipped.
+func (h *Heap) flushLines(ls []uint64, kinds []uint8, withDeferred bool) {
+	skip := func(k uint8) bool { return k == lineCarried || (!withDeferred && k == lineDeferred) }
 	for i := 0; i < len(ls); {
+		if skip(kinds[i]) {
+			i++
+			continue
+		}
 		j := i + 1
-		for j < len(ls) && ls[j] == ls[j-1]+1 {
+		for j < len(ls) && ls[j] == ls[j-1]+1 && !skip(kinds[j]) {
 			j++
 		}
 		h.mem.Flush(int(ls[i]*lineSize), int(uint64(j-i)*lineSize))
@@ -295,11 +490,27 @@ func (h *Heap) flushLines(ls []uint64) {
 	}
 }
 
-// rollback restores every saved range, newest first, makes that durable,
-// then retires the log, exactly as recovery would after a crash.
+// rollback restores every saved range, newest first, and every covered
+// line from the last commit record, and makes that durable, exactly as
+// recovery would after a crash. Deferred stores are simply dropped. The
+// next attempt keeps the generation, with a new nonce.
 func (tx *Tx) rollback() {
-	if len(tx.ents) == 0 {
-		return
+	h := tx.h
+	tx.deferred, tx.deferBuf, tx.reserve = tx.deferred[:0], tx.deferBuf[:0], 0
+	wrote := false
+	for i := len(tx.ents) - 1; i >= 0; i-- {
+		e := tx.ents[i]
+		copy(h.b[e.off:e.off+e.n], h.b[e.dataStart:e.dataStart+e.n])
+		h.mem.Flush(int(e.off), int(e.n))
+		wrote = true
 	}
-	tx.h.undo(tx.gen, tx.ents)
+	for l, k := range tx.lines {
+		if k == lineCovered {
+			h.restoreCovered(l)
+			wrote = true
+		}
+	}
+	if wrote {
+		h.mem.Fence()
+	}
 }

@@ -40,7 +40,7 @@ func TestRunJSON(t *testing.T) {
 			t.Errorf("ratio %s missing or zero: %v", r, o.Ratios)
 		}
 	}
-	if o.Bench != "pheap" || len(o.Results) != 2*6*2+2*3 {
+	if o.Bench != "pheap" || len(o.Results) != 2*6*2+2*2+2+2*3 { // 2 workloads × (6 systems × throughput, latency; pheap fences, lines; paired overhead); open
 		t.Errorf("bench %q with %d results", o.Bench, len(o.Results))
 	}
 	for _, r := range o.Results {

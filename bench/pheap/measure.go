@@ -25,12 +25,15 @@ const heapSize = 64 << 20
 
 func pheapCase(flush bool, work func(*pheap.Heap, int) (timing, error)) func(string, int) (timing, error) {
 	return func(dir string, n int) (timing, error) {
-		h, done, err := newPmemHeap(filepath.Join(dir, "bench.heap"), heapSize, flush)
+		h, pf, done, err := newPmemHeap(filepath.Join(dir, "bench.heap"), heapSize, flush)
 		if err != nil {
 			return timing{}, err
 		}
 		defer done()
-		return work(h, n)
+		f0, l0 := pf.fences, pf.lines
+		t, err := work(h, n)
+		t.fences, t.lines = float64(pf.fences-f0)/float64(n), float64(pf.lines-l0)/float64(n)
+		return t, err
 	}
 }
 
@@ -108,7 +111,24 @@ func measure(c config, progress io.Writer) (output, error) {
 				}
 				s.add(w.name+"_"+tc.system+"_throughput", "tx/s", float64(c.N)/t.total.Seconds())
 				s.add(w.name+"_"+tc.system+"_latency_p50", "µs", float64(t.p50)/1e3)
+				if tc.system == "pheap" {
+					s.add(w.name+"_pheap_fences_per_tx", "fences/tx", t.fences)
+					s.add(w.name+"_pheap_lines_flushed_per_tx", "lines/tx", t.lines)
+				}
 			}
+		}
+	}
+	for r := range c.Runs {
+		for _, w := range []struct {
+			name string
+			step func(*pheap.Heap) (func(int) error, error)
+		}{{"update64", update64Step}, {"mapinsert", mapInsertStep}} {
+			fmt.Fprintf(progress, "run %d/%d: %s durable and no-flush in alternating blocks of %d, %d transactions each\n", r+1, c.Runs, w.name, pairedBlock, c.N)
+			ov, err := pairedOverhead(work, c.N, w.step)
+			if err != nil {
+				return o, fmt.Errorf("%s paired: %w", w.name, err)
+			}
+			s.add(w.name+"_pheap_paired_durability_overhead", "ratio", ov)
 		}
 	}
 	if err := measureOpen(c, work, s, progress); err != nil {
@@ -124,6 +144,8 @@ func measure(c config, progress io.Writer) (output, error) {
 	o.Ratios["durability_overhead_update64"] = thr("update64", "pheap-noflush")/thr("update64", "pheap") - 1
 	o.Ratios["pmemobj_durability_overhead"] = thr("mapinsert", "pmemobj-noflush")/thr("mapinsert", "pmemobj") - 1
 	o.Ratios["pmemobj_durability_overhead_update64"] = thr("update64", "pmemobj-noflush")/thr("update64", "pmemobj") - 1
+	o.Ratios["durability_overhead_paired"] = s.median("mapinsert_pheap_paired_durability_overhead")
+	o.Ratios["durability_overhead_update64_paired"] = s.median("update64_pheap_paired_durability_overhead")
 	o.Ratios["tx_throughput_msync_vs_bbolt"] = thr("update64", "pheap-msync") / thr("update64", "bbolt")
 	big := sizeName(c.Big)
 	open := func(sys, size string) float64 { return s.median("open_first_read_" + sys + "_" + size) }
