@@ -54,6 +54,7 @@ func probeConfig(t *testing.T, probeFlags ...string) *config.Config {
 
 type probeReport struct {
 	ServicePID     int
+	ServiceParent  string
 	ServiceText    []string
 	InitText       []string
 	Mounts         map[string]string

@@ -123,7 +123,7 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 		// has its answer (also ends relaySignals' Recv).
 		c.Close()
 	}
-	p, hit, err := s.activate(pr, m, files, owner)
+	p, hit, err := s.activate(pr, m, files, owner, ended)
 	// The process has its copies: ours go now, not when the activation
 	// ends (the client may count its descriptors, or wait for a pipe's
 	// end of file, as soon as it has the exit).
@@ -174,21 +174,21 @@ func (s *Server) giveBack(pr *program, p *proc, ok bool) {
 // activate hands the request to a parked process, trying the next one if a
 // parked process died meanwhile; with none parked it starts the program
 // directly with the request (a miss costs what os/exec costs).
-func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func(*proc, ending)) (*proc, bool, error) {
+func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func(*proc, ending), act chan struct{}) (*proc, bool, error) {
 	for {
 		e := pr.pool.Take()
 		if e == nil {
-			p, err := pr.starter.direct(m, files, owner)
+			p, err := pr.starter.direct(m, files, owner, act)
 			return p, false, err
 		}
 		p := e.(*proc)
 		p.taken = true
-		p.setOwner(owner)
+		p.setOwner(owner, act)
 		err := p.Activate(m, files)
 		if err == nil {
 			return p, true, nil
 		}
-		p.setOwner(nil)
+		p.setOwner(nil, nil)
 		p.Kill()
 		if p.reuse {
 			pr.pool.Return(p, false)
@@ -199,7 +199,8 @@ func (s *Server) activate(pr *program, m *pool.Msg, files []*os.File, owner func
 
 // relaySignals forwards the client's Signal messages until the client hangs
 // up or the activation ends (the connection is then shut down under it). A
-// reused process is signalled only while this activation lasts.
+// reused process is signalled only while this activation lasts (proc.signal
+// decides that under the lock that ends it).
 func (s *Server) relaySignals(c pool.Conn, p *proc, ended chan struct{}) {
 	for {
 		m, files, err := c.Recv()
@@ -213,7 +214,7 @@ func (s *Server) relaySignals(c pool.Conn, p *proc, ended chan struct{}) {
 		default:
 		}
 		if m.Type == pool.TypeSignal && m.Signal > 0 && m.Signal < 65 {
-			p.p.Signal(syscall.Signal(m.Signal))
+			p.signal(ended, syscall.Signal(m.Signal))
 		}
 	}
 }

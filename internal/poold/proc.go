@@ -52,6 +52,9 @@ type proc struct {
 
 	mu    sync.Mutex
 	owner func(*proc, ending) // set once activated: where its end goes
+	// act identifies the activation owner belongs to (its spawn's ended
+	// channel): a signal is delivered only while that activation lasts.
+	act chan struct{}
 }
 
 func (p *proc) Pid() int { return p.pid }
@@ -138,7 +141,7 @@ func (s *procStarter) Start() (Entry, error) {
 // direct starts the program straight with a request, as os/exec would,
 // for a spawn that found no parked process: waiting for a new process to
 // park and then activating it would cost more than this.
-func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, ending)) (*proc, error) {
+func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, ending), act chan struct{}) (*proc, error) {
 	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
@@ -147,7 +150,7 @@ func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, en
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
-	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{}), owner: owner}
+	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{}), owner: owner, act: act}
 	setRlimits(p.Pid, s.prog.Rlimits) // best effort: the program already runs
 	go func() {
 		st, _ := p.Wait()
@@ -222,11 +225,30 @@ func (p *proc) retire() {
 	}
 }
 
-// setOwner routes the process's end; nil takes it back (activation failed).
-func (p *proc) setOwner(f func(*proc, ending)) {
+// setOwner routes the end of activation act; nil takes it back
+// (activation failed).
+func (p *proc) setOwner(f func(*proc, ending), act chan struct{}) {
 	p.mu.Lock()
-	p.owner = f
+	p.owner, p.act = f, act
 	p.mu.Unlock()
+}
+
+// signal sends sig if activation act still owns the process, and reports
+// whether it did. A reused process serves one activation after another:
+// checking that act ended and then signalling (as before) let a signal
+// sent just as act ended reach the process's next activation, another
+// client's request. Under mu, the end cannot be taken (takeOwner) between
+// the check and the kill; a signal that arrives while main has returned
+// but poold has not yet heard the Done still belongs to act, whose end the
+// signal then decides.
+func (p *proc) signal(act chan struct{}, sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.owner == nil || p.act != act {
+		return false
+	}
+	p.p.Signal(sig)
+	return true
 }
 
 // takeOwner returns and clears the owner: an activation ends once, whether
@@ -235,7 +257,7 @@ func (p *proc) takeOwner() func(*proc, ending) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.owner
-	p.owner = nil
+	p.owner, p.act = nil, nil
 	return f
 }
 

@@ -239,3 +239,77 @@ func TestReuseNoLeaks(t *testing.T) {
 		t.Errorf("descriptors: %d after, %d before", n, fds0)
 	}
 }
+
+// TestReuseSignalStaysWithItsActivation: a signal a client sends is
+// delivered only while its activation owns the process. A reused process
+// goes on to serve other clients; a signal from an activation that already
+// ended (relaySignals used to check the end, then signal, with the next
+// activation free to start in between) must not reach the next one.
+func TestReuseSignalStaysWithItsActivation(t *testing.T) {
+	bin := buildReuseChild(t)
+	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 10,
+		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+	srv, _ := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv.Fill()
+	pr := srv.programs["reuse"]
+	e := pr.pool.Take()
+	if e == nil {
+		t.Fatal("nothing parked")
+	}
+	p := e.(*proc)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	// activate starts an activation with stdin; its end comes on ends.
+	activate := func(stdin *os.File) (chan struct{}, chan ending) {
+		act, ends := make(chan struct{}), make(chan ending, 1)
+		p.setOwner(func(_ *proc, e ending) { ends <- e }, act)
+		m := &pool.Msg{Argv: []string{"h"}, Env: []string{"X=1"}, Dir: "/"}
+		if err := p.Activate(m, []*os.File{stdin, null, null}); err != nil {
+			t.Fatal(err)
+		}
+		return act, ends
+	}
+	act1, ends := activate(null)
+	if e := <-ends; e.done == nil {
+		t.Fatalf("activation 1 ended by exit %v, want Done", e.ps)
+	}
+	// Activation 2 blocks reading stdin until w is closed.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	act2, ends := activate(r)
+	r.Close()
+	if p.signal(act1, syscall.SIGKILL) {
+		t.Error("a signal of activation 1 was delivered during activation 2")
+	}
+	w.Close()
+	if e := <-ends; e.done == nil {
+		t.Fatalf("activation 2 ended by exit %v, want Done (killed by activation 1's signal?)", e.ps)
+	}
+	if p.signal(act2, syscall.SIGKILL) {
+		t.Error("a signal of activation 2 was delivered after it ended")
+	}
+	// Activation 3's own signal reaches it.
+	r, w, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	act3, ends := activate(r)
+	r.Close()
+	if !p.signal(act3, syscall.SIGKILL) {
+		t.Fatal("activation 3's own signal was not delivered")
+	}
+	e3 := <-ends
+	if e3.ps == nil {
+		t.Fatal("activation 3 ended with Done after SIGKILL")
+	}
+	if ws := e3.ps.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("activation 3 ended %v, want killed", e3.ps)
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 type report struct {
 	ServicePID     int
+	ServiceParent  string   // the /proc/PID/comm of the service's parent
 	ServiceText    []string // files of the service's executable mappings
 	InitText       []string // files of nvinit's executable mappings
 	Mounts         map[string]string
@@ -63,6 +64,7 @@ func probe(r *report, service, addr string) error {
 		return err
 	}
 	r.ServicePID = pid
+	r.ServiceParent = parentComm(pid)
 	r.ServiceText = execMappings(pid)
 	r.InitText = execMappings(1)
 	mounts, err := os.ReadFile("/proc/mounts")
@@ -173,4 +175,24 @@ func readAll(path string) (int64, error) {
 	}
 	_ = sum
 	return st.Size(), nil
+}
+
+// parentComm is the comm of pid's parent ("" if unknown): nvinit for a
+// service it forked, poold for one it activated.
+func parentComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return ""
+	}
+	c, err := os.ReadFile("/proc/" + f[1] + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(c))
 }
