@@ -139,43 +139,12 @@ func Write(path, seed string, parts []Partition) ([]Layout, error) {
 			binary.LittleEndian.PutUint16(e[56+2*j:], u)
 		}
 	}
-	entCRC := crc32.ChecksumIEEE(entries)
-	disk := derive(seed, "\x00disk")
-	header := func(cur, backup, entLBA int64) []byte {
-		h := make([]byte, sector)
-		copy(h, "EFI PART")
-		binary.LittleEndian.PutUint32(h[8:], 0x00010000)
-		binary.LittleEndian.PutUint32(h[12:], 92)
-		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
-		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
-		binary.LittleEndian.PutUint64(h[40:], uint64(2+entryLBAs))
-		binary.LittleEndian.PutUint64(h[48:], uint64(total-2-entryLBAs))
-		copy(h[56:], disk[:])
-		binary.LittleEndian.PutUint64(h[72:], uint64(entLBA))
-		binary.LittleEndian.PutUint32(h[80:], numEntries)
-		binary.LittleEndian.PutUint32(h[84:], entrySize)
-		binary.LittleEndian.PutUint32(h[88:], entCRC)
-		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
-		return h
+	head, tail := tables(entries, derive(seed, "\x00disk"), total)
+	if _, err := tmp.WriteAt(head, 0); err != nil {
+		return nil, err
 	}
-	mbr := make([]byte, sector)
-	pe := mbr[446:]
-	pe[4] = 0xEE // protective: the whole disk is GPT
-	binary.LittleEndian.PutUint32(pe[8:], 1)
-	binary.LittleEndian.PutUint32(pe[12:], uint32(min(total-1, 0xFFFFFFFF)))
-	mbr[510], mbr[511] = 0x55, 0xAA
-	last := total - 1
-	writes := []struct {
-		b   []byte
-		lba int64
-	}{
-		{mbr, 0}, {header(1, last, 2), 1}, {entries, 2},
-		{entries, last - entryLBAs}, {header(last, 1, last-entryLBAs), last},
-	}
-	for _, w := range writes {
-		if _, err := tmp.WriteAt(w.b, w.lba*sector); err != nil {
-			return nil, err
-		}
+	if _, err := tmp.WriteAt(tail, total*sector-int64(len(tail))); err != nil {
+		return nil, err
 	}
 	for i, p := range parts {
 		if p.Src == "" {
@@ -222,16 +191,52 @@ func copyAt(dst *os.File, off int64, src string) error {
 	}
 }
 
+// tables lays out the partition tables of a disk of total LBAs: head is the
+// protective MBR, the primary header and the entry array (LBAs 0..33), tail
+// the backup entry array and header (the last 33 LBAs).
+func tables(entries []byte, disk GUID, total int64) (head, tail []byte) {
+	last := total - 1
+	entCRC := crc32.ChecksumIEEE(entries)
+	header := func(h []byte, cur, backup, entLBA int64) {
+		copy(h, "EFI PART")
+		binary.LittleEndian.PutUint32(h[8:], 0x00010000)
+		binary.LittleEndian.PutUint32(h[12:], 92)
+		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
+		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
+		binary.LittleEndian.PutUint64(h[40:], uint64(2+entryLBAs))
+		binary.LittleEndian.PutUint64(h[48:], uint64(last-1-entryLBAs))
+		copy(h[56:], disk[:])
+		binary.LittleEndian.PutUint64(h[72:], uint64(entLBA))
+		binary.LittleEndian.PutUint32(h[80:], numEntries)
+		binary.LittleEndian.PutUint32(h[84:], entrySize)
+		binary.LittleEndian.PutUint32(h[88:], entCRC)
+		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
+	}
+	head = make([]byte, HeadBytes)
+	pe := head[446:]
+	pe[4] = 0xEE // protective: the whole disk is GPT
+	binary.LittleEndian.PutUint32(pe[8:], 1)
+	binary.LittleEndian.PutUint32(pe[12:], uint32(min(last, 0xFFFFFFFF)))
+	head[510], head[511] = 0x55, 0xAA
+	header(head[sector:2*sector], 1, last, 2)
+	copy(head[2*sector:], entries)
+	tail = make([]byte, (entryLBAs+1)*sector)
+	copy(tail, entries)
+	header(tail[entryLBAs*sector:], last, 1, last-entryLBAs)
+	return head, tail
+}
+
 // HeadBytes is the size of the table at the start of an image: protective
 // MBR, primary header, entry array.
 const HeadBytes = (2 + entryLBAs) * sector
 
 // Fit adjusts the table at the start of an image made by Write (head, its
 // first HeadBytes, changed in place) for a device of devSize bytes, as
-// flashing onto a bigger card needs: the backup entries and header move to
-// the device's last LBAs, the usable area and the protective MBR grow with
-// it. It returns the backup copy to write at devSize-len(tail). Partitions
-// stay where they are.
+// flashing onto a bigger card needs: head becomes what Write would have made
+// for a disk of that size (backup at the device's last LBAs, usable area and
+// protective MBR grown with it), and the backup copy to write at
+// devSize-len(tail) is returned. Partitions stay where they are; on error
+// head is unchanged.
 func Fit(head []byte, devSize int64) (tail []byte, err error) {
 	if len(head) != HeadBytes {
 		return nil, fmt.Errorf("gpt: table is %d bytes, want %d", len(head), HeadBytes)
@@ -246,10 +251,9 @@ func Fit(head []byte, devSize int64) (tail []byte, err error) {
 	if string(h[:8]) != "EFI PART" || binary.LittleEndian.Uint32(h[12:]) != 92 {
 		return nil, fmt.Errorf("gpt: no GPT header at LBA 1")
 	}
-	crc := binary.LittleEndian.Uint32(h[16:])
-	binary.LittleEndian.PutUint32(h[16:], 0)
-	if crc32.ChecksumIEEE(h[:92]) != crc {
-		binary.LittleEndian.PutUint32(h[16:], crc)
+	hc := append([]byte(nil), h[:92]...) // the checksum is over the header with its own field zero
+	binary.LittleEndian.PutUint32(hc[16:], 0)
+	if crc32.ChecksumIEEE(hc) != binary.LittleEndian.Uint32(h[16:]) {
 		return nil, fmt.Errorf("gpt: header checksum mismatch")
 	}
 	if binary.LittleEndian.Uint32(h[80:]) != numEntries || binary.LittleEndian.Uint32(h[84:]) != entrySize ||
@@ -267,20 +271,9 @@ func Fit(head []byte, devSize int64) (tail []byte, err error) {
 			return nil, fmt.Errorf("gpt: partition %d ends at LBA %d, beyond the device's last usable LBA %d", i+1, end, lastUsable)
 		}
 	}
-	binary.LittleEndian.PutUint32(mbr[446+12:], uint32(min(last, 0xFFFFFFFF)))
-	put := func(h []byte, cur, backup, entLBA int64) {
-		binary.LittleEndian.PutUint64(h[24:], uint64(cur))
-		binary.LittleEndian.PutUint64(h[32:], uint64(backup))
-		binary.LittleEndian.PutUint64(h[48:], uint64(lastUsable))
-		binary.LittleEndian.PutUint64(h[72:], uint64(entLBA))
-		binary.LittleEndian.PutUint32(h[16:], 0)
-		binary.LittleEndian.PutUint32(h[16:], crc32.ChecksumIEEE(h[:92]))
-	}
-	put(h, 1, last, 2)
-	tail = make([]byte, (entryLBAs+1)*sector)
-	copy(tail, entries)
-	bh := tail[entryLBAs*sector:]
-	copy(bh, h)
-	put(bh, last, 1, last-entryLBAs)
+	var disk GUID
+	copy(disk[:], h[56:72])
+	newHead, tail := tables(entries, disk, last+1)
+	copy(head, newHead)
 	return tail, nil
 }
