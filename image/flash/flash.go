@@ -43,9 +43,6 @@ type Options struct {
 	// Progress, if set, is called after each chunk with the bytes done and
 	// the total, for writing and then for verifying.
 	Progress func(stage string, done, total int64)
-	// MountInfo is the mount table to check the target against;
-	// empty: /proc/self/mountinfo.
-	MountInfo string
 }
 
 // Result is what a flash did.
@@ -67,6 +64,9 @@ type Target struct {
 	Bytes       int64
 	Model       string // from sysfs, for block devices; may be empty
 	Removable   bool
+
+	st     unix.Stat_t // as Describe found it, for the checks before writing
+	majMin string      // a block device's "MAJ:MIN"
 }
 
 func (t Target) String() string {
@@ -90,7 +90,7 @@ func Describe(path string) (Target, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return Target{}, fmt.Errorf("flash target %s: %w", path, err)
 	}
-	t := Target{Path: path}
+	t := Target{Path: path, st: st}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		t.Bytes = st.Size
@@ -106,7 +106,8 @@ func Describe(path string) (Target, error) {
 			return Target{}, fmt.Errorf("flash target %s: size: %w", path, err)
 		}
 		t.Bytes = n
-		sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		t.majMin = fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		sys := "/sys/dev/block/" + t.majMin
 		t.Model = strings.TrimSpace(readSmall(filepath.Join(sys, "device", "model")))
 		t.Removable = strings.TrimSpace(readSmall(filepath.Join(sys, "removable"))) == "1"
 	default:
@@ -135,7 +136,7 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNotSelf(o.Image, o.Target); err != nil {
+	if err := checkNotSelf(o.Image, t); err != nil {
 		return nil, err
 	}
 	if t.BlockDevice && !o.Confirmed {
@@ -149,7 +150,7 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("flash target %s: %s, smaller than the image (%s)", t.Path, humanBytes(devSize), humanBytes(size))
 	}
 	devSize &^= 511
-	if err := checkUnmounted(o.Target, o.MountInfo); err != nil {
+	if err := checkUnmounted(t); err != nil {
 		return nil, err
 	}
 	head := make([]byte, gpt.HeadBytes)
@@ -199,14 +200,12 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 		if _, err := img.ReadAt(b, off); err != nil {
 			return nil, fmt.Errorf("flash: image %s: %w", o.Image, err)
 		}
-		if off == 0 {
-			copy(b, head)
-		}
-		sum.Write(b)
 		wb, woff := b, off
 		if off == 0 {
+			copy(b, head) // hashed as it will be, written at the end
 			wb, woff = b[len(head):], int64(len(head))
 		}
+		sum.Write(b)
 		if t.BlockDevice || !allZero(wb) {
 			if _, err := dev.WriteAt(wb, woff); err != nil {
 				return nil, fmt.Errorf("flash target %s: writing at %d: %w (no partition table written)", o.Target, woff, err)
@@ -292,26 +291,18 @@ func wipeTables(dev *os.File, devSize int64) error {
 	return dev.Sync()
 }
 
-// checkUnmounted refuses a target that is, or holds, a mounted filesystem,
-// naming the mount point: O_EXCL would refuse too, but say less.
-func checkUnmounted(target, mountInfo string) error {
-	var st unix.Stat_t
-	if err := unix.Stat(target, &st); err != nil {
-		return fmt.Errorf("flash target %s: %w", target, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+// checkUnmounted refuses a block device that is, or holds, a mounted
+// filesystem, naming the mount point: O_EXCL would refuse too, but say less.
+func checkUnmounted(t Target) error {
+	if !t.BlockDevice {
 		return nil
 	}
-	if mountInfo == "" {
-		mountInfo = "/proc/self/mountinfo"
-	}
-	f, err := os.Open(mountInfo)
+	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return fmt.Errorf("flash: checking mounts: %w", err)
 	}
 	defer f.Close()
-	want := fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	disk := blockName(want)
+	disk := blockName(t.majMin)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
@@ -320,30 +311,32 @@ func checkUnmounted(target, mountInfo string) error {
 			continue
 		}
 		dev, mnt := fields[2], fields[4]
-		if dev == want {
-			return fmt.Errorf("flash target %s: mounted on %s; unmount it first", target, mnt)
+		if dev == t.majMin {
+			return fmt.Errorf("flash target %s: mounted on %s; unmount it first", t.Path, mnt)
 		}
 		if disk != "" && parentName(dev) == disk {
-			return fmt.Errorf("flash target %s: its partition %s is mounted on %s; unmount it first", target, blockName(dev), mnt)
+			return fmt.Errorf("flash target %s: its partition %s is mounted on %s; unmount it first", t.Path, blockName(dev), mnt)
 		}
 	}
 	return sc.Err()
 }
 
-// checkNotSelf refuses flashing an image onto the device that holds it.
-func checkNotSelf(image, target string) error {
-	var is, ts unix.Stat_t
-	if unix.Stat(image, &is) != nil || unix.Stat(target, &ts) != nil {
+// checkNotSelf refuses flashing an image onto itself or onto the device
+// (or a partition of the disk) that holds it.
+func checkNotSelf(image string, t Target) error {
+	var is unix.Stat_t
+	if unix.Stat(image, &is) != nil {
 		return nil
 	}
-	if ts.Mode&unix.S_IFMT == unix.S_IFREG && is.Dev == ts.Dev && is.Ino == ts.Ino {
-		return fmt.Errorf("flash target %s: is the image itself", target)
-	}
-	if ts.Mode&unix.S_IFMT == unix.S_IFBLK {
-		d := fmt.Sprintf("%d:%d", unix.Major(is.Dev), unix.Minor(is.Dev))
-		if d == fmt.Sprintf("%d:%d", unix.Major(ts.Rdev), unix.Minor(ts.Rdev)) || parentName(d) == blockName(fmt.Sprintf("%d:%d", unix.Major(ts.Rdev), unix.Minor(ts.Rdev))) {
-			return fmt.Errorf("flash target %s: holds the image %s", target, image)
+	if !t.BlockDevice {
+		if is.Dev == t.st.Dev && is.Ino == t.st.Ino {
+			return fmt.Errorf("flash target %s: is the image itself", t.Path)
 		}
+		return nil
+	}
+	holder := fmt.Sprintf("%d:%d", unix.Major(is.Dev), unix.Minor(is.Dev))
+	if p := parentName(holder); holder == t.majMin || p != "" && p == blockName(t.majMin) {
+		return fmt.Errorf("flash target %s: holds the image %s", t.Path, image)
 	}
 	return nil
 }

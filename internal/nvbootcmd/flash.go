@@ -2,7 +2,6 @@ package nvbootcmd
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -52,9 +51,6 @@ func flashCmd(ctx context.Context, c *cli.Context) error {
 	}
 	log := newProgress(c.Stderr)
 	log.printf("target %s", t)
-	if t.BlockDevice && !*yes {
-		return fmt.Errorf("flash target %s: this erases the whole device; run again with -yes if it is the right one", t)
-	}
 	var last time.Time
 	res, err := flash.Write(ctx, flash.Options{
 		Image: filepath.Join(dir, appliance.DiskFile), Target: target, Confirmed: *yes,
