@@ -5,19 +5,23 @@
 # Prints the path of the cached directory (bzImage + .config) on stdout; progress
 # goes to stderr.
 #
-#   kernel-config/build.sh [-arch x86_64] [-print-key] [-config-only]
+#   kernel-config/build.sh [-arch x86_64] [-print-key] [-config-only] [-cached-only]
 #
+# -cached-only prints the cached directory if this input's kernel is built and
+# otherwise exits 3, never installing or building anything.
 # NVBOOT_CACHE overrides the cache root (default ${XDG_CACHE_HOME:-~/.cache}/nvboot).
 set -euo pipefail
 
 arch=x86_64
 print_key=0
 config_only=0
+cached_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-arch) arch="$2"; shift 2 ;;
 	-print-key) print_key=1; shift ;;
 	-config-only) config_only=1; shift ;;
+	-cached-only) cached_only=1; shift ;;
 	-h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kernel-config/build.sh: unknown argument $1 (try -h)" >&2; exit 2 ;;
 	esac
@@ -30,6 +34,7 @@ frag_common="$here/common.config"
 
 tarball=/usr/src/linux-source-6.1.tar.xz
 if [ ! -f "$tarball" ]; then
+	if [ "$cached_only" = 1 ]; then echo "kernel-config/build.sh: $tarball missing (make kernel installs it and builds the kernel)" >&2; exit 3; fi
 	echo "kernel-config/build.sh: $tarball missing; installing linux-source-6.1 and build deps" >&2
 	apt-get update -q >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q linux-source-6.1 bc flex bison libelf-dev libssl-dev >&2
@@ -45,6 +50,7 @@ if [ -f "$out/bzImage" ] && [ -f "$out/config" ]; then
 	echo "kernel: cached $out" >&2
 	echo "$out"; exit 0
 fi
+if [ "$cached_only" = 1 ]; then echo "kernel-config/build.sh: no kernel built at $out (make kernel builds it, about ten minutes)" >&2; exit 3; fi
 
 src="$cache/src/linux-source-6.1-$srcver"
 if [ ! -f "$src/Makefile" ]; then

@@ -14,24 +14,8 @@ import (
 
 	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
 )
-
-// guestKernel returns the appliance kernel ($NVBOOT_KERNEL, which make test
-// sets), skipping without it or without QEMU.
-func guestKernel(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("boots QEMU")
-	}
-	k := os.Getenv("NVBOOT_KERNEL")
-	if k == "" {
-		t.Skip("NVBOOT_KERNEL unset (make test sets it)")
-	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("no qemu-system-x86_64")
-	}
-	return k
-}
 
 // daxProbe is one boot's "DAXPROBE key=value" lines (a key may repeat).
 type daxProbe map[string][]string
@@ -77,7 +61,7 @@ func (p daxProbe) int(t *testing.T, k string) int {
 // /proc/PID/smaps and the page cache: the text is mapped from /nv/text on a
 // dax=always mount and the page cache does not grow by the text size.
 func TestTextMappedFromDAXPmem(t *testing.T) {
-	kernel := guestKernel(t)
+	kernel := vmtest.Kernel(t, "qemu-system-x86_64")
 	p := testProgs(t)
 	dir := t.TempDir()
 	build := func(name string) string {

@@ -8,24 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// kernel returns the appliance kernel from $NVBOOT_KERNEL (make test sets it),
-// skipping when there is none or no QEMU.
-func kernel(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("boots QEMU")
-	}
-	k := os.Getenv("NVBOOT_KERNEL")
-	if k == "" {
-		t.Skip("NVBOOT_KERNEL unset (make test sets it; or: export NVBOOT_KERNEL=$(kernel-config/build.sh)/bzImage)")
-	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("no qemu-system-x86_64")
-	}
-	return k
-}
+	"github.com/nvboot/nvboot/vm/vmtest"
+)
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -34,7 +19,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 func TestScriptStatusAndConsole(t *testing.T) {
-	k := kernel(t)
+	k := vmtest.Kernel(t, "qemu-system-x86_64")
 	res, err := RunScript(ctxFor(t, 3*time.Minute), Config{Kernel: k}, Script{
 		Script: "echo hello from $(cat /etc/who)\nexit 3\n",
 		Data:   map[string][]byte{"etc/who": []byte("the guest\n")},
@@ -66,7 +51,7 @@ func TestScriptStatusAndConsole(t *testing.T) {
 // second boot finds the fsdax device without any setup (the PFN info block is
 // on the media) and the file that was written before the cut.
 func TestFsdaxPersistsAcrossPowerCut(t *testing.T) {
-	k := kernel(t)
+	k := vmtest.Kernel(t, "qemu-system-x86_64")
 	dir := t.TempDir()
 	pmem := filepath.Join(dir, "pmem.img")
 	if err := os.WriteFile(pmem, nil, 0o644); err != nil {
