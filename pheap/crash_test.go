@@ -80,14 +80,18 @@ var errAbort = errors.New("deliberate abort")
 // workload runs n random operations on h and returns the model after each
 // (models[0] is the empty heap). mark is called after each operation.
 func workload(t testing.TB, h *Heap, n int, seed uint64, mark func(string)) []model {
+	return workloadFrom(t, h, model{}, n, seed, mark)
+}
+
+// workloadFrom is workload on a heap that holds cur already.
+func workloadFrom(t testing.TB, h *Heap, cur model, n int, seed uint64, mark func(string)) []model {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	root, err := Root[croot](h, "crash")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mark("root")
-	models := []model{{}}
-	cur := model{}
+	models := []model{cur}
 	for i := range n {
 		next := cur.clone()
 		op := rng.IntN(10)
@@ -411,6 +415,36 @@ func TestCrashStates(t *testing.T) {
 	if !testing.Short() && total < 10000 {
 		t.Fatalf("only %d crash states, want at least 10000", total)
 	}
+}
+
+// TestCrashClose: the workload in rounds, each ended by Close (which
+// commits an empty generation) and a new Open, every crash state checked,
+// those during Close included: they must hold the round's last state.
+func TestCrashClose(t *testing.T) {
+	ops, nestEvery, opt := crashOptions()
+	ops /= 4
+	rec := crashsim.New(garbage(128 << 10))
+	h, err := CreateMemory(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	cur := model{}
+	for round := range 4 {
+		models := workloadFrom(t, h, cur, ops, uint64(round)+11, rec.Mark)
+		want = append(want, digests(models)...)
+		cur = models[len(models)-1]
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if h, err = OpenMemory(rec); err != nil {
+			t.Fatalf("round %d: reopen: %v", round, err)
+		}
+		if got, err := readModel(h); err != nil || got.digest() != cur.digest() {
+			t.Fatalf("round %d: reopened heap holds %v, %v", round, got.digest(), err)
+		}
+	}
+	crashCheck(t, rec, opt, nestEvery, want, readList)
 }
 
 // TestCrashMissingFlushDetected is the test that must fail: a heap whose

@@ -171,7 +171,9 @@ func syncDir(dir string) error {
 // Open opens an existing heap file, rolling back a transaction a crash
 // interrupted. A file that is not a heap, of another format version,
 // truncated, corrupt, or open elsewhere is refused with an error that
-// matches one of the Err values, and is left unmodified.
+// matches one of the Err values, and is left unmodified. Open verifies the
+// superblock, the log and the metadata before the arena, not the blocks
+// (see "Checks" in the package documentation): ViewTx.Check does that.
 func Open(path string) (*Heap, error) {
 	h, err := open(path)
 	if err != nil {

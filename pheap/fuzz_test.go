@@ -148,15 +148,29 @@ func FuzzOpen(f *testing.F) {
 			return
 		}
 		defer h.Close()
-		// Open only checks metadata; the rest is checked when used. Either
-		// way: errors, never a panic, and a heap that checks out must keep
-		// working and reopen.
+		// Open verifies what recovery relies on, in time independent of
+		// the heap size; it does not walk the arena (see Open). So a heap
+		// whose blocks, free lists or live counters are corrupt may open,
+		// and then Check must say so (ErrCorrupt, or ErrBadPtr for a root),
+		// every access must fail with an error rather than panic, and a
+		// heap that checks out must keep working and reopen. Where Open
+		// does verify every byte, the superblock page and the log header,
+		// a change either fails Open or is one the format ignores.
 		var checkErr error
 		h.View(func(tx *ViewTx) error {
 			_, checkErr = tx.Check()
 			tx.Roots()
 			return nil
 		})
+		if checkErr != nil && !errors.Is(checkErr, ErrCorrupt) && !errors.Is(checkErr, ErrBadPtr) {
+			t.Fatalf("Check failed with an unclassified error: %v", checkErr)
+		}
+		if bases := fuzzBases(); checkErr != nil && int(base) < len(bases) && len(img) == len(bases[base]) {
+			first, last := firstDiff(img, bases[base]), lastDiff(img, bases[base])
+			if first >= 0 && last < pageSize+logHeaderSize {
+				t.Fatalf("Open accepted changes to bytes %d..%d (superblock page, log header), and Check fails: %v", first, last, checkErr)
+			}
+		}
 		var p Ptr[[3]uint64]
 		updErr := h.Update(func(tx *Tx) (err error) {
 			if p, err = New[[3]uint64](tx); err != nil {
@@ -193,4 +207,24 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("reopened heap fails Check: %v", err)
 		}
 	})
+}
+
+// firstDiff and lastDiff return the first and last index where a and b
+// (of one length) differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastDiff(a, b []byte) int {
+	for i := len(a) - 1; i >= 0; i-- {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
 }

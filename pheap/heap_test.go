@@ -1,7 +1,9 @@
 package pheap
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,27 +100,103 @@ func TestCreateOpenRoundTrip(t *testing.T) {
 	}
 }
 
+// heldBytes returns the bytes of the heap file at path that the format
+// defines: everything but the log, the arena past Top, and the payloads of
+// free blocks past their link. A transaction that rolls back must leave
+// these exactly as they were; the others it may scribble on (a block it
+// allocated from Top or from a free list is not saved, see log.go).
+func heldBytes(t *testing.T, h *Heap, path string) []byte {
+	t.Helper()
+	img, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &h.sb
+	clear(img[sb.LogOff:sb.RootsOff])
+	top := le.Uint64(img[sb.AllocOff+amTop:])
+	for blk := sb.ArenaOff; blk < top; {
+		size := le.Uint64(img[blk+bhSize:])
+		if size == 0 || size > top-blk {
+			t.Fatalf("block at %d has size %d", blk, size)
+		}
+		if le.Uint32(img[blk+bhState:]) == blockFree {
+			clear(img[blk+bhNext+8 : blk+size])
+		}
+		blk += size
+	}
+	clear(img[top:])
+	return img
+}
+
+// diffAt describes the first difference of a and b.
+func diffAt(h *Heap, a, b []byte) string {
+	for i := range a {
+		if a[i] != b[i] {
+			region := "arena"
+			switch sb := &h.sb; {
+			case uint64(i) < sb.LogOff:
+				region = "superblock"
+			case uint64(i) < sb.AllocOff:
+				region = "root table"
+			case uint64(i) < sb.ArenaOff:
+				region = "allocator metadata"
+			}
+			return fmt.Sprintf("byte %d (%s): %#x, was %#x", i, region, b[i], a[i])
+		}
+	}
+	return "no difference"
+}
+
 func TestAbortAndPanicRollBack(t *testing.T) {
-	h, _ := newFileHeap(t)
+	h, path := newFileHeap(t)
 	root, err := Root[account](h, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := mustCheck(t, h)
-	boom := errors.New("boom")
+	// Live objects to change and free, and a free block to reuse.
+	var live [3]Ptr[account]
 	err = h.Update(func(tx *Tx) error {
-		if err := root.Set(tx, account{ID: 9}); err != nil {
-			return err
-		}
-		for range 10 {
-			if _, err := New[account](tx); err != nil {
+		for i := range live {
+			if live[i], err = New[account](tx); err != nil {
+				return err
+			}
+			if err := live[i].Set(tx, account{ID: uint64(100 + i), Balance: 7}); err != nil {
 				return err
 			}
 		}
+		return root.Set(tx, account{ID: 1, Balance: int64(live[1].Offset())})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Update(func(tx *Tx) error { return tx.Free(live[0]) }); err != nil {
+		t.Fatal(err)
+	}
+	before := mustCheck(t, h)
+	held := heldBytes(t, h, path)
+	changeAll := func(tx *Tx) {
+		root.Set(tx, account{ID: 9})
+		live[1].Set(tx, account{ID: 666})
+		tx.Free(live[2])
+		for range 10 { // the first reuses live[0]'s block
+			p, err := New[account](tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Set(tx, account{ID: 42, Balance: -1})
+		}
+		New[[100]uint64](tx)
+	}
+	boom := errors.New("boom")
+	err = h.Update(func(tx *Tx) error {
+		changeAll(tx)
 		return boom
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("Update returned %v", err)
+	}
+	if got := heldBytes(t, h, path); !bytes.Equal(got, held) {
+		t.Fatalf("aborted tx changed the heap: %s", diffAt(h, held, got))
 	}
 	func() {
 		defer func() {
@@ -127,17 +205,19 @@ func TestAbortAndPanicRollBack(t *testing.T) {
 			}
 		}()
 		h.Update(func(tx *Tx) error {
-			root.Set(tx, account{ID: 10})
-			New[[100]uint64](tx)
+			changeAll(tx)
 			panic("panic in tx")
 		})
 	}()
+	if got := heldBytes(t, h, path); !bytes.Equal(got, held) {
+		t.Fatalf("tx that panicked changed the heap: %s", diffAt(h, held, got))
+	}
 	after := mustCheck(t, h)
 	if before != after {
 		t.Fatalf("stats changed by aborted txs: %+v -> %+v", before, after)
 	}
 	h.View(func(tx *ViewTx) error {
-		if got := root.Get(tx); got.ID != 0 {
+		if got := root.Get(tx); got.ID != 1 {
 			t.Fatalf("root after abort: %+v", got)
 		}
 		return nil
@@ -355,10 +435,10 @@ func TestOpenRefusesInconsistentLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	h.Close() // commits an empty generation: the newest is that one
 	newest := h.gen - 1
 	a, _ := h.logArea(newest)
 	b, _ := h.logArea(newest - 1)
-	h.Close()
 	img, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -239,3 +239,83 @@ func TestMapRefusesPaddedKey(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Map.Objects accounts for every object a map owns: with the root it must
+// match the live objects Check counts, through growth, deletes and an
+// empty key (which owns no copy).
+func TestMapObjectsAccountsForLiveObjects(t *testing.T) {
+	h, _ := newFileHeap(t)
+	type rootT struct {
+		Names Map[String, uint32]
+		Nums  Map[uint64, uint64]
+		Nil   Map[String, uint32]
+	}
+	root, err := Root[rootT](h, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		st := mustCheck(t, h)
+		h.View(func(tx *ViewTx) error {
+			r := root.Get(tx)
+			n := 1
+			for _, c := range []func(Reader) (int, error){r.Names.Objects, r.Nums.Objects, r.Nil.Objects} {
+				k, err := c(tx)
+				if err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				n += k
+			}
+			if int64(n) != st.LiveObjects {
+				t.Errorf("%s: the maps account for %d objects with the root, Check counts %d", when, n, st.LiveObjects)
+			}
+			return nil
+		})
+	}
+	check("empty")
+	err = h.Update(func(tx *Tx) error {
+		r, err := root.Modify(tx)
+		if err != nil {
+			return err
+		}
+		if r.Names, err = NewMap[String, uint32](tx); err != nil {
+			return err
+		}
+		r.Nums, err = NewMap[uint64, uint64](tx)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("new maps")
+	err = h.Update(func(tx *Tx) error {
+		r := root.Get(tx)
+		for i := range 100 {
+			if err := r.Names.PutString(tx, fmt.Sprint("name-", i), uint32(i)); err != nil {
+				return err
+			}
+			if err := r.Nums.Put(tx, uint64(i), 1); err != nil {
+				return err
+			}
+		}
+		return r.Names.PutString(tx, "", 7)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after puts")
+	err = h.Update(func(tx *Tx) error {
+		r := root.Get(tx)
+		for i := range 30 {
+			if _, err := r.Names.DeleteString(tx, fmt.Sprint("name-", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after deletes")
+}

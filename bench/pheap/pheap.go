@@ -13,13 +13,15 @@ import (
 	"github.com/nvboot/nvboot/pheap/pmem"
 )
 
-// pmemFile is a shared mapping of a file on tmpfs used as if it were
-// persistent memory: Flush and Fence are the CPU instructions pheap uses on a
-// DAX mapping (what PMEM_IS_PMEM_FORCE=1 makes libpmemobj do), or nothing at
-// all when flush is off, to measure what durability costs.
+// pmemFile is a shared mapping of a file used as persistent memory: Flush
+// and Fence are the CPU instructions pheap uses on a DAX mapping (what
+// PMEM_IS_PMEM_FORCE=1 makes libpmemobj do on tmpfs), or nothing at all
+// when flush is off, to measure what durability costs. On a DAX filesystem
+// the mapping is MAP_SYNC, as pheap.Create's; on tmpfs a plain shared one.
 type pmemFile struct {
 	b     []byte
 	flush bool
+	sync  bool // mapped MAP_SYNC: the file is on a DAX filesystem
 	// fences and lines count the durability work, flushes on or off: the
 	// protocol's cost in a unit no other load on the machine can blur.
 	fences, lines int
@@ -44,13 +46,19 @@ func (m *pmemFile) Fence() {
 }
 
 func (m *pmemFile) Mode() string {
-	if m.flush {
-		return "forced-pmem/" + pmem.Method()
+	switch {
+	case !m.flush && m.sync:
+		return "no-flush (MAP_SYNC mapping)"
+	case !m.flush:
+		return "no-flush"
+	case m.sync:
+		return "dax/" + pmem.Method()
 	}
-	return "no-flush"
+	return "forced-pmem/" + pmem.Method()
 }
 
-// newPmemHeap creates a heap of size bytes over a fresh file at path.
+// newPmemHeap creates a heap of size bytes over a fresh file at path,
+// allocated up front as pheap.Create does.
 func newPmemHeap(path string, size int, flush bool) (*pheap.Heap, *pmemFile, func(), error) {
 	os.Remove(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
@@ -58,14 +66,21 @@ func newPmemHeap(path string, size int, flush bool) (*pheap.Heap, *pmemFile, fun
 		return nil, nil, nil, err
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(size)); err != nil {
-		return nil, nil, nil, fmt.Errorf("sizing %s: %w", path, err)
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
+		if err := f.Truncate(int64(size)); err != nil {
+			return nil, nil, nil, fmt.Errorf("sizing %s: %w", path, err)
+		}
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	prot, sync := unix.PROT_READ|unix.PROT_WRITE, true
+	b, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
+	if err != nil { // not a DAX filesystem
+		sync = false
+		b, err = unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("mapping %s: %w", path, err)
 	}
-	pf := &pmemFile{b: b, flush: flush}
+	pf := &pmemFile{b: b, flush: flush, sync: sync}
 	h, err := pheap.CreateMemory(pf)
 	if err != nil {
 		unix.Munmap(b)
@@ -81,6 +96,7 @@ type timing struct {
 	// pheap over pmemFile only: fences and cache lines flushed per
 	// transaction (the setup transaction included, spread over n)
 	fences, lines float64
+	mode          string // how the system made its writes durable
 }
 
 // timeTxs runs n transactions through do and times each.
@@ -187,7 +203,7 @@ func pairedOverhead(dir string, n int, step func(*pheap.Heap) (func(int) error, 
 	var do [2]func(int) error
 	var spent [2]time.Duration
 	for k, flush := range []bool{true, false} {
-		h, _, done, err := newPmemHeap(filepath.Join(dir, fmt.Sprintf("paired-%d.heap", k)), heapSize, flush)
+		h, _, done, err := newPmemHeap(filepath.Join(dir, fmt.Sprintf("paired-%d.heap", k)), heapSize(n), flush)
 		if err != nil {
 			return 0, err
 		}

@@ -60,6 +60,20 @@ func writeJSON(w io.Writer, o output) error {
 	return enc.Encode(o)
 }
 
+// decodeOutput reads one output object, refusing unknown fields and
+// anything after it.
+func decodeOutput(r io.Reader, o *output) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(o); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one JSON value")
+	}
+	return nil
+}
+
 func writeTable(w io.Writer, o output) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tunit\tmedian\tmin\tmax\truns\t")
@@ -76,8 +90,17 @@ func writeTable(w io.Writer, o output) error {
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s\t\t%.3g\t\t\t\t\n", n, o.Ratios[n])
 	}
-	for _, k := range []string{"storage", "pheap_mode", "flush", "cpu"} {
-		fmt.Fprintf(tw, "%s: %s\t\t\t\t\t\t\n", k, o.Env[k])
+	if err := tw.Flush(); err != nil {
+		return err
 	}
-	return tw.Flush()
+	var keys []string
+	for k := range o.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(w)
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s: %s\n", k, o.Env[k])
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/pheap"
 )
 
 func do(t *testing.T, method, url, body string) (int, string) {
@@ -32,7 +35,7 @@ var stores = []struct {
 	name string
 	open func(path string) (store, error)
 }{
-	{"heap", func(p string) (store, error) { return openHeapStore(p, 1<<20) }},
+	{"heap", func(p string) (store, error) { return openHeapStore(p, 1<<20, true) }},
 	{"log", func(p string) (store, error) { return openLogStore(p) }},
 }
 
@@ -96,7 +99,7 @@ func testAPI(t *testing.T, open func(string) (store, error)) {
 // Overwriting and deleting keys frees the old values: the heap does not
 // grow with the number of puts, only with the live data.
 func TestHeapReusesSpace(t *testing.T) {
-	st, err := openHeapStore(filepath.Join(t.TempDir(), "kv.heap"), 1<<20)
+	st, err := openHeapStore(filepath.Join(t.TempDir(), "kv.heap"), 1<<20, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +121,75 @@ func TestHeapReusesSpace(t *testing.T) {
 	}
 	if n := len(st.Keys("k")); n != len(live) {
 		t.Fatalf("%d keys, want %d", n, len(live))
+	}
+}
+
+// -check-on-open: a sound heap checks ok with every object accounted for;
+// a leaked object and a damaged block are reported in /stats, and the
+// store still opens so that the report can be read.
+func TestCheckOnOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.heap")
+	st, err := openHeapStore(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		st.Put(fmt.Sprint("k", i), bytes.Repeat([]byte{'v'}, i)) // k0 has an empty value
+	}
+	st.Delete("k7")
+	if got := st.Stats()["check"]; got != "off" {
+		t.Errorf("without the flag: check %v, want off", got)
+	}
+	st.Close()
+	reopen := func() map[string]any {
+		t.Helper()
+		st, err := openHeapStore(path, 1<<20, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		return st.Stats()
+	}
+	if s := reopen(); s["check"] != "ok" || s["check_live_objects"] != s["check_reachable_objects"] || s["check_live_objects"].(int64) < 50 {
+		t.Fatalf("sound heap: %v", s)
+	}
+
+	// A leak: an object nothing refers to.
+	h, err := pheap.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Update(func(tx *pheap.Tx) error { _, err := pheap.NewBytes(tx, []byte("lost")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	if s := reopen(); !strings.Contains(fmt.Sprint(s["check"]), "1 leaked") {
+		t.Fatalf("leaked object: %v", s)
+	}
+
+	// A damaged block: the last value's block header says neither
+	// allocated nor free.
+	st, err = openHeapStore(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off uint64
+	st.h.View(func(tx *pheap.ViewTx) error {
+		b, _ := st.kv(tx).GetString(tx, "k49")
+		off = b.Offset()
+		return nil
+	})
+	st.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xde, 0xad, 0xbe, 0xef}, int64(off)-8); err != nil { // the header's State
+		t.Fatal(err)
+	}
+	f.Close()
+	if s := reopen(); !strings.Contains(fmt.Sprint(s["check"]), "corrupt") {
+		t.Fatalf("damaged block: %v", s)
 	}
 }
 
@@ -212,7 +284,7 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 	start := func() (*exec.Cmd, string) {
 		addr := "127.0.0.1:" + freePort(t)
-		cmd := exec.Command(bin, "-listen", addr, flag, state, "-size", "16MiB")
+		cmd := exec.Command(bin, "-listen", addr, flag, state, "-size", "16MiB", "-check-on-open")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -255,6 +327,13 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 	for i := 0; i < acked; i++ {
 		if code, body := do(t, "GET", fmt.Sprintf("%s/kv/k%05d", u, i), ""); code != 200 || body != fmt.Sprint(round, i) {
 			t.Fatalf("acknowledged put k%05d lost: %d %q (of %d acknowledged)", i, code, body, acked)
+		}
+	}
+	if flag == "-heap" {
+		_, body := do(t, "GET", u+"/stats", "")
+		var stats struct{ Check string }
+		if err := json.Unmarshal([]byte(body), &stats); err != nil || stats.Check != "ok" {
+			t.Fatalf("heap after SIGKILL: check %q (%v): %s", stats.Check, err, body)
 		}
 	}
 	t.Logf("round %d: %d acknowledged puts, all there after SIGKILL", round, acked)

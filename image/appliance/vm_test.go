@@ -16,6 +16,7 @@ import (
 
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
 // The appliance end to end in QEMU with emulated NVDIMMs: the demo image with
@@ -24,18 +25,6 @@ import (
 // after an update whose store is stale while nvinit runs from it. Each boot
 // must reach the service with its text mapped from /nv/text on DAX, and the
 // state written in the first boot must be there in the last.
-
-func testKernel(t *testing.T) string {
-	t.Helper()
-	k := os.Getenv("NVBOOT_KERNEL")
-	if k == "" {
-		t.Skip("NVBOOT_KERNEL is not set (make test sets it to the cached appliance kernel)")
-	}
-	if _, err := os.Stat(k); err != nil {
-		t.Fatalf("NVBOOT_KERNEL: %v", err)
-	}
-	return k
-}
 
 // probeConfig is the demo with the probe service; extra go build flags for
 // the probe make a different program (a new text hash) for the update.
@@ -172,12 +161,33 @@ func (b *booted) checkOnPmem(t *testing.T, initOnPmem bool) {
 	}
 }
 
+// checkStateOnDAX asserts kv keeps its heap on /nv/state through DAX: the
+// heap is mapped with MAP_SYNC and made durable with CPU cache flushes
+// (pheap's "dax" mode), not through the page cache and msync.
+func (b *booted) checkStateOnDAX(t *testing.T) {
+	t.Helper()
+	code, body := b.do(t, "GET", "/stats", "")
+	var stats struct {
+		Mode  string
+		State string
+	}
+	if err := json.Unmarshal([]byte(body), &stats); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /stats: %d %q: %v", code, body, err)
+	}
+	if stats.Mode != "pheap/dax" || !strings.HasPrefix(stats.State, "/nv/state/") {
+		t.Errorf("kv's state %q is in mode %q, want pheap/dax on /nv/state (mount: %q)", stats.State, stats.Mode, b.probe.Mounts["/nv/state"])
+	}
+	if !strings.Contains(b.probe.Mounts["/nv/state"], "dax=always") {
+		t.Errorf("/nv/state mount: %q, want dax=always", b.probe.Mounts["/nv/state"])
+	}
+}
+
 func TestApplianceLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
 	needTools(t)
-	k := testKernel(t)
+	k := vmtest.Kernel(t)
 	dir := filepath.Join(t.TempDir(), "v1")
 	im := buildLayout(t, probeConfig(t), OFF2F, dir, k)
 	pm := t.TempDir() // the device's pmem, kept from boot to boot
@@ -195,6 +205,7 @@ func TestApplianceLifecycle(t *testing.T) {
 	if code, _ := b.do(t, "PUT", "/kv/greeting", "hello from boot 1"); code != http.StatusNoContent {
 		t.Fatalf("PUT: %d", code)
 	}
+	b.checkStateOnDAX(t)
 	b.poweroff(t)
 
 	t.Log("boot 2: blank text store")
@@ -212,6 +223,7 @@ func TestApplianceLifecycle(t *testing.T) {
 	if code, v := b.do(t, "GET", "/kv/greeting", ""); code != 200 || v != "hello from boot 1" {
 		t.Fatalf("state after a blank store: %d %q", code, v)
 	}
+	b.checkStateOnDAX(t)
 	b.poweroff(t)
 
 	t.Log("boot 3: the provisioned store is used")

@@ -2,17 +2,20 @@ package nvbootcmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -26,19 +29,27 @@ from the host, and kills QEMU (SIGKILL: a power cut) at a random moment
 while they run. A last boot checks everything once more.
 
 A write whose answer never came may or may not be there; every write that
-got its 204 must be. The exit status is 1 when one is missing or wrong.`
+got its 204 must be. The heap must also be consistent at every boot: the
+image's kv runs with -check-on-open (pheap's full check of every block, free
+list and counter, and no leaked object), and GET /stats must say "check":
+"ok". The exit status is 1 when a write is missing or wrong or a check fails;
+an image DIR whose kv does not check its heap fails every boot.`
 
 const powercutExamples = `  nvboot powercut -n 5
   nvboot powercut -n 50 -seed 7 -json out/demo`
 
 type powercutResult struct {
-	Cuts     int      `json:"cuts"`
-	Acked    int      `json:"acknowledged_writes"`
-	Unacked  int      `json:"unacknowledged_writes"`
-	Lost     int      `json:"lost_acknowledged_writes"`
-	Problems []string `json:"problems,omitempty"`
-	Seed     uint64   `json:"seed"`
-	Accel    string   `json:"accel"`
+	Cuts    int `json:"cuts"`
+	Acked   int `json:"acknowledged_writes"`
+	Unacked int `json:"unacknowledged_writes"`
+	Lost    int `json:"lost_acknowledged_writes"`
+	// HeapChecks counts the boots whose heap passed kv's check at start,
+	// HeapCheckFailures those whose heap did not (or was not checked).
+	HeapChecks        int      `json:"heap_checks"`
+	HeapCheckFailures int      `json:"heap_check_failures"`
+	Problems          []string `json:"problems,omitempty"`
+	Seed              uint64   `json:"seed"`
+	Accel             string   `json:"accel"`
 }
 
 func powercut(ctx context.Context, c *cli.Context) error {
@@ -75,6 +86,9 @@ func powercut(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 		dir = filepath.Join(work, "image")
+		if err := checkOnOpen(in.cfg); err != nil {
+			return err
+		}
 		log.printf("building the demo image")
 		if _, err := appliance.Build(ctx, in.options(appliance.OFF2F, dir, nil)); err != nil {
 			return err
@@ -101,23 +115,62 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if !last {
 			pc.res.Cuts++
 		}
-		log.printf("boot %d/%d: %d acknowledged writes checked, %d lost so far", i+1, *n+1, len(pc.acked), pc.res.Lost)
+		log.printf("boot %d/%d: %d acknowledged writes checked, %d lost so far, %d heap checks failed", i+1, *n+1, len(pc.acked), pc.res.Lost, pc.res.HeapCheckFailures)
 	}
 	if *asJSON {
 		if err := cli.JSON(c.Stdout, pc.res); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.Stdout, "%d power cuts, %d acknowledged writes (%d unanswered at a cut), %d lost\n",
-			pc.res.Cuts, pc.res.Acked, pc.res.Unacked, pc.res.Lost)
+		fmt.Fprintf(c.Stdout, "%d power cuts, %d acknowledged writes (%d unanswered at a cut), %d lost; heap consistent at %d of %d boots\n",
+			pc.res.Cuts, pc.res.Acked, pc.res.Unacked, pc.res.Lost, pc.res.HeapChecks, pc.res.HeapChecks+pc.res.HeapCheckFailures)
 		for _, p := range pc.res.Problems {
 			fmt.Fprintln(c.Stdout, "  "+p)
 		}
 	}
-	if pc.res.Lost > 0 {
-		return fmt.Errorf("%d acknowledged writes lost", pc.res.Lost)
+	if pc.res.Lost > 0 || pc.res.HeapCheckFailures > 0 {
+		return fmt.Errorf("%d acknowledged writes lost, %d heap checks failed", pc.res.Lost, pc.res.HeapCheckFailures)
 	}
 	return nil
+}
+
+// checkOnOpen turns on kv's full heap check at start (kv -check-on-open)
+// in the config of the image powercut builds.
+func checkOnOpen(cfg *config.Config) error {
+	for _, p := range cfg.Packages {
+		if strings.HasSuffix(p, "/examples/kv") {
+			pc := cfg.PackageConfig[p]
+			pc.CommandLineFlags = append(slices.Clip(pc.CommandLineFlags), "-check-on-open")
+			cfg.PackageConfig[p] = pc
+			return nil
+		}
+	}
+	return fmt.Errorf("the demo config has no examples/kv package to check the heap of")
+}
+
+// heapProblem asks kv for the result of its check at start: "" when the
+// heap checked out, otherwise what is wrong.
+func heapProblem(c *http.Client, base string) (string, error) {
+	body, code, err := get(c, base+"/stats")
+	if err != nil {
+		return "", fmt.Errorf("GET /stats: %w", err)
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("GET /stats: HTTP %d: %s", code, body)
+	}
+	var st struct {
+		Check *string `json:"check"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		return "", fmt.Errorf("GET /stats: %w: %q", err, body)
+	}
+	switch {
+	case st.Check == nil || *st.Check == "off":
+		return "kv did not check its heap at start (it needs -check-on-open, as in the image nvboot powercut builds)", nil
+	case *st.Check != "ok":
+		return "heap check: " + *st.Check, nil
+	}
+	return "", nil
 }
 
 // cutter holds what the device must have: the last acknowledged value of
@@ -140,6 +193,16 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm
 	defer m.Kill()
 	pc.res.Accel = m.Accel
 	client := &http.Client{Timeout: 10 * time.Second}
+	problem, err := heapProblem(client, base)
+	if err != nil {
+		return err
+	}
+	if problem != "" {
+		pc.res.HeapCheckFailures++
+		pc.res.Problems = append(pc.res.Problems, fmt.Sprintf("boot %d: %s", round+1, problem))
+	} else {
+		pc.res.HeapChecks++
+	}
 	for k, want := range pc.acked {
 		got, code, err := get(client, base+"/kv/"+k)
 		if err != nil {

@@ -6,7 +6,10 @@
  *   pmemobj_bench mapinsert POOL N   insert N keys into a persistent hash map
  *
  * Each creates POOL (removing an old one), runs N transactions timing each,
- * and prints "<total ns> <median ns>" on stdout. Run it with
+ * and prints "<total ns> <median ns> <map_sync>" on stdout, map_sync being 1
+ * when libpmemobj mapped the pool with MAP_SYNC (a DAX filesystem: it then
+ * treats the pool as pmem and flushes with CLWB/SFENCE, no msync), 0 when it
+ * did not, -1 when /proc/self/smaps could not tell. Run it with
  * PMEM_IS_PMEM_FORCE=1 on tmpfs to get CLWB/SFENCE as on real pmem.
  *
  * The map is chained hashing: a fixed bucket array (allocated before timing,
@@ -56,6 +59,41 @@ static int cmp(const void *a, const void *b) {
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * mapsync reports whether the mapping of path is MAP_SYNC: the kernel marks
+ * such a mapping "sf" (synchronous faults) in its VmFlags. libpmemobj tries
+ * MAP_SHARED_VALIDATE|MAP_SYNC first and, when the kernel accepts it, treats
+ * the pool as persistent memory.
+ */
+static int mapsync(const char *path) {
+	char real[4096], line[8192];
+	if (realpath(path, real) == NULL)
+		return -1;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (f == NULL)
+		return -1;
+	size_t rn = strlen(real);
+	int in = 0, found = -1;
+	while (fgets(line, sizeof line, f) != NULL) {
+		size_t n = strcspn(line, "\n");
+		line[n] = 0;
+		size_t tok = strcspn(line, " ");
+		if (tok > 0 && line[tok - 1] != ':') { /* "start-end perms offset dev inode path" */
+			in = n >= rn && strcmp(line + n - rn, real) == 0;
+			continue;
+		}
+		if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			found = 0;
+			for (char *t = strtok(line + 8, " "); t != NULL; t = strtok(NULL, " "))
+				if (strcmp(t, "sf") == 0)
+					found = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
 static uint64_t mix(uint64_t k) {
 	k ^= k >> 33;
 	k *= 0xff51afd7ed558ccdULL;
@@ -77,6 +115,7 @@ int main(int argc, char **argv) {
 		return 1;
 	}
 	TOID(struct root) root = POBJ_ROOT(pop, struct root);
+	int sync = mapsync(path);
 	int map = strcmp(work, "mapinsert") == 0;
 	if (!map && strcmp(work, "update64") != 0) {
 		fprintf(stderr, "unknown workload %s\n", work);
@@ -126,7 +165,7 @@ int main(int argc, char **argv) {
 	}
 	uint64_t total = now() - start;
 	qsort(lat, n, sizeof *lat, cmp);
-	printf("%llu %llu\n", (unsigned long long)total, (unsigned long long)lat[n / 2]);
+	printf("%llu %llu %d\n", (unsigned long long)total, (unsigned long long)lat[n / 2], sync);
 	pmemobj_close(pop);
 	return 0;
 }
