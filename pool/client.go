@@ -18,10 +18,73 @@ const DefaultSocket = "/run/poold.sock"
 // EnvSocket overrides DefaultSocket for clients.
 const EnvSocket = "NVBOOT_POOLD_SOCKET"
 
-// Client talks to one poold.
+// Client talks to one poold. Use it by pointer; it may be used by many
+// goroutines at once.
 type Client struct {
 	// Socket is poold's socket; empty: $NVBOOT_POOLD_SOCKET, else DefaultSocket.
 	Socket string
+	// KeepConns keeps connections to poold open once a spawn's process
+	// ended (its Wait returned), up to MaxIdleConns, and uses them for
+	// later spawns, which then cost no connect, accept and credential
+	// check; and a process that reports its main's return (MaxUses ≥ 1)
+	// tells the end straight to Wait, by an end pipe (FlagEndPipe), not
+	// through poold. Close lets the connections go.
+	KeepConns bool
+
+	mu   sync.Mutex
+	idle []keptConn
+}
+
+// keptConn is a connection kept for the next request. stale: the last
+// spawn's end came by its end pipe, and poold may still send an Exited for
+// it (only if the process died between its report and its Done), which
+// the next spawn's answer then follows.
+type keptConn struct {
+	Conn
+	stale bool
+}
+
+// MaxIdleConns bounds the connections a KeepConns client keeps.
+const MaxIdleConns = 16
+
+// Close closes the connections the client keeps; it may be used again
+// afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, k := range idle {
+		k.Close()
+	}
+	return nil
+}
+
+// take returns a kept connection, or a new one.
+func (c *Client) take(ctx context.Context) (k keptConn, kept bool, err error) {
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		k = c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return k, true, nil
+	}
+	c.mu.Unlock()
+	k.Conn, err = c.Dial(ctx)
+	return k, false, err
+}
+
+// keep puts a connection whose spawn ended back, or closes it.
+func (c *Client) keep(k keptConn) {
+	c.mu.Lock()
+	if len(c.idle) < MaxIdleConns {
+		c.idle = append(c.idle, k)
+		k.Conn = Conn{}
+	}
+	c.mu.Unlock()
+	if k.UnixConn != nil {
+		k.Close()
+	}
 }
 
 // Attr is what an activated process gets.
@@ -62,10 +125,9 @@ func (c *Client) Dial(ctx context.Context) (Conn, error) {
 }
 
 // Spawn asks poold to start the program name with a.
-func (c *Client) Spawn(ctx context.Context, name string, a Attr) (*Process, error) {
+func (c *Client) Spawn(ctx context.Context, name string, a Attr) (_ *Process, err error) {
 	dir := a.Dir
 	if dir == "" {
-		var err error
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("spawning %s: %w", name, err)
 		}
@@ -75,21 +137,68 @@ func (c *Client) Spawn(ctx context.Context, name string, a Attr) (*Process, erro
 		return nil, fmt.Errorf("spawning %s: %w", name, err)
 	}
 	defer closeNull()
-	conn, err := c.Dial(ctx)
+	m := &Msg{Type: TypeSpawn, Name: name, Argv: a.Argv, Env: a.Env, Dir: dir}
+	if c.KeepConns {
+		m.Flags = FlagKeepConn
+	}
+	var end *os.File
+	if c.KeepConns && len(files) < MaxFiles {
+		// The end pipe: a process that reports its main's return tells
+		// us here, one hop instead of two through poold. Only on a kept
+		// connection: poold serves its next spawn once this one's end
+		// was handled (the process is parked again); a new connection's
+		// spawn could come first and miss it.
+		r, w, perr := os.Pipe()
+		if perr != nil {
+			return nil, fmt.Errorf("spawning %s: %w", name, perr)
+		}
+		defer w.Close()
+		defer func() {
+			if err != nil { // the read end is the Process's once it exists
+				r.Close()
+			}
+		}()
+		end = r
+		files = append(files, w)
+		m.Flags |= FlagEndPipe
+	}
+	k, kept, err := c.take(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	m := &Msg{Type: TypeSpawn, Name: name, Argv: a.Argv, Env: a.Env, Dir: dir}
-	if err := conn.Send(m, files); err != nil {
+	conn := k.Conn
+	err = conn.Send(m, files)
+	if err != nil && kept {
+		// poold closed a kept connection (it restarted): it never saw
+		// the request, so a new connection may carry it.
+		conn.Close()
+		k = keptConn{}
+		if conn, err = c.Dial(ctx); err != nil {
+			return nil, err
+		}
+		err = conn.Send(m, files)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("spawning %s: %w", name, err)
 	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
 	r, rfiles, err := conn.Recv()
 	closeAll(rfiles)
+	if err == nil && k.stale && r.Type == TypeExited {
+		// The last spawn's, which had its end by the end pipe.
+		r, rfiles, err = conn.Recv()
+		closeAll(rfiles)
+	}
 	if err == nil && r.Type == TypeError {
-		err = errors.New(r.Name)
+		// A refusal: the connection is fine for the next request.
+		if stop() && c.KeepConns {
+			c.keep(keptConn{Conn: conn})
+		} else {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("spawning %s: %s", name, r.Name)
 	} else if err == nil && r.Type != TypeStarted {
 		err = fmt.Errorf("%w: poold answered spawn with %v", ErrBadMessage, r.Type)
 	}
@@ -100,7 +209,12 @@ func (c *Client) Spawn(ctx context.Context, name string, a Attr) (*Process, erro
 		}
 		return nil, fmt.Errorf("spawning %s: %w", name, err)
 	}
-	return &Process{Pid: int(r.Pid), Hit: r.Flags&FlagHit != 0, conn: conn}, nil
+	p := &Process{Pid: int(r.Pid), Hit: r.Flags&FlagHit != 0, conn: conn, end: end}
+	if c.KeepConns && stop() {
+		// Kept afterwards only if ctx did not close it meanwhile.
+		p.client = c
+	}
+	return p, nil
 }
 
 // withDevNull fills nil slots among the first three files with /dev/null.
@@ -139,10 +253,14 @@ type Process struct {
 	// idle and started one on the request path.
 	Hit bool
 
-	conn  Conn
-	once  sync.Once
-	state *State
-	err   error
+	conn   Conn
+	end    *os.File // read end of the end pipe; nil: none
+	client *Client  // keeps conn once the process ended; nil: closed then
+	once   sync.Once
+	mu     sync.Mutex // orders Signal and Release against the end of Wait
+	ended  bool       // Wait returned, or Release: conn is no longer ours
+	state  *State
+	err    error
 }
 
 // State is how an activated process ended.
@@ -174,7 +292,10 @@ func (s *State) String() string {
 // it (poold is its parent).
 func (p *Process) Wait() (*State, error) {
 	p.once.Do(func() {
-		defer p.conn.Close()
+		if p.endRecord() {
+			p.finish(true)
+			return
+		}
 		m, files, err := p.conn.Recv()
 		closeAll(files)
 		switch {
@@ -189,12 +310,53 @@ func (p *Process) Wait() (*State, error) {
 		default:
 			p.state = &State{Status: syscall.WaitStatus(m.Status), Usage: m.Usage}
 		}
+		p.finish(false)
 	})
 	return p.state, p.err
 }
 
-// Signal asks poold to send sig to the process.
+// endRecord reads the end pipe: true with p.state set when the process
+// reported its end there; false when it closed unwritten (the end comes
+// from poold) or there is none.
+func (p *Process) endRecord() bool {
+	if p.end == nil {
+		return false
+	}
+	var b [EndRecordSize]byte
+	_, err := io.ReadFull(p.end, b[:]) // one write of the whole record, or none
+	p.end.Close()
+	if err != nil {
+		return false
+	}
+	st, u := DecodeEndRecord(b)
+	p.state = &State{Status: syscall.WaitStatus(st), Usage: u}
+	return true
+}
+
+// finish lets the connection go once the process ended: kept for the next
+// spawn (stale: the end came by the end pipe), else closed.
+func (p *Process) finish(stale bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended { // Released meanwhile: conn is closed
+		return
+	}
+	p.ended = true
+	if p.err == nil && p.client != nil {
+		p.client.keep(keptConn{Conn: p.conn, stale: stale})
+	} else {
+		p.conn.Close()
+	}
+}
+
+// Signal asks poold to send sig to the process; after Wait returned (or
+// Release) it returns an error wrapping os.ErrProcessDone.
 func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return fmt.Errorf("signalling pid %d: %w", p.Pid, os.ErrProcessDone)
+	}
 	if err := p.conn.Send(&Msg{Type: TypeSignal, Signal: int64(sig)}, nil); err != nil {
 		return fmt.Errorf("signalling pid %d: %w", p.Pid, err)
 	}
@@ -206,7 +368,18 @@ func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
 
 // Release closes the connection without waiting; poold still reaps the
 // process.
-func (p *Process) Release() error { return p.conn.Close() }
+func (p *Process) Release() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return nil
+	}
+	p.ended = true
+	if p.end != nil {
+		p.end.Close()
+	}
+	return p.conn.Close()
+}
 
 // Stats asks poold for its statistics, decoded into v (see poold's Stats).
 func (c *Client) Stats(ctx context.Context, v any) error {

@@ -27,9 +27,14 @@ const (
 	// that what the runtime opens before activation lands above them;
 	// activation overwrites or closes them.
 	EnvReserved = "NVBOOT_POOL_RESERVED"
-	// EnvReuse=1: poold takes the process back after an activation whose
-	// main returned, if the program declares itself reusable (Reusable).
+	// EnvReuse=N (N ≥ 1, poold's MaxUses): a program that declares itself
+	// reusable (Reusable) reports each return of its main to poold, and
+	// serves up to N activations, parking again between them; after the
+	// N-th it exits.
 	EnvReuse = "NVBOOT_POOL_REUSE"
+	// EnvRlimits=1: poold set resource limits on the process after it
+	// started (prlimit); see syncRlimits.
+	EnvRlimits = "NVBOOT_POOL_RLIMITS"
 )
 
 // A program that imports pool parks here when poold started it, and returns
@@ -48,19 +53,22 @@ func init() {
 	reserved, _ := strconv.Atoi(os.Getenv(EnvReserved))
 	// An Exec program is gone at activation: only a Go program that
 	// imports pool can come back.
-	parked.reuse = os.Getenv(EnvReuse) == "1" && execPath == ""
-	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1", reserved); err != nil {
+	if n, err := strconv.Atoi(os.Getenv(EnvReuse)); err == nil && n > 0 && execPath == "" {
+		parked.uses = n
+	}
+	rlimits := os.Getenv(EnvRlimits) == "1"
+	if err := park(v, execPath, os.Getenv(EnvPrefault) == "1", rlimits, reserved); err != nil {
 		fmt.Fprintf(os.Stderr, "pool: %v\n", err)
 		os.Exit(127)
 	}
 }
 
-func park(fdText, execPath string, prefault bool, reserved int) error {
+func park(fdText, execPath string, prefault, rlimits bool, reserved int) error {
 	fd, err := strconv.Atoi(fdText)
 	if err != nil || fd < 0 {
 		return fmt.Errorf("%s=%q: not a descriptor", EnvFD, fdText)
 	}
-	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved, EnvReuse} {
+	for _, k := range []string{EnvFD, EnvExec, EnvPrefault, EnvReserved, EnvReuse, EnvRlimits} {
 		os.Unsetenv(k)
 	}
 	syscall.CloseOnExec(fd)
@@ -78,7 +86,25 @@ func park(fdText, execPath string, prefault bool, reserved int) error {
 		}
 		return err
 	}
+	if rlimits {
+		syncRlimits()
+	}
 	return apply(fd, m, fds, execPath, reserved, false)
+}
+
+// syncRlimits makes the limits poold set from outside hold for what the
+// process execs or starts. The Go runtime raises the soft RLIMIT_NOFILE to
+// the hard one at start and, if it did, restores the soft limit it found
+// in every child and before syscall.Exec (Go 1.21 and later): without
+// this, the limit found at start, from before poold's prlimit, would come
+// back in an Exec program and in children of an activated program.
+// syscall.Setrlimit forgets it; setting the current limit changes nothing
+// else.
+func syncRlimits() {
+	var r syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) == nil {
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r)
+	}
 }
 
 // apply makes the process look freshly exec'd with activation m: its files
@@ -89,7 +115,22 @@ func apply(fd int, m *Msg, fds []int, execPath string, reserved int, again bool)
 	if m.Type != TypeActivate {
 		return fmt.Errorf("parked: expected activate, got %v", m.Type)
 	}
-	kept, err := installFiles(fd, fds, reserved, parked.reuse)
+	if m.Flags&FlagEndPipe != 0 && len(fds) > 0 {
+		end := fds[len(fds)-1]
+		fds = fds[:len(fds)-1]
+		if parked.uses > 0 && execPath == "" {
+			// Out of the slots activation fills; close-on-exec.
+			nfd, err := fcntl(end, syscall.F_DUPFD_CLOEXEC, MaxFiles)
+			syscall.Close(end)
+			if err != nil {
+				return fmt.Errorf("activating: keeping the end pipe: %w", err)
+			}
+			parked.end = nfd
+		} else {
+			syscall.Close(end) // no report: the client waits for poold's
+		}
+	}
+	kept, err := installFiles(fd, fds, reserved, parked.uses > 0)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,9 @@ import (
 //	             i64   Pid      process id (Started, Ready)
 //	             i64   Status   raw wait status (Exited, Done)
 //	             i64   Signal   signal number (Signal)
-//	             i64   Flags    FlagHit (Started)
+//	             i64   Flags    FlagHit (Started), FlagKeepConn and
+//	                            FlagEndPipe (Spawn), FlagEndPipe (Activate),
+//	                            FlagReported (Done)
 //	             i64×5 Usage    user µs, system µs, max RSS KiB, minor and
 //	                            major faults (Exited, Done)
 //	             bytes Data     JSON (StatsReply)
@@ -85,8 +87,28 @@ func (t Type) String() string {
 	return fmt.Sprintf("type(%d)", uint16(t))
 }
 
-// FlagHit in Started.Flags: the spawn was served by a parked process.
-const FlagHit = 1
+// Flags.
+const (
+	// FlagHit in Started: the spawn was served by a parked process.
+	FlagHit = 1
+	// FlagKeepConn in Spawn: the client keeps the connection after the
+	// Exited, for its next request (one spawn at a time); without it poold
+	// closes the connection once it sent the Exited.
+	FlagKeepConn = 2
+	// FlagEndPipe in Spawn and Activate: the last file attached is not the
+	// process's but the write end of the client's end pipe. A process that
+	// reports its main's return (pool.Reusable, MaxUses ≥ 1) writes its
+	// end record there (EndRecordSize bytes: status, then Usage, each an
+	// i64) straight to the client, then sends Done with FlagReported, and
+	// poold sends no Exited for it. Otherwise the pipe closes unwritten
+	// and the Exited comes from poold as usual.
+	FlagEndPipe = 4
+	// FlagReported in Done: the end record went to the client's end pipe.
+	FlagReported = 8
+)
+
+// EndRecordSize is the size of an end record (see FlagEndPipe).
+const EndRecordSize = 6 * 8
 
 // Usage is the resource use of an exited process.
 type Usage struct {

@@ -17,6 +17,8 @@ type programs struct {
 	handler    string
 	bigHandler string
 	gateway    string
+	poold      string
+	pooldEnv   []string // added to poold's environment
 }
 
 // build compiles the programs (CGO off, static, as on the appliance) and
@@ -28,12 +30,14 @@ func build(root string, progress io.Writer) (*programs, error) {
 	}
 	p := &programs{dir: dir,
 		hello: filepath.Join(dir, "hello"), handler: filepath.Join(dir, "handler"),
-		bigHandler: filepath.Join(dir, "bighandler"), gateway: filepath.Join(dir, "cgi")}
+		bigHandler: filepath.Join(dir, "bighandler"), gateway: filepath.Join(dir, "cgi"),
+		poold: filepath.Join(dir, "poold")}
 	for _, b := range []struct{ out, pkg, tags string }{
 		{p.hello, "./bench/spawn/hello", ""},
 		{p.handler, "./examples/cgi/handler", ""},
 		{p.bigHandler, "./examples/cgi/handler", "bigbss"},
 		{p.gateway, "./examples/cgi", ""},
+		{p.poold, "./cmd/poold", ""},
 	} {
 		fmt.Fprintf(progress, "building %s\n", b.pkg)
 		args := []string{"build", "-trimpath", "-o", b.out}

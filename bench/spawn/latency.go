@@ -9,7 +9,6 @@ import (
 	"os/exec"
 
 	"github.com/nvboot/nvboot/bench/spawn/mono"
-	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -18,7 +17,7 @@ import (
 type layout struct {
 	name  string
 	start func(stdout *os.File) (wait func() error, err error)
-	after func()
+	after func() error
 }
 
 // sample is one start: spawn to main's first instruction, spawn to exit (µs).
@@ -40,11 +39,12 @@ func measure(l layout) (sample, error) {
 	_, rerr := io.ReadFull(r, b[:])
 	werr := wait()
 	t1 := mono.Now()
+	var aerr error
 	if l.after != nil {
-		l.after()
+		aerr = l.after()
 	}
-	if rerr != nil || werr != nil {
-		return sample{}, fmt.Errorf("%s: reading the timestamp: %v; waiting: %v", l.name, rerr, werr)
+	if rerr != nil || werr != nil || aerr != nil {
+		return sample{}, fmt.Errorf("%s: reading the timestamp: %v; waiting: %v; refilling: %v", l.name, rerr, werr, aerr)
 	}
 	tm := int64(binary.LittleEndian.Uint64(b[:]))
 	return sample{main: float64(tm-t0) / 1e3, exit: float64(t1-t0) / 1e3}, nil
@@ -63,8 +63,8 @@ func execLayout(name, path string) layout {
 // poolLayout spawns through srv; after each exit it waits for the pool to be
 // refilled, so the refill (off the request path) does not overlap the next
 // measurement.
-func poolLayout(name, prog string, c *pool.Client, srv *poold.Server, hits *int) layout {
-	return layout{name: name, after: func() { srv.Fill() }, start: func(stdout *os.File) (func() error, error) {
+func poolLayout(name, prog string, c *pool.Client, srv daemon, hits *int) layout {
+	return layout{name: name, after: srv.Fill, start: func(stdout *os.File) (func() error, error) {
 		p, err := c.Spawn(context.Background(), prog, pool.Attr{Files: []*os.File{nil, stdout, nil}})
 		if err != nil {
 			return nil, err

@@ -11,9 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nvboot/nvboot/internal/poold"
@@ -43,6 +43,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	runs := fs.Int("runs", 200, "starts per layout in the latency part")
 	cgiTime := fs.Duration("cgi-time", 3*time.Second, "load time per examples/cgi configuration")
 	svg := fs.String("svg", "", "write the memory plot (SVG) to this file")
+	partsFlag := fs.String("parts", "latency,cgi,memory", "which parts to run, comma-separated")
+	pooldMode := fs.String("poold", "proc", `"proc": poold runs as its own process, as deployed; "inproc": inside the benchmark`)
+	pooldEnv := fs.String("poold-env", "", "with -poold proc: KEY=VALUE,... added to poold's environment only (e.g. GOMAXPROCS=1)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: go run ./bench/spawn [-json] [-runs N] [-cgi-time D] [-svg FILE]
 
@@ -64,10 +67,18 @@ Examples:
   go run ./bench/spawn
   go run ./bench/spawn -json -svg docs/spawn-memory.svg > docs/results/spawn.json
   go run ./bench/spawn -runs 50 -cgi-time 1s
+  go run ./bench/spawn -parts latency -runs 500
 `)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	parts, err := parseParts(*partsFlag)
+	if err != nil {
+		return err
+	}
+	if *pooldMode != "proc" && *pooldMode != "inproc" {
+		return fmt.Errorf("-poold %q: want proc or inproc", *pooldMode)
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -78,11 +89,22 @@ Examples:
 		return err
 	}
 	defer os.RemoveAll(progs.dir)
-	rep, series, err := measureAll(progs, *runs, *cgiTime, stderr)
+	if *pooldMode == "inproc" {
+		progs.poold = ""
+	}
+	if *pooldEnv != "" {
+		for _, kv := range strings.Split(*pooldEnv, ",") {
+			if !strings.Contains(kv, "=") {
+				return fmt.Errorf("-poold-env %q: %q is not KEY=VALUE", *pooldEnv, kv)
+			}
+			progs.pooldEnv = append(progs.pooldEnv, kv)
+		}
+	}
+	rep, series, err := measureAll(progs, parts, *runs, *cgiTime, stderr)
 	if err != nil {
 		return err
 	}
-	if *svg != "" {
+	if *svg != "" && parts["memory"] {
 		f, err := os.Create(*svg)
 		if err != nil {
 			return err
@@ -105,38 +127,77 @@ Examples:
 	return nil
 }
 
-// measureAll runs the three parts and computes the ratios.
-func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Writer) (*report, [][]point, error) {
+// parseParts reads -parts.
+func parseParts(s string) (map[string]bool, error) {
+	parts := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "latency", "cgi", "memory":
+			parts[p] = true
+		default:
+			return nil, fmt.Errorf("-parts %q: unknown part %q (latency, cgi, memory)", s, p)
+		}
+	}
+	return parts, nil
+}
+
+// measureAll runs the parts asked for and computes the ratios.
+func measureAll(progs *programs, parts map[string]bool, runs int, cgiTime time.Duration, progress io.Writer) (*report, [][]point, error) {
 	rep := &report{Bench: "spawn", Ratios: map[string]float64{}}
 	sock := filepath.Join(progs.dir, "poold.sock")
-	// Each program twice: a fresh process per spawn (the default), and
-	// reused (MaxUses: the programs call pool.Reusable).
+	// The programs call pool.Reusable. Each is pooled as a fresh process
+	// per spawn whose end is reported when its main returns (MaxUses 1), and
+	// reused (MaxUses: many); hello also as a fresh process reported when
+	// reaped (MaxUses 0, what a program that does not call Reusable gets).
 	const uses = 1 << 30
 	cfg := &poold.Config{Socket: sock, Programs: []poold.Program{
-		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
+		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: 1, Allow: []string{"*"}},
+		{Name: "hello-reaped", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
 		{Name: "hello-reuse", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: uses, Allow: []string{"*"}},
-		{Name: "handler", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
-		{Name: "bighandler", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, Allow: []string{"*"}},
+		{Name: "handler", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: 1, Allow: []string{"*"}},
+		{Name: "bighandler", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: 1, Allow: []string{"*"}},
 		{Name: "handler-reuse", Path: progs.handler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: uses, Allow: []string{"*"}},
 		{Name: "bighandler-reuse", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: uses, Allow: []string{"*"}},
 	}}
 	if progs.helloOff2f != "" {
 		cfg.Programs = append(cfg.Programs, poold.Program{Name: "hello-off2f", Path: progs.helloOff2f,
-			MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}})
+			MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: 1, Allow: []string{"*"}})
 	}
-	srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(progress, "poold: ", 0)})
+	srv, err := startDaemon(cfg, progs.poold, progs.pooldEnv, progs.dir, progress)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer stop()
-	srv.Fill()
-	c := &pool.Client{Socket: sock}
+	defer srv.Stop()
+	c := &pool.Client{Socket: sock, KeepConns: true}
+	defer c.Close()
 
-	// Part 1: latency.
-	var hits, reuseHits, offHits int
+	if parts["latency"] {
+		if err := latencyPart(rep, progs, c, srv, runs, progress); err != nil {
+			return nil, nil, err
+		}
+	}
+	if parts["cgi"] {
+		if err := cgiPart(rep, progs, sock, srv, cgiTime, progress); err != nil {
+			return nil, nil, err
+		}
+	}
+	var series [][]point
+	if parts["memory"] {
+		var err error
+		if series, err = memoryPart(rep, progs, progress); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rep, series, nil
+}
+
+// latencyPart: spawn to main and spawn to exit of hello, every way.
+func latencyPart(rep *report, progs *programs, c *pool.Client, srv daemon, runs int, progress io.Writer) error {
+	var hits, reapedHits, reuseHits, offHits int
 	layouts := []layout{
 		execLayout("exec_elf", progs.hello),
 		poolLayout("pooled", "hello", c, srv, &hits),
+		poolLayout("pooled_reaped", "hello-reaped", c, srv, &reapedHits),
 		poolLayout("pooled_reuse", "hello-reuse", c, srv, &reuseHits),
 	}
 	if progs.helloOff2f != "" {
@@ -145,17 +206,18 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	}
 	lat, err := latency(layouts, runs, progress)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	for _, l := range layouts {
 		rep.Results = append(rep.Results, lat[l.name][0], lat[l.name][1])
 	}
-	fmt.Fprintf(progress, "latency: pooled hits %d, reused hits %d, of %d\n", hits, reuseHits, runs+1)
-	ratio := func(name string, a, b float64) { rep.Ratios[name] = round3(a / b) }
-	// pooled_vs_exec stays the fresh-process mode, the default; reuse is
-	// reported beside it.
+	fmt.Fprintf(progress, "latency: hits of %d: pooled %d, reaped %d, reused %d\n", runs+1, hits, reapedHits, reuseHits)
+	ratio := ratioTo(rep)
+	// pooled_vs_exec is a fresh process per spawn (MaxUses 1); reported
+	// at reap (MaxUses 0) and reused are beside it.
 	ratio("pooled_vs_exec", lat["pooled"][1].Median, lat["exec_elf"][1].Median)
 	ratio("pooled_main_vs_exec", lat["pooled"][0].Median, lat["exec_elf"][0].Median)
+	ratio("pooled_reaped_vs_exec", lat["pooled_reaped"][1].Median, lat["exec_elf"][1].Median)
 	ratio("pooled_reuse_vs_exec", lat["pooled_reuse"][1].Median, lat["exec_elf"][1].Median)
 	ratio("pooled_reuse_main_vs_exec", lat["pooled_reuse"][0].Median, lat["exec_elf"][0].Median)
 	if progs.helloOff2f != "" {
@@ -163,7 +225,18 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 		ratio("pooled_off2f_vs_exec_off2f", lat["pooled_off2f"][1].Median, lat["exec_off2f"][1].Median)
 	}
 
-	// Part 2: examples/cgi.
+	return nil
+}
+
+// ratioTo sets rep's ratio name to a/b, rounded.
+func ratioTo(rep *report) func(name string, a, b float64) {
+	return func(name string, a, b float64) { rep.Ratios[name] = round3(a / b) }
+}
+
+// cgiPart: examples/cgi throughput and latency, handler by os/exec and
+// through poold (fresh and reuse), small and big-bss handler, 1 and 10 clients.
+func cgiPart(rep *report, progs *programs, sock string, srv daemon, cgiTime time.Duration, progress io.Writer) error {
+	ratio := ratioTo(rep)
 	for _, h := range []struct{ name, prog, path string }{
 		{"small", "handler", progs.handler}, {"bigbss", "bighandler", progs.bigHandler}} {
 		for _, clients := range []int{1, 10} {
@@ -174,22 +247,29 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 				switch mode {
 				case "pooled_fresh":
 					args = []string{"-listen", "127.0.0.1:0", "-pool", h.prog, "-socket", sock}
-					srv.Fill()
+					if err := srv.Fill(); err != nil {
+						return err
+					}
 				case "pooled_reuse":
 					prog = h.prog + "-reuse"
 					args = []string{"-listen", "127.0.0.1:0", "-pool", prog, "-socket", sock}
-					srv.Fill()
+					if err := srv.Fill(); err != nil {
+						return err
+					}
 				}
-				before := counters(srv, prog)
+				before, err := counters(srv, prog)
+				if err != nil {
+					return err
+				}
 				fmt.Fprintf(progress, "cgi: %s handler, %d clients, %s\n", h.name, clients, mode)
 				g, err := startGateway(progs.gateway, nil, args...)
 				if err != nil {
-					return nil, nil, err
+					return err
 				}
 				per, lats, err := load("http://"+g.addr+"/hello?x=1", clients, cgiTime)
 				g.stop()
 				if err != nil {
-					return nil, nil, fmt.Errorf("cgi %s %s: %w", h.name, mode, err)
+					return fmt.Errorf("cgi %s %s: %w", h.name, mode, err)
 				}
 				name := fmt.Sprintf("cgi_%s_c%d_%s", h.name, clients, mode)
 				tr := summarise(name+"_throughput", "req/s", per)
@@ -197,7 +277,10 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 				if mode != "exec" {
 					// How many requests a parked process served: the rest
 					// found the pool empty and were started on the spot.
-					after := counters(srv, prog)
+					after, err := counters(srv, prog)
+					if err != nil {
+						return err
+					}
 					hits, misses := after.Hits-before.Hits, after.Misses-before.Misses
 					rate := round3(100 * float64(hits) / float64(max(hits+misses, 1)))
 					rep.Results = append(rep.Results, Result{Name: name + "_hit_rate", Unit: "%",
@@ -220,35 +303,48 @@ func measureAll(progs *programs, runs int, cgiTime time.Duration, progress io.Wr
 	rep.Ratios["cgi_throughput_pooled_fresh_vs_exec"] = rep.Ratios["cgi_throughput_pooled_fresh_vs_exec_c1"]
 	for _, h := range []string{"small", "bigbss"} {
 		for _, cl := range []int{1, 10} {
-			e := find(rep, fmt.Sprintf("cgi_%s_c%d_exec_latency", h, cl))
+			e, err := find(rep, fmt.Sprintf("cgi_%s_c%d_exec_latency", h, cl))
+			if err != nil {
+				return err
+			}
 			for _, mode := range []string{"pooled_fresh", "pooled_reuse"} {
-				p := find(rep, fmt.Sprintf("cgi_%s_c%d_%s_latency", h, cl, mode))
+				p, err := find(rep, fmt.Sprintf("cgi_%s_c%d_%s_latency", h, cl, mode))
+				if err != nil {
+					return err
+				}
 				ratio(fmt.Sprintf("cgi_p50_%s_vs_exec_%s_c%d", mode, h, cl), p.Median, e.Median)
 			}
 		}
 	}
 
-	// Part 3: memory over a burst, reduce on and off.
+	return nil
+}
+
+// memoryPart: the memory a pool holds over a burst and the idle time after
+// it, reduce on and off.
+func memoryPart(rep *report, progs *programs, progress io.Writer) ([][]point, error) {
 	var series [][]point
 	for _, m := range []struct{ name, timeout string }{{"reduce_on", "500ms"}, {"reduce_off", ""}} {
 		fmt.Fprintf(progress, "memory: %s\n", m.name)
-		pts, err := memoryRun(progs.hello, progs.dir, m.timeout, time.Second, 2*time.Second)
+		pts, err := memoryRun(progs.hello, progs.poold, progs.dir, m.timeout, time.Second, 2*time.Second)
 		if err != nil {
-			return nil, nil, fmt.Errorf("memory %s: %w", m.name, err)
+			return nil, fmt.Errorf("memory %s: %w", m.name, err)
 		}
 		series = append(series, pts)
 		rep.Results = append(rep.Results, memoryResults(m.name, pts)...)
 	}
-	return rep, series, nil
+	return series, nil
 }
 
-func find(rep *report, name string) Result {
+// find returns the result called name; a missing one is the benchmark's
+// own bug, not a ratio of 1.
+func find(rep *report, name string) (Result, error) {
 	for _, r := range rep.Results {
 		if r.Name == name {
-			return r
+			return r, nil
 		}
 	}
-	return Result{Median: 1}
+	return Result{}, fmt.Errorf("no result %q", name)
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
@@ -265,11 +361,15 @@ func printTable(w io.Writer, rep *report) {
 }
 
 // counters returns the pool counters of program name.
-func counters(srv *poold.Server, name string) poold.Counters {
-	for _, p := range srv.Stats().Programs {
+func counters(srv daemon, name string) (poold.Counters, error) {
+	st, err := srv.Stats()
+	if err != nil {
+		return poold.Counters{}, err
+	}
+	for _, p := range st.Programs {
 		if p.Name == name {
-			return p.Counters
+			return p.Counters, nil
 		}
 	}
-	return poold.Counters{}
+	return poold.Counters{}, fmt.Errorf("poold has no program %q", name)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,18 +22,17 @@ type point struct {
 // memoryRun runs a poold with one pool of hello (MinIdle 1, MaxIdle 10),
 // spawns from 10 clients for burst, then idles for idle, and samples the
 // memory its parked processes hold every 25 ms. idleTimeout 0: reduce off.
-func memoryRun(hello, dir string, idleTimeout string, burst, idle time.Duration) ([]point, error) {
+func memoryRun(hello, pooldBin, dir string, idleTimeout string, burst, idle time.Duration) ([]point, error) {
 	sock := filepath.Join(dir, "mem.sock")
 	cfg := &poold.Config{Socket: sock, ReduceTick: "50ms", Programs: []poold.Program{{
 		Name: "hello", Path: hello, MinIdle: 1, MaxIdle: 10, IdleTimeout: idleTimeout, Prefault: true,
 		Allow: []string{"*"}}}}
-	srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(io.Discard, "", 0)})
+	srv, err := startDaemon(cfg, pooldBin, nil, dir, io.Discard)
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer srv.Stop()
 	ctx := context.Background()
-	srv.Fill()
 	c := &pool.Client{Socket: sock}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
@@ -52,7 +50,9 @@ func memoryRun(hello, dir string, idleTimeout string, burst, idle time.Duration)
 		tick := time.NewTicker(25 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			pts = append(pts, point{time.Since(t0), srv.Stats().HeldBytes})
+			if st, err := srv.Stats(); err == nil {
+				pts = append(pts, point{time.Since(t0), st.HeldBytes})
+			}
 			select {
 			case <-tick.C:
 			case <-done:

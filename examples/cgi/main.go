@@ -45,7 +45,7 @@ func run(args []string, stderr io.Writer) error {
 	poolName := fs.String("pool", "", "the handler's pool program name in poold: spawn through poold instead of os/exec")
 	socket := fs.String("socket", "", "poold's socket (default $"+pool.EnvSocket+", else "+pool.DefaultSocket+")")
 	local := fs.Bool("local-pool", false, "with -handler: run a poold for it inside the gateway and spawn through it")
-	reuse := fs.Int("reuse", 1, "with -local-pool: requests one handler process serves (MaxUses; 1: a fresh process per request; the handler must call pool.Reusable)")
+	reuse := fs.Int("reuse", 1, "with -local-pool: requests one handler process serves (poold's MaxUses; 1: a fresh process per request, answered as soon as the handler's main returns if it calls pool.Reusable; above 1 the handler must call pool.Reusable)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: cgi [-listen ADDR] (-handler PATH [-local-pool [-reuse N]] | -pool NAME [-socket PATH])
 
@@ -78,9 +78,9 @@ Examples:
 			return err
 		}
 		defer stop()
-		g = Gateway{Start: PoolStarter(&pool.Client{Socket: sock}, localName), Argv0: *handler, Stderr: os.Stderr}
+		g = Gateway{Start: PoolStarter(&pool.Client{Socket: sock, KeepConns: true}, localName), Argv0: *handler, Stderr: os.Stderr}
 	case *poolName != "" && *handler == "":
-		g = Gateway{Start: PoolStarter(&pool.Client{Socket: *socket}, *poolName), Argv0: *poolName, Stderr: os.Stderr}
+		g = Gateway{Start: PoolStarter(&pool.Client{Socket: *socket, KeepConns: true}, *poolName), Argv0: *poolName, Stderr: os.Stderr}
 	case *handler != "" && *poolName == "":
 		g = Gateway{Start: ExecStarter(*handler), Argv0: *handler, Stderr: os.Stderr}
 	default:

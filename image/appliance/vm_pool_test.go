@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
 // TestAppliancePooledService boots, once, an appliance whose only service
@@ -19,7 +20,7 @@ func TestAppliancePooledService(t *testing.T) {
 		t.Skip("boots QEMU")
 	}
 	needTools(t)
-	k := testKernel(t)
+	k := vmtest.Kernel(t)
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)
 		if err != nil {

@@ -14,8 +14,11 @@ func stats(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "stats", "poolctl stats [-socket PATH] [-json]",
 		`Prints each pool's counters since poold started: hits (spawns served by a
 parked process), misses, processes added, reduced (trimmed when idle past
-the timeout), died while parked, failed starts; the memory parked processes
-hold; and the spawn latency histogram (request to pid, hits and misses).`,
+the timeout), died while parked, failed starts, let go to stay under
+MemoryMax (over mem), spawns served with the client's own credentials (as
+peer: no User, and the client is not poold's user); the memory parked
+processes hold; and the spawn latency histogram (request to pid, hits and
+misses).`,
 		`  poolctl stats
   poolctl stats -json | jq '.programs[].hits'`)
 	st, jsonOut, err := query(ctx, c, fs, "print everything as JSON", nil)
@@ -26,10 +29,10 @@ hold; and the spawn latency histogram (request to pid, hits and misses).`,
 		return cli.JSON(c.Stdout, st)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\thits\tmisses\treused\tadded\treduced\tdied\tfailed\theld")
+	fmt.Fprintln(tw, "program\thits\tmisses\treused\tadded\treduced\tdied\tfailed\tover mem\tas peer\theld")
 	for _, p := range st.Programs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Hits, p.Misses, p.Reused, p.Added, p.Reduced,
-			p.Died, p.Failed, bytesText(p.HeldBytes))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.Hits, p.Misses, p.Reused, p.Added, p.Reduced,
+			p.Died, p.Failed, p.OverMemory, p.AsPeer, bytesText(p.HeldBytes))
 	}
 	tw.Flush()
 	fmt.Fprintln(c.Stdout, "\nspawn latency (all programs):")

@@ -23,8 +23,16 @@ config) get a prepared child that execs them on activation. Parked processes
 are replenished after each spawn and trimmed when idle past IdleTimeout.
 
 Clients (pool.Spawn, poolctl) connect to the socket; who may spawn what is in
-the config (Allow, Admins), checked against the peer's credentials. SIGHUP
-reloads the config; SIGTERM stops poold (parked processes are killed,
+the config (Allow, Admins), checked against the peer's credentials.
+
+No client gets more privilege than it has unless the config grants it: a
+program with User set runs as User for every client its Allow admits (an
+explicit grant, like sudo's runas; LD_*, GCONV_PATH and the like are removed
+from the environment when User is not the client's own user). A program
+without User serves from its pool only clients with poold's uid and gid;
+any other client gets a process started with its own uid, gid and groups.
+
+SIGHUP reloads the config; SIGTERM stops poold (parked processes are killed,
 activated ones keep running).`,
 		`  poold -config /etc/nvboot/poold.json
   poold -config pools.json -socket /tmp/poold.sock &

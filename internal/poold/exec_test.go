@@ -3,6 +3,7 @@ package poold
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,4 +74,35 @@ func TestExecMissingProgram(t *testing.T) {
 	if st.ExitCode() != 127 || !strings.Contains(string(msg[:n]), "/nonexistent/prog") {
 		t.Fatalf("%v, stderr %q; want 127 naming the program", st, msg[:n])
 	}
+}
+
+// TestMissStandardFds: a client that sends no descriptors (pool.Client
+// always sends three; a raw client need not) gets /dev/null at 0, 1 and 2
+// on a miss too, as a parked process has them, not closed descriptors the
+// program's first open would take.
+func TestMissStandardFds(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "sh", Path: "/bin/sh", Exec: true,
+		Allow: []string{"*"}}}}, Options{ManualFill: true})
+	out := filepath.Join(t.TempDir(), "out")
+	conn, err := (&pool.Client{Socket: sock}).Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Send(&pool.Msg{Type: pool.TypeSpawn, Name: "sh", Dir: "/", Env: []string{"OUT=" + out},
+		Argv: []string{"sh", "-c", `r=; for i in 0 1 2; do [ -e /proc/self/fd/$i ] && r="$r$i"; done; echo "$r" > "$OUT"`}}, nil)
+	if m, _, err := conn.Recv(); err != nil || m.Type != pool.TypeStarted || m.Flags&pool.FlagHit != 0 {
+		t.Fatalf("spawn: %+v %v, want a miss started", m, err)
+	}
+	if m, _, err := conn.Recv(); err != nil || m.Type != pool.TypeExited || m.Status != 0 {
+		t.Fatalf("exit: %+v %v", m, err)
+	}
+	b, err := os.ReadFile(out)
+	if got := strings.TrimSpace(string(b)); err != nil || got != "012" {
+		t.Fatalf("descriptors open among 0, 1, 2: %q (%v), want all", got, err)
+	}
+	_ = srv
 }

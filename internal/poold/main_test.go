@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/internal/poold/childreport"
 )
 
 // The test binary is also the pooled program: it imports pool (through this
@@ -34,33 +37,30 @@ func TestMain(m *testing.M) {
 
 // report is what a child saw of its start; the fidelity test compares the
 // pooled and the exec'd one.
-type report struct {
-	Args     []string
-	Env      []string
-	Dir      string
-	Greet    string   // a flag parsed after activation
-	FlagArgs []string // flag.Args()
-	FlagName string   // the flag set's name (argv[0])
-	Fds      []string // descriptors 0..63 open without close-on-exec: "n:type:flags"
-	Stdin    string
-}
+type report = childreport.Report
 
 func childMain(mode string) int {
 	switch mode {
 	case "report":
 		greet := flag.String("greet", "", "a flag")
 		flag.Parse()
-		r := report{Args: os.Args, Env: os.Environ(), Greet: *greet, FlagArgs: flag.Args(),
-			FlagName: flag.CommandLine.Name(), Fds: openFds()}
-		r.Dir, _ = os.Getwd()
-		if b, err := io.ReadAll(os.Stdin); err == nil {
-			r.Stdin = string(b)
-		}
+		r := childreport.Collect(*greet)
 		if f := os.NewFile(3, "fd3"); f != nil {
 			f.Write([]byte("fd3 here"))
 		}
 		json.NewEncoder(os.Stdout).Encode(r)
 		return exitFromEnv()
+	case "limits":
+		// Its own RLIMIT_NOFILE, and what a child of its gets.
+		var r syscall.Rlimit
+		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r)
+		out, err := exec.Command("/bin/sh", "-c", "echo $(ulimit -Sn) $(ulimit -Hn)").Output()
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Printf("self %d %d child %s", r.Cur, r.Max, out)
+		return 0
 	case "block":
 		os.Stdout.Write([]byte("ready\n"))
 		var b [1]byte
@@ -78,23 +78,6 @@ func exitFromEnv() int {
 	}
 	n, _ := strconv.Atoi(os.Getenv("EXIT_CODE"))
 	return n
-}
-
-// openFds lists the descriptors a program was given: those without
-// close-on-exec, with their file type and status flags.
-func openFds() []string {
-	var out []string
-	for fd := range 64 {
-		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
-		if e != 0 || r&syscall.FD_CLOEXEC != 0 {
-			continue
-		}
-		var st syscall.Stat_t
-		syscall.Fstat(fd, &st)
-		fl, _, _ := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
-		out = append(out, fmt.Sprintf("%d:%o:%o", fd, st.Mode&syscall.S_IFMT, fl&(syscall.O_ACCMODE|syscall.O_NONBLOCK|syscall.O_APPEND)))
-	}
-	return out
 }
 
 // testServer runs a poold in this process serving programs, on a socket in
@@ -166,6 +149,39 @@ func countFds(t *testing.T) int {
 		}
 	}
 	return len(ents)
+}
+
+// A connection's server side closes once its handler read the client's end
+// of file, after the client had its answer: descriptor counts settle, and
+// are compared once they did.
+
+// settledFds counts the process's descriptors once the count stopped
+// changing.
+func settledFds(t *testing.T) int {
+	t.Helper()
+	n := countFds(t)
+	for range 100 {
+		time.Sleep(20 * time.Millisecond)
+		m := countFds(t)
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
+}
+
+// wantFds fails the test unless the descriptor count comes back to want
+// within 10 s: one still open then is a leak.
+func wantFds(t *testing.T, want int) {
+	t.Helper()
+	n := countFds(t)
+	for deadline := time.Now().Add(10 * time.Second); n != want && time.Now().Before(deadline); n = countFds(t) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n != want {
+		t.Errorf("descriptors: %d after, %d before", n, want)
+	}
 }
 
 // killParked kills the oldest parked process of program name from outside,

@@ -36,7 +36,11 @@ type Starter interface {
 type Limits struct {
 	MinIdle, MaxIdle int
 	IdleTimeout      time.Duration // 0: never reduce
-	MemoryMax        int64         // 0: no bound
+	// MemoryMax bounds the memory the pool holds in reserve (0: none):
+	// parked entries, entries starting (at the size of the last entry
+	// measured) and reused entries coming back (Return). It wins over
+	// MinIdle.
+	MemoryMax int64
 	// Reuse: taken entries may come back (Return); until they do, they
 	// count towards the level, so a spawn does not make Fill start a
 	// process the pool will not need.
@@ -62,11 +66,17 @@ type Pool struct {
 	want     int
 	closed   bool
 	c        Counters
+	// lastMem is the size of the entry measured last: what an entry
+	// starting will hold, for MemoryMax.
+	lastMem int64
 }
 
 type idleEntry struct {
 	e     Entry
 	since time.Time
+	// mem is e.Mem() when last measured (parking, Return, Fill, State):
+	// MemoryMax is checked against these without reading /proc under mu.
+	mem int64
 }
 
 // Counters are a pool's events since poold started.
@@ -78,6 +88,20 @@ type Counters struct {
 	Died    uint64 `json:"died"`    // parked processes that exited while parked
 	Failed  uint64 `json:"failed"`  // starts that failed
 	Reused  uint64 `json:"reused"`  // activations that ended with the process parked again
+	// OverMemory counts processes let go to keep the pool under MemoryMax:
+	// started but not parked, not taken back after an activation (reuse),
+	// or trimmed by reduce.
+	OverMemory uint64 `json:"over_memory"`
+	// AsPeer counts spawns served by a process started with the client's
+	// own credentials (no User, and the client is not poold's user).
+	AsPeer uint64 `json:"as_peer"`
+}
+
+// CountAsPeer counts a spawn served with the client's credentials.
+func (p *Pool) CountAsPeer() {
+	p.mu.Lock()
+	p.c.AsPeer++
+	p.mu.Unlock()
 }
 
 // NewPool makes an empty pool; call Fill to populate it.
@@ -112,72 +136,126 @@ func (p *Pool) Take() Entry {
 func (p *Pool) Fill() int {
 	p.fillMu.Lock()
 	defer p.fillMu.Unlock()
+	bounded := p.limits().MemoryMax > 0
+	if bounded {
+		p.refresh()
+	}
 	added := 0
 	for {
 		p.mu.Lock()
-		if len(p.idle)+p.starting+p.out >= p.want || p.overMemory() {
+		if len(p.idle)+p.starting+p.out >= p.want || p.overMemory(p.lastMem) {
 			p.mu.Unlock()
 			return added
 		}
 		p.starting++
 		p.mu.Unlock()
 		e, err := p.start.Start()
+		var mem int64
+		if err == nil && bounded {
+			mem = e.Mem()
+		}
 		p.mu.Lock()
 		p.starting--
-		if err == nil && p.closed {
-			p.mu.Unlock()
-			e.Kill()
-			return added
-		}
 		if err != nil {
 			p.c.Failed++
 			p.mu.Unlock()
 			return added
 		}
-		p.idle = append(p.idle, idleEntry{e, p.clock.Now()})
+		p.lastMem = mem
+		if p.closed || p.overMemory(mem) {
+			if !p.closed {
+				p.c.OverMemory++
+			}
+			p.mu.Unlock()
+			e.Kill()
+			return added
+		}
+		p.idle = append(p.idle, idleEntry{e, p.clock.Now(), mem})
 		p.c.Added++
 		added++
 		p.mu.Unlock()
 	}
 }
 
-// overMemory: one more entry (the size of the newest) would pass MemoryMax.
-func (p *Pool) overMemory() bool {
-	if p.lim.MemoryMax == 0 || len(p.idle) == 0 {
-		return false
-	}
-	return p.held()+p.idle[len(p.idle)-1].e.Mem() > p.lim.MemoryMax
+func (p *Pool) limits() Limits {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lim
 }
 
-func (p *Pool) held() int64 {
-	var n int64
+// overMemory: one more entry holding mem would take what the pool holds in
+// reserve past MemoryMax. Called with mu held.
+func (p *Pool) overMemory(mem int64) bool {
+	return p.lim.MemoryMax > 0 && p.reserved()+mem > p.lim.MemoryMax
+}
+
+// reserved is what the pool holds or is about to: its parked entries as
+// last measured and its starting ones at the size of the last entry.
+func (p *Pool) reserved() int64 {
+	n := int64(p.starting) * p.lastMem
 	for _, ie := range p.idle {
-		n += ie.e.Mem()
+		n += ie.mem
 	}
 	return n
 }
 
+// refresh measures the parked entries again (outside mu: it reads /proc).
+// Their proportional set sizes change as entries come and go and share
+// more or fewer pages.
+func (p *Pool) refresh() int64 {
+	p.mu.Lock()
+	entries := make([]Entry, len(p.idle))
+	for i, ie := range p.idle {
+		entries[i] = ie.e
+	}
+	p.mu.Unlock()
+	mem := make(map[Entry]int64, len(entries))
+	var total int64
+	for _, e := range entries {
+		mem[e] = e.Mem()
+		total += mem[e]
+	}
+	p.mu.Lock()
+	for i, ie := range p.idle {
+		if m, ok := mem[ie.e]; ok {
+			p.idle[i].mem = m
+		}
+	}
+	p.mu.Unlock()
+	return total
+}
+
 // Reduce kills the entries idle for IdleTimeout or longer, keeping MinIdle,
-// and returns how many it killed.
+// then the oldest entries while the pool holds more than MemoryMax (as last
+// measured), and returns how many it killed.
 func (p *Pool) Reduce() int {
-	if p.lim.IdleTimeout <= 0 {
+	if lim := p.limits(); lim.IdleTimeout <= 0 && lim.MemoryMax <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	now := p.clock.Now()
 	var kill []Entry
-	keep := p.idle[:0]
-	for _, ie := range p.idle {
-		if len(p.idle)-len(kill) > p.lim.MinIdle && now.Sub(ie.since) >= p.lim.IdleTimeout {
-			kill = append(kill, ie.e)
-			continue
+	if p.lim.IdleTimeout > 0 {
+		keep := p.idle[:0]
+		for _, ie := range p.idle {
+			if len(p.idle)-len(kill) > p.lim.MinIdle && now.Sub(ie.since) >= p.lim.IdleTimeout {
+				kill = append(kill, ie.e)
+				continue
+			}
+			keep = append(keep, ie)
 		}
-		keep = append(keep, ie)
+		clear(p.idle[len(keep):])
+		p.idle = keep
+		p.want = max(p.lim.MinIdle, p.want-len(kill))
+		p.c.Reduced += uint64(len(kill))
 	}
-	clear(p.idle[len(keep):])
-	p.idle = keep
-	p.want = max(p.lim.MinIdle, p.want-len(kill))
-	p.c.Reduced += uint64(len(kill))
+	over := 0
+	for len(p.idle) > over && p.lim.MemoryMax > 0 && p.reserved() > p.lim.MemoryMax {
+		kill = append(kill, p.idle[0].e)
+		p.idle = p.idle[1:]
+		over++
+	}
+	p.c.OverMemory += uint64(over)
 	p.mu.Unlock()
 	for _, e := range kill {
 		e.Kill()
@@ -189,7 +267,14 @@ func (p *Pool) Reduce() int {
 // again and is idle once more (reuse), unless the pool is closed or holds
 // MaxIdle already; it reports whether the pool took it back. The caller
 // lets go of an entry not taken back, and refills when ok is false.
+//
+// With MemoryMax set, e is measured (its activation may have grown it) and
+// not taken back if it would take the pool past the bound.
 func (p *Pool) Return(e Entry, ok bool) bool {
+	var mem int64
+	if lim := p.limits(); ok && lim.Reuse && lim.MemoryMax > 0 {
+		mem = e.Mem()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.lim.Reuse {
@@ -199,7 +284,11 @@ func (p *Pool) Return(e Entry, ok bool) bool {
 	if !ok || p.closed || len(p.idle) >= p.lim.MaxIdle {
 		return false
 	}
-	p.idle = append(p.idle, idleEntry{e, p.clock.Now()})
+	if p.overMemory(mem) {
+		p.c.OverMemory++
+		return false
+	}
+	p.idle = append(p.idle, idleEntry{e, p.clock.Now(), mem})
 	p.c.Reused++
 	return true
 }
@@ -241,9 +330,10 @@ type PoolState struct {
 	Counters
 }
 
-// State returns a snapshot.
+// State returns a snapshot; HeldBytes is measured now.
 func (p *Pool) State() PoolState {
+	held := p.refresh()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolState{Idle: len(p.idle), Starting: p.starting, Want: p.want, HeldBytes: p.held(), Counters: p.c}
+	return PoolState{Idle: len(p.idle), Starting: p.starting, Want: p.want, HeldBytes: held, Counters: p.c}
 }

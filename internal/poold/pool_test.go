@@ -35,6 +35,7 @@ type fakeStarter struct {
 	next   int
 	live   map[int]bool
 	starts int
+	hook   func() // run inside Start, while the entry is starting
 }
 
 type fakeEntry struct {
@@ -49,6 +50,9 @@ func (e *fakeEntry) Activate(*pool.Msg, []*os.File) error { delete(e.s.live, e.i
 func (e *fakeEntry) Kill()                                { delete(e.s.live, e.id) }
 func (s *fakeStarter) Start() (Entry, error) {
 	s.starts++
+	if s.hook != nil {
+		s.hook()
+	}
 	if s.fail {
 		return nil, errors.New("no such program")
 	}
@@ -164,10 +168,75 @@ func TestPoolReduceOffAndPartial(t *testing.T) {
 	}
 }
 
+// TestPoolMemoryMax: what the pool holds in reserve (parked, starting,
+// coming back from an activation) stays under MemoryMax, MinIdle or not.
 func TestPoolMemoryMax(t *testing.T) {
-	p, _, _ := newTestPool(Limits{MinIdle: 10, MemoryMax: 3<<20 + 1})
+	p, _, st := newTestPool(Limits{MinIdle: 10, MemoryMax: 3<<20 + 1})
 	if n := p.Fill(); n != 3 {
 		t.Fatalf("Fill under a 3 MiB ceiling with 1 MiB entries added %d, want 3", n)
+	}
+	// The fourth was not started: the size of the last one says it would
+	// not fit.
+	if s := p.State(); st.starts != 3 || s.OverMemory != 0 || s.HeldBytes != 3<<20 {
+		t.Fatalf("%d starts, %+v; want 3 starts, none let go, 3 MiB held", st.starts, s)
+	}
+	// Entries grow past the ceiling (parked Go runtimes do): reduce trims
+	// the oldest until the pool is under it again.
+	for _, ie := range p.idle {
+		ie.e.(*fakeEntry).mem = 3 << 19
+	}
+	p.State() // measures them
+	if n := p.Reduce(); n != 1 || len(st.live) != 2 || st.live[1] {
+		t.Fatalf("Reduce over the ceiling trimmed %d (live %v), want the oldest (1)", n, st.live)
+	}
+	if s := p.State(); s.OverMemory != 1 || s.HeldBytes != 3<<20 || s.Reduced != 0 {
+		t.Fatalf("after trimming: %+v; want 1 over memory, 3 MiB held", s)
+	}
+
+	// A ceiling below one entry: the first start shows the size, the entry
+	// is let go, and no start follows.
+	p, _, st = newTestPool(Limits{MinIdle: 2, MemoryMax: 1 << 19})
+	p.Fill()
+	p.Fill()
+	if s := p.State(); st.starts != 1 || len(st.live) != 0 || s.Idle != 0 || s.OverMemory != 1 {
+		t.Fatalf("ceiling below one entry: %d starts, %d live, %+v; want 1 start let go", st.starts, len(st.live), s)
+	}
+}
+
+// TestPoolMemoryMaxReturn: a reused entry coming back is measured and not
+// taken back past MemoryMax; entries starting count at the last size.
+func TestPoolMemoryMaxReturn(t *testing.T) {
+	p, _, st := newTestPool(Limits{MinIdle: 2, MaxIdle: 3, Reuse: true, MemoryMax: 2<<20 + 1})
+	p.Fill()
+	e1, e2 := p.Take(), p.Take()
+	if e1 == nil || e2 == nil || p.Take() != nil {
+		t.Fatal("want two hits, then a miss")
+	}
+	if n := p.Fill(); n != 1 {
+		t.Fatalf("Fill with two out added %d, want 1 (level 3)", n)
+	}
+	if !p.Return(e1, true) {
+		t.Fatal("e1 (1 MiB) not taken back beside 1 MiB parked under a 2 MiB ceiling")
+	}
+	e2.(*fakeEntry).mem = 2 << 20 // it grew while active
+	if p.Return(e2, true) {
+		t.Fatal("e2 (2 MiB) taken back past the ceiling")
+	}
+	if s := p.State(); s.Reused != 1 || s.OverMemory != 1 || s.Idle != 2 || s.HeldBytes != 2<<20 {
+		t.Fatalf("%+v; want 1 reused, 1 over memory, 2 MiB in 2 parked", s)
+	}
+
+	// An entry starting counts: one coming back while it starts does not
+	// fit beside it.
+	p, _, st = newTestPool(Limits{MinIdle: 1, MaxIdle: 2, Reuse: true, MemoryMax: 3 << 19})
+	p.Fill()
+	e := p.Take()
+	p.Take() // a miss: level 2
+	var back bool
+	st.hook = func() { back = p.Return(e, true) }
+	p.Fill()
+	if s := p.State(); back || s.OverMemory != 1 || s.Idle != 1 {
+		t.Fatalf("taken back %v while a 1 MiB entry started, under a 1.5 MiB ceiling: %+v", back, s)
 	}
 }
 

@@ -22,6 +22,11 @@ type procStarter struct {
 	self     string // the binary that parks for Exec programs
 	cgroupFD int    // -1: none
 	cred     *syscall.Credential
+	// runAs is who the pool's processes run as: User, or poold's own
+	// effective uid and gid. granted: User is set, so they serve every
+	// allowed peer as runAs.
+	runAs   credential
+	granted bool
 	// exited is called from the reaping goroutine of every process it
 	// started, after the process was reaped.
 	exited func(*proc, *os.ProcessState)
@@ -40,8 +45,9 @@ type proc struct {
 	p    *os.Process
 	park pool.Conn
 	mem  int64
-	// reuse: the process was offered reuse, so its pool socket stays open
-	// through an activation and may bring a Done. uses counts the
+	// reuse: the process reports its main's return (MaxUses ≥ 1), so its
+	// pool socket stays open through an activation and may bring a Done,
+	// after which it parks again or (its uses spent) exits. uses counts the
 	// activations it served; taken: it came out of the pool (not a miss's
 	// direct start) and goes back to it, or is accounted for, at the end.
 	reuse bool
@@ -55,6 +61,8 @@ type proc struct {
 	// act identifies the activation owner belongs to (its spawn's ended
 	// channel): a signal is delivered only while that activation lasts.
 	act chan struct{}
+	// signalled: a client's signal was delivered during this activation.
+	signalled bool
 }
 
 func (p *proc) Pid() int { return p.pid }
@@ -71,6 +79,18 @@ func (p *proc) Mem() int64 {
 // programs) with the parking socket at fd 3, sets it to SCHED_IDLE (see
 // sched.go: preparation takes only idle CPU), and waits until it parked.
 func (s *procStarter) Start() (Entry, error) {
+	p, err := s.start(false, s.cred)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// start starts a process that parks, with credentials cred. miss: a spawn
+// waits for it (direct), so it is not demoted to SCHED_IDLE, does not
+// prefault and is not offered reuse, as a process started straight with
+// the request would not be.
+func (s *procStarter) start(miss bool, cred *syscall.Credential) (*proc, error) {
 	a, b, err := pool.Socketpair()
 	if err != nil {
 		return nil, err
@@ -93,13 +113,17 @@ func (s *procStarter) Start() (Entry, error) {
 		env = append(env, pool.EnvExec+"="+s.prog.Path)
 		path = s.self
 	}
-	if s.prog.Prefault {
+	if s.prog.Prefault && !miss {
 		env = append(env, pool.EnvPrefault+"=1")
 	}
-	if s.prog.Reuses() {
-		env = append(env, pool.EnvReuse+"=1")
+	reuse := s.prog.ReportsReturn() && !miss
+	if reuse {
+		env = append(env, fmt.Sprintf("%s=%d", pool.EnvReuse, s.prog.MaxUses))
 	}
-	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
+	if len(s.prog.Rlimits) > 0 {
+		env = append(env, pool.EnvRlimits+"=1")
+	}
+	sys := &syscall.SysProcAttr{Credential: cred, Setsid: true}
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
 	}
@@ -121,17 +145,22 @@ func (s *procStarter) Start() (Entry, error) {
 		}
 		return p.Pid, nil
 	}
-	if err := startIdle(fork); err != nil {
+	if miss {
+		_, err = fork()
+	} else {
+		err = startIdle(fork)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
-	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{}), reuse: s.prog.Reuses()}
+	pr := &proc{pid: p.Pid, p: p, park: conn, reaped: make(chan struct{}), reuse: reuse}
 	go func() {
 		st, _ := p.Wait()
 		s.exited(pr, st)
 		close(pr.reaped)
 	}()
-	if err := s.awaitReady(pr); err != nil {
+	if err := s.awaitReady(pr, !miss); err != nil {
 		pr.Kill()
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
@@ -141,8 +170,45 @@ func (s *procStarter) Start() (Entry, error) {
 // direct starts the program straight with a request, as os/exec would,
 // for a spawn that found no parked process: waiting for a new process to
 // park and then activating it would cost more than this.
-func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, ending), act chan struct{}) (*proc, error) {
-	sys := &syscall.SysProcAttr{Credential: s.cred, Setsid: true}
+//
+// Unless the program has Rlimits: os.StartProcess cannot set limits
+// between fork and exec, and setting them on the running program (as
+// before) raced with it and could not fail the spawn. Such a miss is
+// started as a parked process (for an Exec program, the parking binary),
+// gets its limits while parked, and is activated with the request: main,
+// or an Exec program from its first instruction, runs under them, and a
+// limit that cannot be set fails the spawn. (An Exec program that cannot
+// be exec'd is then exit status 127 with the reason on its stderr, as on
+// a hit.)
+//
+// cred: the credentials it runs with (the pool's, or the peer's: see
+// forPeer).
+func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, ending), act chan struct{}, cred *syscall.Credential) (*proc, error) {
+	if len(s.prog.Rlimits) > 0 {
+		pr, err := s.start(true, cred)
+		if err != nil {
+			return nil, err
+		}
+		pr.setOwner(owner, act)
+		if err := pr.Activate(m, files); err != nil {
+			pr.setOwner(nil, nil)
+			pr.abandon()
+			return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+		}
+		return pr, nil
+	}
+	if len(files) < 3 {
+		// A client that sent fewer than three (pool.Client never does):
+		// /dev/null, as a parked process has in those slots, not closed
+		// descriptors the program's first open would take.
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
+		}
+		defer null.Close()
+		files = append(files[:len(files):len(files)], null, null, null)[:3]
+	}
+	sys := &syscall.SysProcAttr{Credential: cred, Setsid: true}
 	if s.cgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, s.cgroupFD
 	}
@@ -151,7 +217,6 @@ func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, en
 		return nil, fmt.Errorf("starting %s: %w", s.prog.Name, err)
 	}
 	pr := &proc{pid: p.Pid, p: p, reaped: make(chan struct{}), owner: owner, act: act}
-	setRlimits(p.Pid, s.prog.Rlimits) // best effort: the program already runs
 	go func() {
 		st, _ := p.Wait()
 		s.exited(pr, st)
@@ -160,7 +225,23 @@ func (s *procStarter) direct(m *pool.Msg, files []*os.File, owner func(*proc, en
 	return pr, nil
 }
 
-func (s *procStarter) awaitReady(pr *proc) error {
+// awaitReady sets the program's limits on a process just started and waits
+// until it parked; idle: it was demoted to SCHED_IDLE, and is put back.
+// forPeer says how a spawn by peer is served. Without User (no grant), a
+// peer that is not who the pool's processes run as gets a process started
+// with its own uid, gid and groups (cred, non-nil; groups are filled in by
+// the caller), never the pool's: a peer gets no more privilege through
+// poold than it has. secure: the process runs with credentials other than
+// the peer's, so the environment the peer gives is cleaned (secureEnv).
+func (s *procStarter) forPeer(peer *syscall.Ucred) (cred *syscall.Credential, secure bool) {
+	same := peer.Uid == s.runAs.uid && peer.Gid == s.runAs.gid
+	if s.granted || same {
+		return nil, !same
+	}
+	return &syscall.Credential{Uid: peer.Uid, Gid: peer.Gid}, false
+}
+
+func (s *procStarter) awaitReady(pr *proc, idle bool) error {
 	if err := setRlimits(pr.pid, s.prog.Rlimits); err != nil {
 		return err
 	}
@@ -177,7 +258,9 @@ func (s *procStarter) awaitReady(pr *proc) error {
 		return fmt.Errorf("pid %d: expected ready, got %v", pr.pid, m.Type)
 	}
 	pr.park.SetReadDeadline(time.Time{})
-	unidle(pr.pid)
+	if idle {
+		unidle(pr.pid)
+	}
 	pr.mem = memOf(pr.pid)
 	return nil
 }
@@ -214,7 +297,11 @@ func (p *proc) watch() {
 	}
 	if owner := p.takeOwner(); owner != nil {
 		owner(p, ending{done: m})
+		return
 	}
+	// Its exit was reaped first and ended the activation (it died right
+	// after its Done; one whose uses are spent waits for us to let go).
+	p.park.Close()
 }
 
 // retire lets a parked process go: it sees end of file on its pool socket
@@ -229,7 +316,7 @@ func (p *proc) retire() {
 // (activation failed).
 func (p *proc) setOwner(f func(*proc, ending), act chan struct{}) {
 	p.mu.Lock()
-	p.owner, p.act = f, act
+	p.owner, p.act, p.signalled = f, act, false
 	p.mu.Unlock()
 }
 
@@ -248,7 +335,18 @@ func (p *proc) signal(act chan struct{}, sig syscall.Signal) bool {
 		return false
 	}
 	p.p.Signal(sig)
+	// Its main may have returned already (the client may have its end by
+	// the end pipe): a process a signal may yet kill is not parked again.
+	p.signalled = true
 	return true
+}
+
+// reusable reports whether the activation that just ended left the process
+// fit to park again: no signal was sent to it meanwhile.
+func (p *proc) reusable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.signalled
 }
 
 // takeOwner returns and clears the owner: an activation ends once, whether
@@ -259,6 +357,16 @@ func (p *proc) takeOwner() func(*proc, ending) {
 	f := p.owner
 	p.owner, p.act = nil, nil
 	return f
+}
+
+// abandon kills a process whose activation failed, without waiting for
+// the reap: its reaper may have taken the owner already, and that owner
+// waits for the spawn to finish (see spawn's handed).
+func (p *proc) abandon() {
+	p.p.Kill()
+	if p.park.UnixConn != nil {
+		p.park.Close()
+	}
 }
 
 // Kill kills a parked process and returns once it was reaped: its memory

@@ -2,6 +2,7 @@ package poold
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ func TestReduceFreesMemory(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.MaxIdle = 4
 	prog.IdleTimeout = "200ms"
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{Clock: clk, ManualFill: true})
+	srv, sock := testServer(t, &Config{Admins: []string{fmt.Sprintf("uid:%d", os.Getuid())}, Programs: []Program{prog}},
+		Options{Clock: clk, ManualFill: true})
 	srv.Fill()
 	// A burst of concurrent spawns: the first is a hit, the others miss.
 	var procs []*pool.Process
@@ -47,6 +49,7 @@ func TestReduceFreesMemory(t *testing.T) {
 	if s := srv.Stats().Programs[0]; s.Idle != 4 {
 		t.Fatalf("reduce before the timeout trimmed: %+v", s)
 	}
+	before := parkedPids(srv, "child")
 	clk.Advance(time.Millisecond)
 	if err := (&pool.Client{Socket: sock}).Reduce(context.Background()); err != nil {
 		t.Fatal(err)
@@ -54,6 +57,30 @@ func TestReduceFreesMemory(t *testing.T) {
 	s := srv.Stats().Programs[0]
 	if s.Idle != 1 || s.Reduced != 3 || s.HeldBytes >= held/2 {
 		t.Fatalf("after reduce: %+v (held %d before); want 1 parked, 3 reduced, memory freed", s, held)
+	}
+	// The trimmed processes are gone, reaped (a zombie keeps its /proc
+	// entry) by the time the reduce request is answered.
+	after := parkedPids(srv, "child")
+	if len(before) != 4 || len(after) != 1 || after[0] != before[3] {
+		t.Fatalf("parked %v before reduce, %v after; want the newest kept", before, after)
+	}
+	for _, pid := range before[:3] {
+		if !gone(pid) {
+			t.Errorf("trimmed pid %d still exists", pid)
+		}
+	}
+	if z := zombies(); len(z) != 0 {
+		t.Errorf("zombies: %v", z)
+	}
+	// What poold reports held is what the kernel counts for the parked
+	// process left (PSS summed over /proc/pid/smaps, apart from poold's
+	// smaps_rollup), within 10 %.
+	var real int64
+	for _, pid := range after {
+		real += smapsPss(t, pid)
+	}
+	if s := srv.Stats().Programs[0]; s.HeldBytes < real*9/10 || s.HeldBytes > real*11/10 {
+		t.Errorf("held_bytes %d, the parked processes' PSS %d", s.HeldBytes, real)
 	}
 	if len(srv.Stats().SpawnLatency) == 0 || len(s.HitLatency) == 0 || len(s.MissLatency) == 0 {
 		t.Fatalf("latency histograms empty: %+v", srv.Stats())

@@ -217,7 +217,7 @@ func TestReuseNoLeaks(t *testing.T) {
 	srv.Fill()
 	spawn(sock)
 	stop()
-	fds0 := countFds(t)
+	fds0 := settledFds(t)
 
 	srv, sock, stop = startServer(t, &Config{Programs: []Program{prog}}, Options{})
 	for i := range 10 {
@@ -235,9 +235,7 @@ func TestReuseNoLeaks(t *testing.T) {
 	if z := zombies(); len(z) != 0 {
 		t.Errorf("zombies left: %v", z)
 	}
-	if n := countFds(t); n != fds0 {
-		t.Errorf("descriptors: %d after, %d before", n, fds0)
-	}
+	wantFds(t, fds0)
 }
 
 // TestReuseSignalStaysWithItsActivation: a signal a client sends is
@@ -311,5 +309,61 @@ func TestReuseSignalStaysWithItsActivation(t *testing.T) {
 	}
 	if ws := e3.ps.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("activation 3 ended %v, want killed", e3.ps)
+	}
+}
+
+// TestMaxUsesOneReportsReturn: with MaxUses 1 a reusable program gets a
+// fresh process per spawn, as by default, but its end reaches the client
+// from the process itself when main returns (a Done), before its exit;
+// os.Exit still ends it with its own status, learnt at the reap. Every
+// process is reaped; nothing counts as reused.
+func TestMaxUsesOneReportsReturn(t *testing.T) {
+	bin := buildReuseChild(t)
+	prog := Program{Name: "once", Path: bin, MinIdle: 1, MaxUses: 1,
+		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+
+	// The end of an activation whose main returned is a Done, and the
+	// process exits by itself afterwards.
+	srv.Fill()
+	p := srv.programs["once"].pool.Take().(*proc)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	ends := make(chan ending, 1)
+	p.setOwner(func(_ *proc, e ending) { ends <- e }, make(chan struct{}))
+	if err := p.Activate(&pool.Msg{Argv: []string{"h"}, Env: []string{"X=1"}, Dir: "/"}, []*os.File{null, null, null}); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-ends; e.done == nil {
+		t.Fatalf("activation ended by the reap (%v), want the process's Done", e.ps)
+	}
+	p.retire() // what poold does with a process whose uses are spent
+	<-p.reaped // it exits then by itself: nobody killed it
+
+	pids := map[int]bool{}
+	for i, tc := range []struct {
+		env    []string
+		status int
+	}{{nil, 0}, {[]string{"EXIT_CODE=3"}, 3}, {nil, 0}} {
+		srv.Fill()
+		r := runChild(t, poolStartName(sock, "once"), []string{"h"}, append([]string{"X=1"}, tc.env...), "/", 0)
+		if !r.hit || r.status.ExitStatus() != tc.status {
+			t.Errorf("spawn %d: hit %v, status %#x, want exit %d", i, r.hit, r.status, tc.status)
+		}
+		l := parseReuseLine(t, r.stderr)
+		if l.activation != 1 || pids[l.pid] {
+			t.Errorf("spawn %d: pid %d activation %d, want a fresh process", i, l.pid, l.activation)
+		}
+		pids[l.pid] = true
+	}
+	if st := srv.Stats().Programs[0]; st.Reused != 0 {
+		t.Errorf("stats %+v: want nothing reused", st.PoolState)
+	}
+	srv.Close()
+	if z := zombies(); len(z) != 0 {
+		t.Errorf("zombies left: %v", z)
 	}
 }

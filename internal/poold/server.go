@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,10 @@ type Server struct {
 	wg       sync.WaitGroup // fillers
 	retiring map[*proc]bool // reused processes let go, until reaped
 	hist     Histogram
+	conns    atomic.Uint64 // client connections accepted
+	// clients are the open client connections, true while no activation
+	// runs on them: Close closes those, an activation's end the others.
+	clients map[*net.UnixConn]bool
 }
 
 // program is one configured pool and what runs it.
@@ -82,7 +87,9 @@ func New(cfg *Config, opt Options) (*Server, error) {
 
 // Reload applies a new config: pools whose program config is unchanged keep
 // their parked processes; the others are closed (parked processes killed,
-// activated ones left running and still reported) and made anew.
+// activated ones left running and still reported) and made anew. A program
+// whose new pool cannot be made (its cgroup, its user) keeps its old pool,
+// if it had one, and is named in the error.
 func (s *Server) Reload(cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -102,7 +109,13 @@ func (s *Server) Reload(cfg *Config) error {
 		}
 		pr, err := s.newProgram(pc)
 		if err != nil {
+			// What ran goes on running: a reload that cannot apply a
+			// program's new config leaves its pool as it was.
 			errs = append(errs, err)
+			if old := s.programs[pc.Name]; old != nil {
+				next[pc.Name] = old
+				delete(s.programs, pc.Name)
+			}
 			continue
 		}
 		next[pc.Name] = pr
@@ -116,16 +129,21 @@ func (s *Server) Reload(cfg *Config) error {
 
 func (s *Server) newProgram(pc Program) (*program, error) {
 	pr := &program{cfg: pc, kick: make(chan struct{}, 1), done: make(chan struct{})}
-	st := &procStarter{prog: pc, self: s.opt.Self, cgroupFD: -1}
+	st := &procStarter{prog: pc, self: s.opt.Self, cgroupFD: -1,
+		runAs: credential{uint32(os.Geteuid()), uint32(os.Getegid())}}
 	if pc.User != "" {
 		c, err := lookupUser(pc.User)
 		if err != nil {
 			return nil, fmt.Errorf("program %s: User: %w", pc.Name, err)
 		}
 		st.cred = &syscall.Credential{Uid: c.uid, Gid: c.gid, NoSetGroups: false}
+		st.runAs, st.granted = c, true
 	}
 	if pc.Cgroup != "" {
-		f, err := openCgroup(pc.Cgroup, pc.MemoryMax)
+		warn := func(format string, args ...any) {
+			s.opt.Log.Printf("program %s: "+format, append([]any{pc.Name}, args...)...)
+		}
+		f, err := openCgroup(pc.Cgroup, pc.CgroupMemoryMax, warn)
 		if err != nil {
 			return nil, fmt.Errorf("program %s: %w", pc.Name, err)
 		}
@@ -145,24 +163,6 @@ func (s *Server) newProgram(pc Program) (*program, error) {
 		pr.kickFill()
 	}
 	return pr, nil
-}
-
-// openCgroup creates (if needed) and opens a cgroup v2 directory; the pool's
-// memory ceiling also becomes its memory.max.
-func openCgroup(dir string, memMax int64) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	if memMax > 0 {
-		// The ceiling counts parked and activated processes alike here;
-		// best effort: the pool's own accounting enforces MemoryMax.
-		os.WriteFile(dir+"/memory.max", fmt.Appendf(nil, "%d", memMax), 0)
-	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	return f, nil
 }
 
 func (pr *program) fillLoop() {
@@ -193,12 +193,13 @@ func (pr *program) close() {
 
 // exited is where every process of pr ends up once reaped.
 func (s *Server) exited(pr *program, p *proc, ps *os.ProcessState) {
+	if p.park.UnixConn != nil {
+		// Also ends a watch still reading it: the process is gone.
+		defer p.park.Close()
+	}
 	if owner := p.takeOwner(); owner != nil {
 		owner(p, ending{ps: ps})
 		return
-	}
-	if p.park.UnixConn != nil {
-		p.park.Close()
 	}
 	if pr.pool.Remove(p) {
 		s.opt.Log.Printf("%s: parked pid %d died (%v); replacing it", pr.cfg.Name, p.pid, ps)
@@ -235,6 +236,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 			}
 			return fmt.Errorf("accepting on %s: %w", ln.Addr(), err)
 		}
+		s.conns.Add(1)
 		go s.handle(pool.Conn{UnixConn: c})
 	}
 }
@@ -296,7 +298,7 @@ func (s *Server) lookup(name string) (*program, *Config) {
 
 // Stats returns a snapshot of every pool.
 func (s *Server) Stats() Stats {
-	st := Stats{SpawnLatency: s.hist.Buckets()}
+	st := Stats{SpawnLatency: s.hist.Buckets(), Connections: s.conns.Load()}
 	for _, pr := range s.snapshot() {
 		pr.mu.Lock()
 		active := pr.active
@@ -309,12 +311,51 @@ func (s *Server) Stats() Stats {
 	return st
 }
 
+// clientOpen records a new client connection, idle; false: the server is
+// closed, the caller closes c.
+func (s *Server) clientOpen(c *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.clients == nil {
+		s.clients = map[*net.UnixConn]bool{}
+	}
+	s.clients[c] = true
+	return true
+}
+
+// clientIdle records whether an activation runs on client connection c;
+// false: the server is closed or c is gone (its handler returned), and the
+// caller closes c.
+func (s *Server) clientIdle(c *net.UnixConn, idle bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.clients[c]; !ok || s.closed {
+		return false
+	}
+	s.clients[c] = idle
+	return true
+}
+
+func (s *Server) clientGone(c *net.UnixConn) {
+	s.mu.Lock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+}
+
 // Close kills every parked process, stops the fillers and waits for the
 // reused processes it let go to be reaped; activated processes keep running
 // and are still reaped and reported.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
+	for c, idle := range s.clients {
+		if idle { // kept by a client between spawns
+			c.Close()
+		}
+	}
 	for _, pr := range s.programs {
 		pr.close()
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/pool"
 )
@@ -95,29 +96,71 @@ func TestParkedChildDies(t *testing.T) {
 }
 
 // TestClientDisconnects: a client that hangs up before or after Started
-// changes nothing for poold: the process still runs and is reaped.
+// changes nothing for poold: the process still runs, is reaped (no zombie,
+// no /proc entry left), and poold still serves.
 func TestClientDisconnects(t *testing.T) {
 	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
 	p, stdin, _ := spawnBlock(t, sock, "child")
-	pr, _ := srv.lookup("child")
 	p.Release()
 	stdin.Close() // the child exits now; poold reaps it and drops the status
-	// A raw client that sends a spawn and hangs up at once.
-	conn, err := (&pool.Client{Socket: sock}).Dial(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	waitGone(t, p.Pid)
+	disconnectMidRequest(t, sock, "child")
+	waitInactive(t, srv, 3)
+	// A process counted as served may have exited and not yet been
+	// reaped: only one left unreaped is a leak.
+	for deadline := time.Now().Add(10 * time.Second); len(zombies()) != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
-	conn.Send(&pool.Msg{Type: pool.TypeSpawn, Name: "child", Env: []string{envChild + "=report"}}, nil)
-	conn.Close()
-	// A garbage datagram.
-	conn, _ = (&pool.Client{Socket: sock}).Dial(context.Background())
-	conn.Write([]byte("garbage"))
-	conn.Close()
+	if z := zombies(); len(z) != 0 {
+		t.Errorf("zombies: %v", z)
+	}
 	// poold still serves.
 	p2, stdin2, _ := spawnBlock(t, sock, "child")
 	stdin2.Close()
 	if st, err := p2.Wait(); err != nil || !st.Success() {
 		t.Fatalf("spawn after disconnects: %v %v", st, err)
 	}
-	_ = pr
+}
+
+// disconnectMidRequest has clients hang up mid-request: one sends a spawn
+// and closes at once (before Started), one sends a spawn with descriptors
+// and closes, one sends garbage.
+func disconnectMidRequest(t *testing.T, sock, name string) {
+	t.Helper()
+	c := &pool.Client{Socket: sock}
+	conn, err := c.Dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Send(&pool.Msg{Type: pool.TypeSpawn, Name: name, Env: []string{envChild + "=report"}}, nil)
+	conn.Close()
+	null, _ := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	conn, _ = c.Dial(context.Background())
+	conn.Send(&pool.Msg{Type: pool.TypeSpawn, Name: name, Argv: []string{"r"}, Env: []string{envChild + "=report"}, Dir: "/"},
+		[]*os.File{null, null, null})
+	conn.Close()
+	null.Close()
+	conn, _ = c.Dial(context.Background())
+	conn.Write([]byte("garbage"))
+	conn.Close()
+}
+
+// waitInactive waits until srv served spawns spawns in all (hits, misses,
+// spawns as the client) and no activated process is left unreaped (a
+// disconnected client's are reaped without anyone waiting for them).
+func waitInactive(t *testing.T, srv *Server, spawns uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		active, served := 0, uint64(0)
+		for _, ps := range srv.Stats().Programs {
+			active += ps.Active
+			served += ps.Hits + ps.Misses + ps.AsPeer
+		}
+		if active == 0 && served >= spawns {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d spawns served, %d activated processes not ended", served, spawns, active)
+		}
+	}
 }

@@ -53,6 +53,9 @@ type Stats struct {
 	SpawnLatency []Bucket `json:"spawn_latency"`
 	// HeldBytes is the PSS of every parked process.
 	HeldBytes int64 `json:"held_bytes"`
+	// Connections counts the client connections accepted (a client that
+	// keeps its connection makes one for many spawns).
+	Connections uint64 `json:"connections"`
 }
 
 // ProgramStats is one pool.

@@ -10,24 +10,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"syscall"
 
+	"github.com/nvboot/nvboot/internal/poold/childreport"
 	"github.com/nvboot/nvboot/pool"
 )
-
-type report struct {
-	Args     []string
-	Env      []string
-	Dir      string
-	Greet    string
-	FlagArgs []string
-	FlagName string
-	Fds      []string
-	Stdin    string
-}
 
 // activations survives between activations: a package variable keeps its
 // state in a reused process.
@@ -37,12 +26,7 @@ func main() {
 	pool.Reusable()
 	activations++
 	flag.Parse()
-	r := report{Args: os.Args, Env: os.Environ(), Greet: *greet, FlagArgs: flag.Args(),
-		FlagName: flag.CommandLine.Name(), Fds: openFds()}
-	r.Dir, _ = os.Getwd()
-	if b, err := io.ReadAll(os.Stdin); err == nil {
-		r.Stdin = string(b)
-	}
+	r := childreport.Collect(*greet)
 	// Not via os.NewFile: its finalizer would close descriptor 3 of a later
 	// activation.
 	syscall.Write(3, []byte("fd3 here"))
@@ -66,20 +50,3 @@ func main() {
 // greet is defined once per process, as flags usually are; main parses it
 // once per activation.
 var greet = flag.String("greet", "", "a flag")
-
-// openFds lists descriptors 0..63 open without close-on-exec, as the test
-// binary's report child does.
-func openFds() []string {
-	var out []string
-	for fd := range 64 {
-		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0)
-		if e != 0 || r&syscall.FD_CLOEXEC != 0 {
-			continue
-		}
-		var st syscall.Stat_t
-		syscall.Fstat(fd, &st)
-		fl, _, _ := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFL, 0)
-		out = append(out, fmt.Sprintf("%d:%o:%o", fd, st.Mode&syscall.S_IFMT, fl&(syscall.O_ACCMODE|syscall.O_NONBLOCK|syscall.O_APPEND)))
-	}
-	return out
-}
