@@ -148,7 +148,7 @@ func (c *Client) Spawn(ctx context.Context, name string, a Attr) (_ *Process, er
 		// connection: poold serves its next spawn once this one's end
 		// was handled (the process is parked again); a new connection's
 		// spawn could come first and miss it.
-		r, w, perr := os.Pipe()
+		r, w, perr := blockingPipe()
 		if perr != nil {
 			return nil, fmt.Errorf("spawning %s: %w", name, perr)
 		}
@@ -419,4 +419,15 @@ func (c *Client) call(ctx context.Context, t Type) (*Msg, error) {
 		return nil, fmt.Errorf("poold %v: %s", t, r.Name)
 	}
 	return r, nil
+}
+
+// blockingPipe is os.Pipe without O_NONBLOCK: Wait's read of the end record
+// blocks in the kernel, so the process's write wakes this thread directly,
+// not the runtime's poller and then this goroutine (one wakeup, not two).
+func blockingPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
