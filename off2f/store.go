@@ -13,7 +13,9 @@ import (
 )
 
 // ManifestName is the file at the root of a text store that lists the hashes the
-// installed image needs, one per line. nvinit writes it last when provisioning.
+// installed image needs, one per line. nvinit provisions a store by copying
+// a whole filesystem image with its superblock written last, so a store cut
+// short never mounts and never shows a MANIFEST.
 const ManifestName = "MANIFEST"
 
 // Store is a directory of text files named by content hash.

@@ -367,7 +367,8 @@ func (p *Process) Signal(sig syscall.Signal) error {
 func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
 
 // Release closes the connection without waiting; poold still reaps the
-// process.
+// process. A Wait already blocked on the end pipe returns when the process
+// ends (the pipe is blocking: closing it does not interrupt the read).
 func (p *Process) Release() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

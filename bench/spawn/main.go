@@ -49,14 +49,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: go run ./bench/spawn [-json] [-runs N] [-cgi-time D] [-svg FILE]
 
-Measures, side by side in one run: spawn-to-main and spawn-to-exit of a small
-Go program by os/exec of the ELF, os/exec of its OFF2F form (when bin/off2f
-and bin/ld-off2f exist: make build), and pool.Spawn through an in-process
-poold (pooled: a fresh parked process per spawn; pooled_reuse: one process
-reused, MaxUses; and pooled OFF2F); examples/cgi throughput and p50/p99
-latency with 1 and 10 clients, handler by os/exec vs through poold (fresh and
-reuse), for a small handler and one with an 800-page bss; the memory held by a pool over a
-1-second burst and 2 idle seconds with reduce on (IdleTimeout 500ms) and off.
+Measures, side by side in one run:
+  - spawn-to-main and spawn-to-exit of a small Go program started by os/exec
+    of the ELF, os/exec of its OFF2F form (when bin/off2f and bin/ld-off2f
+    exist: make build), and pool.Spawn through poold: pooled (a fresh parked
+    process per spawn, MaxUses 1), pooled_reaped (MaxUses 0), pooled_reuse
+    (one process reused) and pooled OFF2F. poold runs as its own process, as
+    deployed (-poold inproc: inside the benchmark);
+  - examples/cgi throughput and p50/p99 latency with 1 and 10 clients, the
+    handler started by os/exec or through poold (fresh and reuse), for a small
+    handler and one with an 800-page bss;
+  - the memory a pool holds over a 1-second burst and 2 idle seconds, with
+    reduce on (IdleTimeout 500ms) and off.
 Run from the repository root, as root or a user who may fork freely.
 
 Flags:

@@ -77,8 +77,9 @@ func (b *builder) buildPrograms(ctx context.Context) ([]program, error) {
 	}
 	pkgs := b.Config.Packages
 	if b.Config.Pooled() {
-		// poold is a service like the others, started first: nvinit waits
-		// for its socket before it starts the pooled ones.
+		// poold is a service like the others, started first; a pooled
+		// service's spawn that finds no socket yet is retried with the
+		// restart backoff.
 		pkgs = append([]string{pooldPackage}, pkgs...)
 	}
 	for _, pkg := range pkgs {

@@ -22,8 +22,8 @@ const DefaultConfigPath = "/etc/nvboot/poold.json"
 type Config struct {
 	// Socket is the API socket; default pool.DefaultSocket.
 	Socket string `json:",omitempty"`
-	// Admins may reduce and see everything, as Allow entries; default
-	// ["uid:0"].
+	// Admins may ask for a reduce of every pool, as Allow entries;
+	// default ["uid:0"]. Stats are open to any client that may connect.
 	Admins []string `json:",omitempty"`
 	// ReduceTick is how often idle entries are checked against their
 	// program's IdleTimeout (Tender reduces every 50 ms); default "50ms".
