@@ -2,6 +2,9 @@ package off2f_test
 
 import (
 	"bytes"
+	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nvboot/nvboot/off2f"
@@ -69,4 +72,41 @@ func FuzzConvert(f *testing.F) {
 			t.Fatalf("unpack of a fresh conversion: %v", err)
 		}
 	})
+}
+
+// A store's MANIFEST is read from a device at every boot: whatever it holds
+// parses to an error or to a set of hashes that writes back to the same set.
+func FuzzParseManifest(f *testing.F) {
+	h := strings.Repeat("ab", 32)
+	f.Add([]byte(h + "\n# comment\n\n" + strings.Repeat("01", 32) + "\r\n"))
+	f.Add([]byte(h))
+	f.Add([]byte(strings.Repeat("x", 70000)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		set, err := off2f.ParseManifest("fuzz", b)
+		if err != nil {
+			return
+		}
+		var hashes []string
+		for k := range set {
+			hashes = append(hashes, k)
+		}
+		p := filepath.Join(t.TempDir(), "MANIFEST")
+		if err := off2f.WriteManifest(p, hashes); err != nil {
+			t.Fatalf("a parsed hash does not write: %v", err)
+		}
+		again, err := off2f.ReadManifest(p)
+		if err != nil || !maps.Equal(again, set) {
+			t.Fatalf("round trip: %v, %v != %v", err, again, set)
+		}
+	})
+}
+
+// A line of any length is judged: a long one is an error, not the end of the
+// manifest (bufio.Scanner used to stop there silently).
+func TestParseManifestLongLine(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	_, err := off2f.ParseManifest("m", []byte(h+"\n"+strings.Repeat("x", 70000)+"\n"+h+"\n"))
+	if err == nil || !strings.Contains(err.Error(), "m:2") {
+		t.Fatalf("err = %v, want one naming line 2", err)
+	}
 }

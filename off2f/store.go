@@ -1,7 +1,6 @@
 package off2f
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -163,15 +162,24 @@ func ReadManifest(path string) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading manifest: %w", err)
 	}
+	return ParseManifest(path, b)
+}
+
+// ParseManifest parses manifest bytes (as ReadManifest); name is used in
+// errors. A store's manifest comes from a device that may hold anything, so
+// every malformed input is an error, never a partial set.
+func ParseManifest(name string, b []byte) (map[string]bool, error) {
 	need := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		if !isHashName(line) {
-			return nil, fmt.Errorf("manifest %s:%d: %q is not a text hash (64 hex digits)", path, n, line)
+			if len(line) > 80 {
+				line = line[:80] + "..."
+			}
+			return nil, fmt.Errorf("manifest %s:%d: %q is not a text hash (64 hex digits)", name, n+1, line)
 		}
 		need[line] = true
 	}
