@@ -2,6 +2,7 @@ package nvinit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -16,11 +17,13 @@ var (
 	hashB = strings.Repeat("b", 64)
 )
 
-// fakeImage is a stand-in filesystem image: an ext4 magic in the head and
-// the MANIFEST text in the body, so the fake mounter can "mount" it.
+// fakeImage is a stand-in filesystem image: an ext4 superblock in the head
+// that says how big it is (1 KiB blocks) and the MANIFEST text in the body,
+// so the fake mounter can "mount" it.
 func fakeImage(manifest string, size int) []byte {
 	b := make([]byte, size)
 	b[1080], b[1081] = 0x53, 0xef
+	binary.LittleEndian.PutUint32(b[sbOffset+sbBlocksCountLo:], uint32(size/1024))
 	b[0] = 'H'
 	copy(b[headSize:], manifest+"\x00")
 	for i := headSize + len(manifest) + 1; i < size; i++ {
@@ -38,7 +41,7 @@ func TestProvisionOrder(t *testing.T) {
 	os.WriteFile(dev, old, 0o644)
 
 	stop := errors.New("power cut")
-	if err := provision(image, dev, func() error { return stop }); !errors.Is(err, stop) {
+	if err := provisionFile(image, dev, func() error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("provision = %v, want the interruption", err)
 	}
 	got, _ := os.ReadFile(dev)
