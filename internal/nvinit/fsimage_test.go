@@ -2,6 +2,7 @@ package nvinit
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -77,26 +78,40 @@ func TestExt4SizeHighBlocks(t *testing.T) {
 // early gets further than the size check (with the head still zero).
 func TestProvisionStreamChecks(t *testing.T) {
 	img := fakeImage(hashA+"\n", 64<<10)
+	// The whole body decompresses; only gzip's check at the end fails.
+	badCRC := gzipped(t, img)
+	badCRC[len(badCRC)-8] ^= 1
 	for _, tc := range []struct {
 		name    string
 		stream  []byte
 		devSize int
 		err     string
 		touched bool // the device was written (head zeroed, some body)
+		gzip    bool // stream is gzip-compressed
 	}{
-		{"exact", img, 64 << 10, "", true},
-		{"device larger", img, 96 << 10, "", true},
-		{"short", img[:40<<10], 64 << 10, "ends 24576 bytes short", true},
-		{"long", append(append([]byte{}, img...), 'x'), 64 << 10, "goes on past the 65536 bytes", true},
-		{"too big for the device", img, 60 << 10, "the device only 61440", false},
-		{"no superblock", make([]byte, 64<<10), 64 << 10, "no ext2/3/4 superblock", false},
-		{"tiny", img[:100], 64 << 10, "shorter than the 4096-byte head", false},
+		{"exact", img, 64 << 10, "", true, false},
+		{"device larger", img, 96 << 10, "", true, false},
+		{"short", img[:40<<10], 64 << 10, "ends 24576 bytes short", true, false},
+		{"long", append(append([]byte{}, img...), 'x'), 64 << 10, "goes on past the 65536 bytes", true, false},
+		{"gzip", gzipped(t, img), 64 << 10, "", true, true},
+		{"gzip, bad CRC", badCRC, 64 << 10, "gzip: invalid checksum", true, true},
+		{"too big for the device", img, 60 << 10, "the device only 61440", false, false},
+		{"no superblock", make([]byte, 64<<10), 64 << 10, "no ext2/3/4 superblock", false, false},
+		{"tiny", img[:100], 64 << 10, "shorter than the 4096-byte head", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := filepath.Join(t.TempDir(), "pmem1")
 			old := bytes.Repeat([]byte{'O'}, tc.devSize)
 			os.WriteFile(dev, old, 0o644)
-			err := provision("the-image", bytes.NewReader(tc.stream), dev, nil)
+			var r io.Reader = bytes.NewReader(tc.stream)
+			if tc.gzip {
+				zr, err := gzip.NewReader(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r = zr
+			}
+			err := provision("the-image", r, dev, nil)
 			got := mustRead(t, dev)
 			if tc.err == "" {
 				if err != nil {

@@ -83,19 +83,21 @@ func TestProvisionRefusesBlankImage(t *testing.T) {
 	}
 }
 
-// storeMounter mounts fake images: the MANIFEST in the body appears in the
-// mount point, and a mountinfo file follows the mounts.
+// storeMounter mounts fake images (those with an ext4 magic): the MANIFEST
+// in the body appears in the mount point, and a mountinfo file follows the
+// mounts.
 type storeMounter struct {
 	mountinfo string
 	calls     []string
 	busy      bool // unmount says EBUSY
 	noOpts    bool // mounts fail with EINVAL unless the options are empty
+	rw        bool // mounts are read-write (the state), and show no MANIFEST
 }
 
 func (m *storeMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
 	m.calls = append(m.calls, fmt.Sprintf("mount %s %q", filepath.Base(source), data))
-	if flags&syscall.MS_RDONLY == 0 {
-		return errors.New("store mounted read-write")
+	if m.rw != (flags&syscall.MS_RDONLY == 0) {
+		return fmt.Errorf("mount flags %#x: read-write is %v", flags, m.rw)
 	}
 	b, err := os.ReadFile(source)
 	if err != nil {
@@ -104,8 +106,10 @@ func (m *storeMounter) Mount(source, target, fstype string, flags uintptr, data 
 	if len(b) < headSize || b[1080] != 0x53 || b[1081] != 0xef || m.noOpts && data != "" {
 		return syscall.EINVAL
 	}
-	man, _, _ := bytes.Cut(b[headSize:], []byte{0})
-	os.WriteFile(filepath.Join(target, "MANIFEST"), man, 0o644)
+	if !m.rw {
+		man, _, _ := bytes.Cut(b[headSize:], []byte{0})
+		os.WriteFile(filepath.Join(target, "MANIFEST"), man, 0o644)
+	}
 	return os.WriteFile(m.mountinfo, []byte("30 22 259:0 / "+target+" ro - ext4 "+source+" ro\n"), 0o644)
 }
 
