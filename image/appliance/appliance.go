@@ -64,6 +64,9 @@ const (
 	GuestBin      = "/bin"
 	GuestFallback = "/lib/off2f"                 // fallback copies of the text
 	GuestStoreImg = "/lib/nvboot/textstore.ext4" // provisioning source
+	// GuestStateImg is the state filesystem as built, gzip-compressed: nvinit
+	// writes it onto a blank state device (a flashed device's first boot).
+	GuestStateImg = "/lib/nvboot/state.ext4.gz"
 	GuestManifest = "/etc/nvboot/MANIFEST"
 	GuestConfig   = "/etc/nvboot/config.json"
 	// GuestPooldConfig is poold's config, in images with pooled services.

@@ -2,8 +2,10 @@ package appliance
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/internal/nvinit"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -136,6 +139,36 @@ func checkStore(t *testing.T, pmemImg string) string {
 	return string(out)
 }
 
+// checkStateTemplate asserts the gzip template on the root filesystem is the
+// state filesystem of the pmem image, byte for byte, its header without a
+// name or a time.
+func checkStateTemplate(t *testing.T, template, pmemImg string) {
+	t.Helper()
+	f, err := os.Open(template)
+	if err != nil {
+		t.Fatalf("state template: %v", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("state template: %v", err)
+	}
+	if zr.Name != "" || !zr.ModTime.IsZero() {
+		t.Errorf("state template header: name %q, time %v: want neither", zr.Name, zr.ModTime)
+	}
+	fs, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("state template: %v", err)
+	}
+	pm, err := os.ReadFile(pmemImg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) < 4096 || len(pm) < pmem.Align+len(fs) || !bytes.Equal(pm[pmem.Align:pmem.Align+len(fs)], fs) {
+		t.Errorf("state template (%d bytes) is not the filesystem in %s", len(fs), pmemImg)
+	}
+}
+
 func TestLayouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
@@ -179,9 +212,10 @@ func TestLayouts(t *testing.T) {
 			if len(cfg.Services) != 1 || cfg.Services[0].Path != im.Services[0].Path || cfg.Services[0].WaitFor != "tcp:8080" {
 				t.Fatalf("nvinit config services: %+v", cfg.Services)
 			}
-			if cfg.State.Device != GuestStateDev {
-				t.Errorf("state device %q", cfg.State.Device)
+			if cfg.State.Device != GuestStateDev || cfg.State.Image != GuestStateImg {
+				t.Errorf("state config %+v", cfg.State)
 			}
+			checkStateTemplate(t, filepath.Join(root, GuestStateImg[1:]), filepath.Join(dir, StatePmemFile))
 			initHdr, err := os.ReadFile(filepath.Join(root, GuestInit[1:]))
 			if err != nil {
 				t.Fatal(err)

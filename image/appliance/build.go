@@ -1,11 +1,13 @@
 package appliance
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -139,6 +141,13 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	}
 	if err := b.pmemImage(StatePmemFile, stateImg, stateSize); err != nil {
 		return nil, err
+	}
+	// The provisioning source: nvinit writes it onto a blank state device.
+	if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStateImg)[1:]), 0o755); err != nil {
+		return nil, err
+	}
+	if err := gzipFile(filepath.Join(st.root, GuestStateImg[1:]), stateImg, 0o444); err != nil {
+		return nil, fmt.Errorf("state template: %w", err)
 	}
 
 	// The root filesystem, or the initramfs.
@@ -335,7 +344,7 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 // initConfig is nvinit's config for the image.
 func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
 	c := &nvinit.Config{Hostname: b.Config.HostnameOrDefault(),
-		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir}}
+		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir, Image: GuestStateImg}}
 	for _, in := range b.Config.InterfacesOrDefault() {
 		c.Network = append(c.Network, nvinit.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway})
 	}
@@ -441,6 +450,34 @@ func writeInitramfs(root, out string) error {
 		return err
 	}
 	return off2f.WriteFileAtomic(out, a.Bytes(), 0o644)
+}
+
+// gzipFile writes src gzip-compressed to dst with mode perm. The header has
+// no name and no time: the same src gives the same bytes.
+func gzipFile(dst, src string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	zw, err := gzip.NewWriterLevel(out, gzip.BestCompression)
+	if err == nil {
+		_, err = io.Copy(zw, in)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dst, perm)
 }
 
 // copyFile copies src to dst with mode perm.

@@ -56,12 +56,22 @@ type probeReport struct {
 // booted is a running appliance.
 type booted struct {
 	m     *vm.Machine
+	ctx   context.Context // the boot's deadline
 	url   string
 	stdin io.WriteCloser
 	probe probeReport
 }
 
+// bootImage boots the image and waits for the probe's report.
 func bootImage(t *testing.T, dir, pmemDir string) *booted {
+	t.Helper()
+	b := startImage(t, dir, pmemDir)
+	b.waitProbe(t)
+	return b
+}
+
+// startImage boots the image, not waiting for anything.
+func startImage(t *testing.T, dir, pmemDir string) *booted {
 	t.Helper()
 	im, err := ReadImage(dir)
 	if err != nil {
@@ -85,8 +95,14 @@ func bootImage(t *testing.T, dir, pmemDir string) *booted {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Kill)
-	b := &booted{m: m, url: fmt.Sprintf("http://127.0.0.1:%d", port), stdin: stdin}
-	line, _, err := m.Expect(ctx, 0, func(s string) bool { return strings.Contains(s, "NVBOOT-PROBE ") })
+	return &booted{m: m, ctx: ctx, url: fmt.Sprintf("http://127.0.0.1:%d", port), stdin: stdin}
+}
+
+// waitProbe waits for the probe's report; a probe error fails the test.
+func (b *booted) waitProbe(t *testing.T) {
+	t.Helper()
+	m := b.m
+	line, _, err := m.Expect(b.ctx, 0, func(s string) bool { return strings.Contains(s, "NVBOOT-PROBE ") })
 	if err != nil {
 		t.Fatalf("no probe report: %v\nconsole:\n%s", err, m.Console())
 	}
@@ -97,7 +113,16 @@ func bootImage(t *testing.T, dir, pmemDir string) *booted {
 	if b.probe.Error != "" {
 		t.Fatalf("probe: %s\nconsole:\n%s", b.probe.Error, m.Console())
 	}
-	return b
+}
+
+// expect waits for a console line containing s.
+func (b *booted) expect(t *testing.T, s string) string {
+	t.Helper()
+	l, err := b.m.ExpectString(b.ctx, s)
+	if err != nil {
+		t.Fatalf("no console line with %q: %v\nconsole:\n%s", s, err, b.m.Console())
+	}
+	return l.Text
 }
 
 // poweroff asks nvinit to shut down through the console and waits for QEMU

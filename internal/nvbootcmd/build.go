@@ -12,7 +12,8 @@ paths or local directories, as gokrazy lists packages) and nvinit, built as
 static programs and placed as the layout says, a read-only root filesystem
 (erofs), a GPT disk image (EFI system partition with the EFI-stub kernel,
 root, data), the pmem images (pmem-text.img: the OFF2F text store as an fsdax
-namespace; pmem-state.img: the state filesystem) and image.json.
+namespace; pmem-state.img: the state filesystem, also on the root filesystem
+gzip-compressed, for nvinit to write onto a blank state device) and image.json.
 
 Layouts: off2f (the product: text on pmem), elf (plain executables on the
 root filesystem), initramfs (everything in RAM), dax-elf (whole executables on

@@ -22,9 +22,12 @@ written last, so an interrupted flash leaves a device with no table rather
 than one that points at half-written partitions. On a bigger device the GPT
 backup moves to its end; the partitions keep their sizes.
 
-The text store needs no flashing: on the device's first boot nvinit finds its
-pmem (an NVDIMM, CXL memory or a memmap= region) blank, provisions it from
-the copy on the root filesystem, and uses it from then on.`
+The pmem images need no flashing: on the device's first boot nvinit finds its
+pmem (an NVDIMM, CXL memory or a memmap= region) blank and provisions the
+text store and the state filesystem from their copies on the root filesystem
+(switching a raw namespace to fsdax first). The state device is written only
+when every byte of it is zero: one that holds anything and does not mount is
+left as it is.`
 
 const flashExamples = `  nvboot flash out/demo card.img                 # a file: another tool writes it later
   lsblk -d -o NAME,SIZE,MODEL,TRAN                # find the card

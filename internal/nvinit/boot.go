@@ -95,17 +95,14 @@ func (b *Boot) Run(ctx context.Context) Action {
 	}
 	con.Mark("store", "")
 	if st := cfg.State; st.Device != "" {
-		dir := st.DirOrDefault()
-		err := os.MkdirAll(dir, 0o755)
-		if err == nil {
-			// Never formatted here: an unmountable state device is kept as it
-			// is for someone to look at, not wiped.
-			err = m.Mount(st.Device, dir, st.FSTypeOrDefault(), 0, st.OptionsOrDefault())
-		}
-		if err != nil {
-			con.Logf("state: mounting %s on %s: %v; services run without state", st.Device, dir, err)
+		// Provisioned only when blank: an unmountable state device that
+		// holds anything is kept as it is for someone to look at, not wiped.
+		s := &StateSetup{Config: st, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
+			DeviceWait: 2 * time.Second, Logf: con.Logf}
+		if _, err := s.Run(); err != nil {
+			con.Logf("state: %v; services run without state", err)
 		} else {
-			mounted = append([]string{dir}, mounted...)
+			mounted = append([]string{st.DirOrDefault()}, mounted...)
 		}
 		con.Mark("state", "")
 	}

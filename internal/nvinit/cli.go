@@ -14,7 +14,9 @@ NVBOOT-MARK line at each stage (for 'nvboot measure'), mounts /proc, /sys,
 /dev, /run and /tmp, makes the OFF2F text store on pmem current (switching a
 raw namespace to fsdax and copying the store image onto it when it is blank
 or stale) and mounts it read-only at /nv/text, mounts the state filesystem at
-/nv/state, then starts the services of the config in order and supervises
+/nv/state (writing its template onto the device only when every byte of the
+device is zero; one that does not mount and is not blank is left as it is),
+then starts the services of the config in order and supervises
 them (restart with backoff, readiness, orphans reaped). SIGTERM powers the
 machine off and SIGINT (Ctrl-Alt-Del) reboots it, after the services were
 stopped (SIGTERM, then SIGKILL after 5 s) and the filesystems unmounted.

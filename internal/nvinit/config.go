@@ -98,10 +98,21 @@ type TextStore struct {
 	Manifest string `json:",omitempty"`
 }
 
-// State is the read-write filesystem for service state. nvinit never formats it.
+// State is the read-write filesystem for service state. nvinit writes a
+// filesystem onto Device only when every byte of it reads as zero (blank: a
+// fresh device) or it holds nothing but an interrupted provisioning of Image;
+// a device that does not mount and holds anything else is left as it is.
 type State struct {
 	// Device is the block device, e.g. /dev/pmem1.
 	Device string `json:",omitempty"`
+	// Namespace is the nvdimm namespace behind Device ("namespace1.0"); empty:
+	// derived from a /dev/pmemN[.M] Device. A raw namespace is switched to
+	// fsdax only when it is blank: the switch moves the data start.
+	Namespace string `json:",omitempty"`
+	// Image is the gzip-compressed state filesystem template on the root
+	// filesystem, written onto a blank Device; empty: a blank device stays
+	// blank.
+	Image string `json:",omitempty"`
 	// FSType is the filesystem type; default "ext4".
 	FSType string `json:",omitempty"`
 	// Options are the mount data; default "dax=always" (pheap wants DAX);
@@ -126,14 +137,20 @@ func (s *State) FSTypeOrDefault() string      { return or(s.FSType, DefaultFSTyp
 func (s *State) OptionsOrDefault() string     { return mountData(s.Options) }
 func (s *State) DirOrDefault() string         { return or(s.Dir, DefaultStateDir) }
 
-// NamespaceOrDefault names the nvdimm namespace of the store: Namespace, or
-// the one the kernel names /dev/pmemN (namespaceN.0) or /dev/pmemN.M
-// (namespaceN.M); empty when neither says.
-func (t *TextStore) NamespaceOrDefault() string {
-	if t.Namespace != "" {
-		return t.Namespace
+// NamespaceOrDefault names the nvdimm namespace of the store: see pmemNamespace.
+func (t *TextStore) NamespaceOrDefault() string { return pmemNamespace(t.Device, t.Namespace) }
+
+// NamespaceOrDefault names the nvdimm namespace of the state: see pmemNamespace.
+func (s *State) NamespaceOrDefault() string { return pmemNamespace(s.Device, s.Namespace) }
+
+// pmemNamespace is namespace when set, else the namespace the kernel names
+// /dev/pmemN (namespaceN.0) or /dev/pmemN.M (namespaceN.M); empty when
+// neither says.
+func pmemNamespace(device, namespace string) string {
+	if namespace != "" {
+		return namespace
 	}
-	n, ok := strings.CutPrefix(t.Device, "/dev/pmem")
+	n, ok := strings.CutPrefix(device, "/dev/pmem")
 	if !ok || n == "" {
 		return ""
 	}
@@ -259,7 +276,7 @@ func (c *Config) Validate() error {
 		if t.Manifest == "" || !filepath.IsAbs(t.Manifest) {
 			bad("TextStore.Manifest %q: want the absolute path of the image manifest", t.Manifest)
 		}
-		if t.Namespace != "" && !strings.HasPrefix(t.Namespace, "namespace") {
+		if !validNamespace(t.Namespace) {
 			bad("TextStore.Namespace %q: want an nvdimm namespace name like namespace0.0", t.Namespace)
 		}
 	} else if *t != (TextStore{}) {
@@ -274,6 +291,12 @@ func (c *Config) Validate() error {
 	} else if s.Device == "" && *s != (State{}) {
 		bad("State.Device: empty while other State fields are set")
 	}
+	if s.Image != "" && !filepath.IsAbs(s.Image) {
+		bad("State.Image %q: want the absolute path of the gzip-compressed state image", s.Image)
+	}
+	if !validNamespace(s.Namespace) {
+		bad("State.Namespace %q: want an nvdimm namespace name like namespace1.0", s.Namespace)
+	}
 	if !filepath.IsAbs(s.DirOrDefault()) {
 		bad("State.Dir %q: want an absolute path", s.Dir)
 	}
@@ -285,6 +308,9 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// validNamespace: empty (derived from the device) or an nvdimm namespace name.
+func validNamespace(ns string) bool { return ns == "" || strings.HasPrefix(ns, "namespace") }
 
 func validWaitFor(w string) bool {
 	network, addr := waitForAddr(w)

@@ -16,7 +16,7 @@ func TestParseConfig(t *testing.T) {
 		{"empty", `{}`, ""},
 		{"full", `{"Hostname":"nv","Services":[{"Name":"kv","Path":"/bin/kv","Args":["-listen",":8080"],"Env":["A=1"],"WaitFor":"127.0.0.1:8080","Restart":"on-failure"}],
 			"TextStore":{"Device":"/dev/pmem0","Image":"/lib/nvboot/text.img","Manifest":"/lib/nvboot/MANIFEST"},
-			"State":{"Device":"/dev/pmem1"},"Poweroff":true}`, ""},
+			"State":{"Device":"/dev/pmem1","Namespace":"namespace1.0","Image":"/lib/nvboot/state.ext4.gz"},"Poweroff":true}`, ""},
 		{"tcp:PORT waitfor", `{"Services":[{"Name":"p","Path":"/bin/p","WaitFor":"tcp:8080"}]}`, ""},
 		{"unix waitfor", `{"Services":[{"Name":"p","Path":"/bin/p","WaitFor":"/run/poold.sock"}]}`, ""},
 		{"unknown field", `{"Servces":[]}`, "unknown field"},
@@ -35,6 +35,9 @@ func TestParseConfig(t *testing.T) {
 		{"store without device", `{"TextStore":{"Image":"/i"}}`, "TextStore.Device"},
 		{"store bad namespace", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m","Namespace":"pfn0.0"}}`, "TextStore.Namespace"},
 		{"state relative", `{"State":{"Device":"pmem1"}}`, "State.Device"},
+		{"state image relative", `{"State":{"Device":"/dev/pmem1","Image":"state.ext4.gz"}}`, "State.Image"},
+		{"state bad namespace", `{"State":{"Device":"/dev/pmem1","Namespace":"btt1.0"}}`, "State.Namespace"},
+		{"state image without device", `{"State":{"Image":"/lib/nvboot/state.ext4.gz"}}`, "State.Device"},
 		{"state dir relative", `{"State":{"Device":"/dev/pmem1","Dir":"nv"}}`, "State.Dir"},
 		{"same device", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m"},"State":{"Device":"/dev/pmem0"}}`, "State.Device"},
 		{"same dir", `{"State":{"Device":"/dev/pmem1","Dir":"/nv/text"}}`, "State.Dir"},
@@ -73,13 +76,19 @@ func TestDefaults(t *testing.T) {
 		"/dev/pmem0": "namespace0.0", "/dev/pmem12": "namespace12.0", "/dev/pmem1.2": "namespace1.2",
 		"/dev/vda": "", "/dev/pmem": "", "/dev/pmemx": "", "/dev/pmem1.": "",
 	} {
-		ts := TextStore{Device: dev}
+		ts, st := TextStore{Device: dev}, State{Device: dev}
 		if got := ts.NamespaceOrDefault(); got != want {
 			t.Errorf("NamespaceOrDefault(%q) = %q, want %q", dev, got, want)
+		}
+		if got := st.NamespaceOrDefault(); got != want {
+			t.Errorf("State.NamespaceOrDefault(%q) = %q, want %q", dev, got, want)
 		}
 	}
 	if ts := (TextStore{Device: "/dev/pmem0", Namespace: "namespace3.0"}); ts.NamespaceOrDefault() != "namespace3.0" {
 		t.Errorf("Namespace not honoured")
+	}
+	if st := (State{Device: "/dev/pmem1", Namespace: "namespace3.1"}); st.NamespaceOrDefault() != "namespace3.1" {
+		t.Errorf("State.Namespace not honoured")
 	}
 }
 

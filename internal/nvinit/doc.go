@@ -1,6 +1,7 @@
 // Package nvinit is PID 1 of the nvboot appliance: it mounts the kernel
 // filesystems, makes the OFF2F text store current (provisioning it from the
-// image when blank or stale), mounts the state filesystem, starts and
+// image when blank or stale), mounts the state filesystem (provisioning it
+// from its template only when the device is blank), starts and
 // supervises the services, reaps orphans and shuts the machine down cleanly.
 // Each stage prints a NVBOOT-MARK line on the console for `nvboot measure`.
 //

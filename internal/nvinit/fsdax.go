@@ -36,12 +36,9 @@ var fsdaxAligns = []string{"2097152", "4096"}
 func (f *Fsdax) Ensure(ns string) (changed bool, err error) {
 	devices := filepath.Join(f.Sys, "bus/nd/devices")
 	nsDir := filepath.Join(devices, ns)
-	if _, err := os.Stat(nsDir); err != nil {
-		return false, fmt.Errorf("fsdax %s: no such namespace: %w", ns, err)
-	}
-	holder, err := readAttr(filepath.Join(nsDir, "holder"))
+	holder, err := f.Holder(ns)
 	if err != nil {
-		return false, fmt.Errorf("fsdax %s: %w", ns, err)
+		return false, err
 	}
 	switch {
 	case strings.HasPrefix(holder, "pfn"):
@@ -92,6 +89,20 @@ func (f *Fsdax) Ensure(ns string) (changed bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// Holder names the device that holds namespace ns ("pfn0.1": fsdax, "btt0.0",
+// "dax0.0"), or is "" for a raw namespace.
+func (f *Fsdax) Holder(ns string) (string, error) {
+	nsDir := filepath.Join(f.Sys, "bus/nd/devices", ns)
+	if _, err := os.Stat(nsDir); err != nil {
+		return "", fmt.Errorf("fsdax %s: no such namespace: %w", ns, err)
+	}
+	holder, err := readAttr(filepath.Join(nsDir, "holder"))
+	if err != nil {
+		return "", fmt.Errorf("fsdax %s: %w", ns, err)
+	}
+	return holder, nil
 }
 
 // undo gives the namespace back as raw after a failed step, so the boot still

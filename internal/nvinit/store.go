@@ -1,7 +1,6 @@
 package nvinit
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -103,7 +102,7 @@ func (s *StoreSetup) Run() (provisioned bool, err error) {
 			return false, fmt.Errorf("unmounting the stale store at %s: %w", dir, err)
 		}
 	}
-	if err := provision(c.Image, dev, s.afterBody); err != nil {
+	if err := provisionFile(c.Image, dev, s.afterBody); err != nil {
 		return false, err
 	}
 	if err := s.mount(c.OptionsOrDefault()); err != nil {
@@ -160,49 +159,45 @@ func looksLikeFS(dev, fstype string) bool {
 	return err == nil && m == [2]byte{0x53, 0xef}
 }
 
-// Provision copies the store image onto the device so that an interruption
-// at any point leaves a device that does not mount: the head is zeroed
-// first (an old superblock must not describe the new blocks), then the body
-// is written, synced, and the head written and synced last.
-func Provision(image, device string) error { return provision(image, device, nil) }
+// Provision copies the filesystem image file onto the device: see provision.
+func Provision(image, device string) error { return provisionFile(image, device, nil) }
 
-func provision(image, device string, afterBody func() error) (err error) {
+func provisionFile(image, device string, afterBody func() error) error {
 	src, err := os.Open(image)
 	if err != nil {
-		return fmt.Errorf("provisioning: %w", err)
+		return fmt.Errorf("provisioning %s: %w", device, err)
 	}
 	defer src.Close()
-	size, err := src.Seek(0, io.SeekEnd)
+	return provision(image, src, device, afterBody)
+}
+
+// provision writes the ext2/3/4 image read from r (named image in errors: a
+// file, or a stream such as a gunzipped template) onto device so that an
+// interruption at any point leaves a device that does not mount: the head is
+// zeroed first (an old superblock must not describe the new blocks), then
+// the body is written, synced, and the head written and synced last. The
+// image's size is its superblock's; nothing is written unless it fits on the
+// device, and a stream that ends early or goes on past that size (or fails
+// its own check, as gzip's CRC) is an error before the head is written.
+func provision(image string, r io.Reader, device string, afterBody func() error) (err error) {
+	fail := func(step string, err error) error {
+		return fmt.Errorf("provisioning %s from %s: %s: %w", device, image, step, err)
+	}
+	im, err := readFSImage(r)
 	if err != nil {
-		return fmt.Errorf("provisioning: %w", err)
-	}
-	if size < headSize {
-		return fmt.Errorf("provisioning: image %s is %d bytes, smaller than a superblock's %d", image, size, headSize)
-	}
-	head := make([]byte, headSize)
-	if _, err := src.ReadAt(head, 0); err != nil {
-		return fmt.Errorf("provisioning: reading %s: %w", image, err)
-	}
-	if bytes.Equal(head, make([]byte, headSize)) {
-		return fmt.Errorf("provisioning: %s starts with 4 KiB of zeros: not a filesystem image", image)
+		return fail("reading the image", err)
 	}
 	dst, err := os.OpenFile(device, os.O_WRONLY, 0)
 	if err != nil {
-		return fmt.Errorf("provisioning: %w", err)
+		return fail("opening the device", err)
 	}
 	defer func() {
 		if cerr := dst.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("provisioning %s: %w", device, cerr)
+			err = fail("closing the device", cerr)
 		}
 	}()
-	if st, err := dst.Stat(); err == nil && st.Mode()&os.ModeDevice != 0 {
-		// A block device's size is where its end is, not its Stat size.
-		if end, err := dst.Seek(0, io.SeekEnd); err == nil && end < size {
-			return fmt.Errorf("provisioning: image %s (%d bytes) does not fit on %s (%d bytes)", image, size, device, end)
-		}
-	}
-	fail := func(step string, err error) error {
-		return fmt.Errorf("provisioning %s from %s: %s: %w", device, image, step, err)
+	if err := im.fits(dst); err != nil {
+		return fail("checking its size", err)
 	}
 	if _, err := dst.WriteAt(make([]byte, headSize), 0); err != nil {
 		return fail("clearing the superblock", err)
@@ -212,8 +207,7 @@ func provision(image, device string, afterBody func() error) (err error) {
 	}
 	// Every byte of the body is written, zeros too: the device holds old
 	// blocks, and ext4 trusts its zeroed inode tables to read as zeros.
-	body := io.NewSectionReader(src, headSize, size-headSize)
-	if _, err := io.CopyBuffer(io.NewOffsetWriter(dst, headSize), body, make([]byte, 1<<20)); err != nil {
+	if _, err := io.CopyBuffer(io.NewOffsetWriter(dst, headSize), im.body(), make([]byte, 1<<20)); err != nil {
 		return fail("writing the body", err)
 	}
 	if err := dst.Sync(); err != nil {
@@ -224,7 +218,7 @@ func provision(image, device string, afterBody func() error) (err error) {
 			return err
 		}
 	}
-	if _, err := dst.WriteAt(head, 0); err != nil {
+	if _, err := dst.WriteAt(im.head, 0); err != nil {
 		return fail("writing the head", err)
 	}
 	if err := dst.Sync(); err != nil {

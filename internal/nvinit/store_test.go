@@ -2,6 +2,7 @@ package nvinit
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -16,11 +17,13 @@ var (
 	hashB = strings.Repeat("b", 64)
 )
 
-// fakeImage is a stand-in filesystem image: an ext4 magic in the head and
-// the MANIFEST text in the body, so the fake mounter can "mount" it.
+// fakeImage is a stand-in filesystem image: an ext4 superblock in the head
+// that says how big it is (1 KiB blocks) and the MANIFEST text in the body,
+// so the fake mounter can "mount" it.
 func fakeImage(manifest string, size int) []byte {
 	b := make([]byte, size)
 	b[1080], b[1081] = 0x53, 0xef
+	binary.LittleEndian.PutUint32(b[sbOffset+sbBlocksCountLo:], uint32(size/1024))
 	b[0] = 'H'
 	copy(b[headSize:], manifest+"\x00")
 	for i := headSize + len(manifest) + 1; i < size; i++ {
@@ -38,7 +41,7 @@ func TestProvisionOrder(t *testing.T) {
 	os.WriteFile(dev, old, 0o644)
 
 	stop := errors.New("power cut")
-	if err := provision(image, dev, func() error { return stop }); !errors.Is(err, stop) {
+	if err := provisionFile(image, dev, func() error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("provision = %v, want the interruption", err)
 	}
 	got, _ := os.ReadFile(dev)
@@ -80,19 +83,21 @@ func TestProvisionRefusesBlankImage(t *testing.T) {
 	}
 }
 
-// storeMounter mounts fake images: the MANIFEST in the body appears in the
-// mount point, and a mountinfo file follows the mounts.
+// storeMounter mounts fake images (those with an ext4 magic): the MANIFEST
+// in the body appears in the mount point, and a mountinfo file follows the
+// mounts.
 type storeMounter struct {
 	mountinfo string
 	calls     []string
 	busy      bool // unmount says EBUSY
 	noOpts    bool // mounts fail with EINVAL unless the options are empty
+	rw        bool // mounts are read-write (the state), and show no MANIFEST
 }
 
 func (m *storeMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
 	m.calls = append(m.calls, fmt.Sprintf("mount %s %q", filepath.Base(source), data))
-	if flags&syscall.MS_RDONLY == 0 {
-		return errors.New("store mounted read-write")
+	if m.rw != (flags&syscall.MS_RDONLY == 0) {
+		return fmt.Errorf("mount flags %#x: read-write is %v", flags, m.rw)
 	}
 	b, err := os.ReadFile(source)
 	if err != nil {
@@ -101,8 +106,10 @@ func (m *storeMounter) Mount(source, target, fstype string, flags uintptr, data 
 	if len(b) < headSize || b[1080] != 0x53 || b[1081] != 0xef || m.noOpts && data != "" {
 		return syscall.EINVAL
 	}
-	man, _, _ := bytes.Cut(b[headSize:], []byte{0})
-	os.WriteFile(filepath.Join(target, "MANIFEST"), man, 0o644)
+	if !m.rw {
+		man, _, _ := bytes.Cut(b[headSize:], []byte{0})
+		os.WriteFile(filepath.Join(target, "MANIFEST"), man, 0o644)
+	}
 	return os.WriteFile(m.mountinfo, []byte("30 22 259:0 / "+target+" ro - ext4 "+source+" ro\n"), 0o644)
 }
 

@@ -1,0 +1,315 @@
+package nvinit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StateSetup mounts the state filesystem read-write. It writes a filesystem
+// onto the device only when the device is blank (every byte reads as zero:
+// a fresh device, since `nvboot flash` does not write pmem), from the
+// gzip-compressed template State.Image. A device that does not mount and is
+// not blank is left exactly as it is, not a byte changed, for someone to look
+// at: the services then run without state.
+//
+// The one exception is the device's state after a provisioning that was cut
+// short (the power, or an error writing the body): the head is zero, since it
+// is written last, and every other byte is either zero, as the blank device
+// was, or the template's byte at that offset. A device holding nothing else
+// holds nothing the template does not: provisioning it again loses nothing.
+type StateSetup struct {
+	Config  State
+	Mounter Mounter
+	// Fsdax switches a raw namespace behind the device to fsdax, when the raw
+	// device is blank; nil: not tried.
+	Fsdax *Fsdax
+	// DeviceWait bounds the wait for the block device node when a namespace
+	// is looked at (the fsdax switch makes the node again).
+	DeviceWait time.Duration
+	// Logf reports what was done.
+	Logf func(format string, args ...any)
+	// afterBody, when set, runs between the body and the head writes (tests
+	// interrupt provisioning there).
+	afterBody func() error
+}
+
+// Run returns with the state mounted, or an error saying why not and what was
+// left; the caller logs it and the services run without state. provisioned
+// says a filesystem was written onto the device.
+func (s *StateSetup) Run() (provisioned bool, err error) {
+	c := &s.Config
+	dev, dir := c.Device, c.DirOrDefault()
+	blank, err := s.ensureFsdax()
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	was := "was blank"
+	if !blank {
+		merr := s.mount()
+		if merr == nil {
+			return false, nil
+		}
+		blank, err = isBlank(dev)
+		if err != nil {
+			return false, fmt.Errorf("%s does not mount on %s (%v), and reading it failed (%v); left as it is", dev, dir, merr, err)
+		}
+		if !blank {
+			ours, why := s.interrupted()
+			if !ours {
+				return false, fmt.Errorf("%s does not mount on %s (%v) and is not blank%s; left as it is", dev, dir, merr, why)
+			}
+			was = "held nothing but an interrupted provisioning (head zero, every other byte zero or the image's)"
+		}
+	}
+	if c.Image == "" {
+		return false, fmt.Errorf("%s is blank and no State.Image is configured to provision it from; left blank", dev)
+	}
+	if err := s.provision(); err != nil {
+		return false, err
+	}
+	s.logf("state: %s %s; provisioned it from %s", dev, was, c.Image)
+	if err := s.mount(); err != nil {
+		return true, fmt.Errorf("the provisioned %s does not mount on %s (%w)", dev, dir, err)
+	}
+	return true, nil
+}
+
+// ensureFsdax switches a raw namespace behind the device to fsdax, but only
+// when the raw device is blank: the switch writes an info block into the
+// namespace and moves the data start past it, which would lose what a raw
+// namespace holds. blank says the device is known blank now: the fsdax
+// device lies inside the blank raw one, after the info block.
+func (s *StateSetup) ensureFsdax() (blank bool, err error) {
+	c := &s.Config
+	ns := c.NamespaceOrDefault()
+	if ns == "" || s.Fsdax == nil {
+		return false, nil
+	}
+	if _, err := os.Stat(filepath.Join(s.Fsdax.Sys, "bus/nd/devices", ns)); err != nil {
+		return false, nil // not an nvdimm namespace: a memmap= region, a test
+	}
+	holder, err := s.Fsdax.Holder(ns)
+	if err != nil || holder != "" {
+		return false, err // fsdax (pfn), or btt or devdax: not ours to change
+	}
+	if err := waitFor(c.Device, s.DeviceWait); err != nil {
+		return false, err
+	}
+	blank, err = isBlank(c.Device)
+	if err != nil {
+		return false, fmt.Errorf("%s is a raw namespace; reading %s: %w", ns, c.Device, err)
+	}
+	if !blank {
+		s.logf("state: %s is a raw namespace and %s is not blank: not switched to fsdax (the switch would move the data start), left as it is", ns, c.Device)
+		return false, nil
+	}
+	if _, err := s.Fsdax.Ensure(ns); err != nil {
+		return false, err
+	}
+	s.logf("state: %s was raw and blank; switched to fsdax", ns)
+	return true, waitFor(c.Device, s.DeviceWait)
+}
+
+func (s *StateSetup) mount() error {
+	c := &s.Config
+	err := s.Mounter.Mount(c.Device, c.DirOrDefault(), c.FSTypeOrDefault(), 0, c.OptionsOrDefault())
+	if err != nil {
+		return fmt.Errorf("%s, %q: %w", c.FSTypeOrDefault(), c.OptionsOrDefault(), err)
+	}
+	return nil
+}
+
+// provision writes the template onto the device. The whole template is read
+// and checked first (its superblock's size against the device, gzip's CRC
+// and length), so a damaged template writes nothing and the device stays
+// blank; then the one provisioning (store.go) writes it.
+func (s *StateSetup) provision() error {
+	c := &s.Config
+	if err := checkTemplate(c.Image, c.Device); err != nil {
+		return err
+	}
+	r, done, err := openTemplate(c.Image)
+	if err != nil {
+		return fmt.Errorf("provisioning %s from %s: %w", c.Device, c.Image, err)
+	}
+	defer done()
+	return provision(c.Image, r, c.Device, s.afterBody)
+}
+
+func checkTemplate(image, device string) error {
+	fail := func(err error) error {
+		return fmt.Errorf("provisioning %s from %s: checking the image: %w", device, image, err)
+	}
+	r, done, err := openTemplate(image)
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	im, err := readFSImage(r)
+	if err != nil {
+		return fail(err)
+	}
+	dev, err := os.Open(device)
+	if err != nil {
+		return fail(err)
+	}
+	err = im.fits(dev)
+	dev.Close()
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := io.CopyBuffer(io.Discard, im.body(), make([]byte, 1<<20)); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// openTemplate opens a gzip-compressed filesystem image.
+func openTemplate(image string) (io.Reader, func(), error) {
+	f, err := os.Open(image)
+	if err != nil {
+		return nil, nil, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", image, err)
+	}
+	return zr, func() { f.Close() }, nil
+}
+
+// interrupted reports whether the device holds nothing but what a
+// provisioning of the template onto a blank device leaves when it is cut
+// short: the head zero, every other byte zero or the template's, zeros past
+// the template's end. Otherwise why says, when it is worth saying, what else
+// is there (for the log).
+func (s *StateSetup) interrupted() (ours bool, why string) {
+	c := &s.Config
+	f, err := os.Open(c.Device)
+	if err != nil {
+		return false, fmt.Sprintf(" (reading it: %v)", err)
+	}
+	defer f.Close()
+	dbuf, ibuf := make([]byte, 1<<20), make([]byte, 1<<20)
+	if _, err := io.ReadFull(f, dbuf[:headSize]); err != nil || !isZero(dbuf[:headSize]) {
+		if looksLikeFS(c.Device, c.FSTypeOrDefault()) {
+			return false, fmt.Sprintf(" (it has an %s superblock: do the options %q suit it? is it an fsdax namespace?)",
+				c.FSTypeOrDefault(), c.OptionsOrDefault())
+		}
+		return false, ""
+	}
+	if c.Image == "" {
+		return false, ""
+	}
+	cannot := func(err error) (bool, string) {
+		return false, fmt.Sprintf(" (whether it holds an interrupted provisioning from %s cannot be told: %v)", c.Image, err)
+	}
+	r, done, err := openTemplate(c.Image)
+	if err != nil {
+		return cannot(err)
+	}
+	defer done()
+	im, err := readFSImage(r)
+	if err != nil {
+		return cannot(err)
+	}
+	body, bodyDone := im.body(), false
+	for {
+		n, derr := io.ReadFull(f, dbuf)
+		m := 0
+		if !bodyDone && n > 0 {
+			var berr error
+			m, berr = io.ReadFull(body, ibuf[:n])
+			switch {
+			case berr == io.EOF || berr == io.ErrUnexpectedEOF:
+				bodyDone = true
+			case berr != nil:
+				return cannot(berr)
+			}
+		}
+		if !zeroOr(dbuf[:m], ibuf[:m]) || !isZero(dbuf[m:n]) {
+			return false, ""
+		}
+		if derr == io.EOF || derr == io.ErrUnexpectedEOF {
+			break
+		}
+		if derr != nil {
+			return false, fmt.Sprintf(" (reading it: %v)", derr)
+		}
+	}
+	if !bodyDone {
+		// The device ends where the template does, or before: a template
+		// that goes on did not fit, and provisioning writes nothing then.
+		if k, err := io.ReadFull(body, ibuf[:1]); k != 0 || !errors.Is(err, io.EOF) {
+			if k == 0 {
+				return cannot(err)
+			}
+			return false, ""
+		}
+	}
+	return true, ""
+}
+
+// isBlank reports whether every byte of dev reads as zero. It reads 1 MiB at
+// a time and stops at the first chunk with a byte that is not.
+func isBlank(dev string) (bool, error) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if !isZero(buf[:n]) {
+			return false, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+var zeros = make([]byte, 1<<20)
+
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// zeroOr reports whether each byte of dev is zero or img's byte there.
+func zeroOr(dev, img []byte) bool {
+	if bytes.Equal(dev, img) || isZero(dev) {
+		return true
+	}
+	for i, b := range dev {
+		if b != 0 && b != img[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *StateSetup) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
