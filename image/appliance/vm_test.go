@@ -241,7 +241,7 @@ func TestApplianceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = bootImage(t, dir, pm)
-	if !provisioned(b) || !strings.Contains(b.m.Console(), "switched to fsdax") {
+	if !provisioned(b) || !strings.Contains(b.m.Console(), "text store: namespace0.0 switched to fsdax") {
 		t.Errorf("a blank store was not switched to fsdax and provisioned:\n%s", b.m.Console())
 	}
 	b.checkOnPmem(t, false) // nvinit itself started from the fallback

@@ -100,7 +100,7 @@ func TestBootTextStoreFallback(t *testing.T) {
 	b.Run(context.Background())
 	for _, want := range []string{
 		"nvinit: text store: stat " + dir + "/nope: no such file or directory; programs use the fallback text on the root filesystem",
-		"nvinit: state: " + dir + "/state does not mount on " + dir + `/state-mnt (ext4, "dax=always": invalid argument) and is not blank; left as it is; services run without state`,
+		"nvinit: state: " + dir + "/state does not mount on " + dir + `/state-mnt (ext4, "dax=always": invalid argument) and no State.Image is configured to provision it from; left as it is; services run without state`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("console lacks %q:\n%s", want, out.String())

@@ -302,6 +302,8 @@ func (c *Config) Validate() error {
 	}
 	if t.Device != "" && s.Device != "" && filepath.Clean(t.Device) == filepath.Clean(s.Device) {
 		bad("State.Device %q: also TextStore.Device (text and state must be apart)", s.Device)
+	} else if ns := s.NamespaceOrDefault(); ns != "" && ns == t.NamespaceOrDefault() {
+		bad("State.Namespace %q: also TextStore's namespace (text and state must be apart)", ns)
 	}
 	if filepath.Clean(t.DirOrDefault()) == filepath.Clean(s.DirOrDefault()) {
 		bad("State.Dir %q: also TextStore.Dir", s.DirOrDefault())

@@ -40,6 +40,7 @@ func TestParseConfig(t *testing.T) {
 		{"state image without device", `{"State":{"Image":"/lib/nvboot/state.ext4.gz"}}`, "State.Device"},
 		{"state dir relative", `{"State":{"Device":"/dev/pmem1","Dir":"nv"}}`, "State.Dir"},
 		{"same device", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m"},"State":{"Device":"/dev/pmem0"}}`, "State.Device"},
+		{"same namespace", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m"},"State":{"Device":"/dev/pmem1","Namespace":"namespace0.0"}}`, "State.Namespace"},
 		{"same dir", `{"State":{"Device":"/dev/pmem1","Dir":"/nv/text"}}`, "State.Dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -98,6 +98,9 @@ type exactReader struct {
 }
 
 func (e *exactReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if e.left == 0 {
 		var b [1]byte
 		for {

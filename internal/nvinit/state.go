@@ -45,19 +45,24 @@ type StateSetup struct {
 func (s *StateSetup) Run() (provisioned bool, err error) {
 	c := &s.Config
 	dev, dir := c.Device, c.DirOrDefault()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	// Mount first: a boot with its state in place reads nothing more.
+	merr := s.mount()
+	if merr == nil {
+		return false, nil
+	}
+	if c.Image == "" {
+		// Nothing to provision from: no switch either, nothing written.
+		return false, fmt.Errorf("%s does not mount on %s (%v) and no State.Image is configured to provision it from; left as it is", dev, dir, merr)
+	}
 	blank, err := s.ensureFsdax()
 	if err != nil {
 		return false, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
-	}
 	was := "was blank"
 	if !blank {
-		merr := s.mount()
-		if merr == nil {
-			return false, nil
-		}
 		blank, err = isBlank(dev)
 		if err != nil {
 			return false, fmt.Errorf("%s does not mount on %s (%v), and reading it failed (%v); left as it is", dev, dir, merr, err)
@@ -69,9 +74,6 @@ func (s *StateSetup) Run() (provisioned bool, err error) {
 			}
 			was = "held nothing but an interrupted provisioning (head zero, every other byte zero or the image's)"
 		}
-	}
-	if c.Image == "" {
-		return false, fmt.Errorf("%s is blank and no State.Image is configured to provision it from; left blank", dev)
 	}
 	if err := s.provision(); err != nil {
 		return false, err
@@ -102,7 +104,14 @@ func (s *StateSetup) ensureFsdax() (blank bool, err error) {
 		return false, err // fsdax (pfn), or btt or devdax: not ours to change
 	}
 	if err := waitFor(c.Device, s.DeviceWait); err != nil {
-		return false, err
+		return false, fmt.Errorf("state: waiting for %s: %w", c.Device, err)
+	}
+	// The blank check reads Device and the switch changes ns: they must be
+	// one device (a raw namespace's disk is its child in sysfs), or a
+	// misconfigured Namespace would switch a namespace nobody looked at.
+	disk := filepath.Join(s.Fsdax.Sys, "bus/nd/devices", ns, "block", filepath.Base(c.Device))
+	if _, err := os.Stat(disk); err != nil {
+		return false, fmt.Errorf("state: %s is not the block device of the raw namespace %s (no %s); not switching it", c.Device, ns, disk)
 	}
 	blank, err = isBlank(c.Device)
 	if err != nil {
@@ -189,9 +198,12 @@ func openTemplate(image string) (io.Reader, func(), error) {
 
 // interrupted reports whether the device holds nothing but what a
 // provisioning of the template onto a blank device leaves when it is cut
-// short: the head zero, every other byte zero or the template's, zeros past
-// the template's end. Otherwise why says, when it is worth saying, what else
-// is there (for the log).
+// short: every byte zero or the template's, zeros past the template's end.
+// The head is written last, so it is zero, or torn (pmem writes a page in
+// pieces) between zero and the template's; a filesystem that was ever
+// mounted has a superblock of its own (mount count, times), never that.
+// Otherwise why says, when it is worth saying, what else is there (for the
+// log).
 func (s *StateSetup) interrupted() (ours bool, why string) {
 	c := &s.Config
 	f, err := os.Open(c.Device)
@@ -200,17 +212,20 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 	}
 	defer f.Close()
 	dbuf, ibuf := make([]byte, 1<<20), make([]byte, 1<<20)
-	if _, err := io.ReadFull(f, dbuf[:headSize]); err != nil || !isZero(dbuf[:headSize]) {
+	notFS := func() (bool, string) {
 		if looksLikeFS(c.Device, c.FSTypeOrDefault()) {
 			return false, fmt.Sprintf(" (it has an %s superblock: do the options %q suit it? is it an fsdax namespace?)",
 				c.FSTypeOrDefault(), c.OptionsOrDefault())
 		}
 		return false, ""
 	}
-	if c.Image == "" {
-		return false, ""
+	if _, err := io.ReadFull(f, dbuf[:headSize]); err != nil {
+		return false, fmt.Sprintf(" (reading it: %v)", err)
 	}
 	cannot := func(err error) (bool, string) {
+		if !isZero(dbuf[:headSize]) {
+			return notFS()
+		}
 		return false, fmt.Sprintf(" (whether it holds an interrupted provisioning from %s cannot be told: %v)", c.Image, err)
 	}
 	r, done, err := openTemplate(c.Image)
@@ -222,6 +237,18 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 	if err != nil {
 		return cannot(err)
 	}
+	if !zeroOr(dbuf[:headSize], im.head) || bytes.Equal(dbuf[:headSize], im.head) {
+		// Not ours, or the whole head made it: then the device is the
+		// template (or differs below) and the mount's refusal is not
+		// about its contents.
+		return notFS()
+	}
+	// From here the head is what a cut-short provisioning leaves: a
+	// difference further on is worth naming (another template since?).
+	differs := func(off int64) (bool, string) {
+		return false, fmt.Sprintf(" (its head is what a provisioning cut short leaves, but byte %d is neither zero nor %s's: a different template since?)", off, c.Image)
+	}
+	off := int64(headSize)
 	body, bodyDone := im.body(), false
 	for {
 		n, derr := io.ReadFull(f, dbuf)
@@ -237,8 +264,9 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 			}
 		}
 		if !zeroOr(dbuf[:m], ibuf[:m]) || !isZero(dbuf[m:n]) {
-			return false, ""
+			return differs(off + int64(firstStray(dbuf[:n], ibuf[:m])))
 		}
+		off += int64(n)
 		if derr == io.EOF || derr == io.ErrUnexpectedEOF {
 			break
 		}
@@ -253,7 +281,7 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 			if k == 0 {
 				return cannot(err)
 			}
-			return false, ""
+			return differs(off) // the template is longer than the device
 		}
 	}
 	return true, ""
@@ -293,6 +321,17 @@ func isZero(b []byte) bool {
 		b = b[n:]
 	}
 	return true
+}
+
+// firstStray is the index of dev's first byte that is neither zero nor img's
+// (past img's end: nor zero); len(dev) if none.
+func firstStray(dev, img []byte) int {
+	for i, b := range dev {
+		if b != 0 && (i >= len(img) || b != img[i]) {
+			return i
+		}
+	}
+	return len(dev)
 }
 
 // zeroOr reports whether each byte of dev is zero or img's byte there.

@@ -59,6 +59,8 @@ func newStateRig(t *testing.T, device, template []byte, holder string) *stateRig
 		r.writes, w = recorder(sys)
 		r.s.Fsdax = &Fsdax{Sys: sys, Write: w, UUID: func() string { return "UUID" }}
 		r.s.Config.Namespace = "namespace0.0"
+		// The raw namespace's disk, as the kernel lists it.
+		os.MkdirAll(filepath.Join(sys, "devices/ndbus0/region0/namespace0.0/block/pmem1"), 0o755)
 	}
 	return r
 }
@@ -98,6 +100,7 @@ func TestStateSetup(t *testing.T) {
 		calls       string
 		after       string // same, image (then zeros), blank
 		switched    bool   // the fsdax switch was written
+		otherNS     bool   // the namespace's disk is not the device
 	}{
 		{name: "mounts", device: img, template: good, holder: "-", calls: mount1, after: same},
 		{name: "blank", device: zeros, template: good, holder: "-", provisioned: true,
@@ -109,7 +112,8 @@ func TestStateSetup(t *testing.T) {
 		{name: "damaged superblock", device: damaged, template: good, holder: "-",
 			err: "and is not blank; left as it is", calls: mount1, after: same},
 		{name: "head zero, a foreign byte", device: notOurs, template: good, holder: "-",
-			err: "and is not blank; left as it is", calls: mount1, after: same},
+			err:   fmt.Sprintf("is not blank (its head is what a provisioning cut short leaves, but byte %d is neither zero nor", size/2+100),
+			calls: mount1, after: same},
 		{name: "options refused", device: img, template: good, holder: "-", noOpts: true,
 			err: `has an ext4 superblock: do the options "dax=always" suit it?`, calls: mount1, after: same},
 		{name: "too big for the device", device: zeros, template: gzipped(t, stateTemplate(2*size)), holder: "-",
@@ -121,11 +125,15 @@ func TestStateSetup(t *testing.T) {
 		{name: "no Image", device: zeros, template: good, noImage: true, holder: "-",
 			err: "no State.Image", calls: mount1, after: blank},
 		{name: "raw namespace, blank", device: zeros, template: good, holder: "", provisioned: true,
-			log: "namespace0.0 was raw and blank; switched to fsdax", calls: mount1, after: image, switched: true},
+			log: "namespace0.0 was raw and blank; switched to fsdax", calls: mount2, after: image, switched: true},
+		{name: "raw namespace, blank, no Image", device: zeros, template: good, noImage: true, holder: "",
+			err: "no State.Image", calls: mount1, after: blank},
+		{name: "raw namespace, blank, another device's", device: zeros, template: good, holder: "", otherNS: true,
+			err: "is not the block device of the raw namespace namespace0.0", calls: mount1, after: blank},
 		{name: "raw namespace, not blank", device: foreign, template: good, holder: "",
 			log: "not switched to fsdax", err: "is not blank", calls: mount1, after: same},
-		{name: "raw namespace with a filesystem", device: img, template: good, holder: "",
-			log: "not switched to fsdax", calls: mount1, after: same},
+		{name: "raw namespace with a filesystem (mounts: nothing else looked at)", device: img, template: good, holder: "",
+			calls: mount1, after: same},
 		{name: "fsdax namespace, blank", device: zeros, template: good, holder: "pfn0.1", provisioned: true,
 			calls: mount2, after: image},
 		{name: "btt namespace", device: foreign, template: good, holder: "btt0.0",
@@ -136,6 +144,9 @@ func TestStateSetup(t *testing.T) {
 			r.m.noOpts = tc.noOpts
 			if tc.noImage {
 				r.s.Config.Image = ""
+			}
+			if tc.otherNS {
+				os.Remove(filepath.Join(r.s.Fsdax.Sys, "devices/ndbus0/region0/namespace0.0/block/pmem1"))
 			}
 			provisioned, err := r.s.Run()
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
@@ -224,6 +235,7 @@ func TestStateSetupInterrupted(t *testing.T) {
 		mess    func(dev []byte) // after the cut, before the next run
 		newTmpl []byte           // the template the next run has (an update)
 		again   bool
+		why     string // in the error, when not again
 	}{
 		{name: "cut after the body", again: true},
 		{name: "only some blocks written", again: true, mess: func(d []byte) {
@@ -232,10 +244,12 @@ func TestStateSetupInterrupted(t *testing.T) {
 			}
 		}},
 		{name: "torn bytes", again: true, mess: func(d []byte) { d[headSize+5] = 0; d[size/2-1] = 0 }},
-		{name: "a foreign byte", mess: func(d []byte) { d[headSize+5] ^= 0xff }},
+		{name: "a foreign byte", mess: func(d []byte) { d[headSize+5] ^= 0xff }, why: fmt.Sprintf("byte %d is neither", headSize+5)},
+		// pmem writes a 4 KiB page in pieces: a cut during the head's write.
+		{name: "torn head", again: true, mess: func(d []byte) { copy(d[1024:1072], img[1024:1072]) }}, // not yet its magic
 		{name: "a byte in the head", mess: func(d []byte) { d[10] = 1 }},
-		{name: "past the image", mess: func(d []byte) { d[size+10] = 1 }},
-		{name: "another template", newTmpl: gzipped(t, fakeImage("other\n", size))},
+		{name: "past the image", mess: func(d []byte) { d[size+10] = 1 }, why: fmt.Sprintf("byte %d is neither", size+10)},
+		{name: "another template", newTmpl: gzipped(t, fakeImage("other\n", size)), why: "a different template since?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newStateRig(t, make([]byte, 2*size), good, "-")
@@ -258,7 +272,8 @@ func TestStateSetupInterrupted(t *testing.T) {
 			r.log, r.m.calls = nil, nil
 			provisioned, err := r.s.Run()
 			if !tc.again {
-				if err == nil || !strings.Contains(err.Error(), "is not blank; left as it is") || provisioned {
+				if err == nil || !strings.Contains(err.Error(), "is not blank") || !strings.Contains(err.Error(), "; left as it is") ||
+					!strings.Contains(err.Error(), tc.why) || provisioned {
 					t.Fatalf("provisioned %v, error %v: want it left as it is", provisioned, err)
 				}
 				if !bytes.Equal(r.device(t), d) {

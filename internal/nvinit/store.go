@@ -168,6 +168,16 @@ func provisionFile(image, device string, afterBody func() error) error {
 		return fmt.Errorf("provisioning %s: %w", device, err)
 	}
 	defer src.Close()
+	// A file's length is known: one that is not its filesystem's size is
+	// refused before anything is written (a stream finds out at its end).
+	var head [headSize]byte
+	if _, err := src.ReadAt(head[:], 0); err == nil {
+		if size, err := ext4Size(head[:]); err == nil {
+			if st, err := src.Stat(); err == nil && st.Size() != size {
+				return fmt.Errorf("provisioning %s from %s: the file is %d bytes, its filesystem %d (its superblock says)", device, image, st.Size(), size)
+			}
+		}
+	}
 	return provision(image, src, device, afterBody)
 }
 
