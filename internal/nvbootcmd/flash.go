@@ -26,8 +26,8 @@ The pmem images need no flashing: on the device's first boot nvinit finds its
 pmem (an NVDIMM, CXL memory or a memmap= region) blank and provisions the
 text store and the state filesystem from their copies on the root filesystem
 (switching a raw namespace to fsdax first). The state device is written only
-when every byte of it is zero: one that holds anything and does not mount is
-left as it is.`
+when every byte of it is zero (or it holds only what a provisioning cut short
+left): one that holds anything else and does not mount is left as it is.`
 
 const flashExamples = `  nvboot flash out/demo card.img                 # a file: another tool writes it later
   lsblk -d -o NAME,SIZE,MODEL,TRAN                # find the card
