@@ -15,14 +15,7 @@ import (
 // the next run, and leaves a damaged one byte for byte as it is: root only,
 // skipped where mke2fs or loop devices are missing.
 func TestStateSetupLoop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (loop device, mount)")
-	}
-	for _, tool := range []string{"mke2fs", "losetup", "e2fsck"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	needLoopRoot(t, "mke2fs")
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "state.ext4")
 	if out, err := exec.Command("mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", raw, "12M").CombinedOutput(); err != nil {
@@ -33,15 +26,7 @@ func TestStateSetupLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	backing := filepath.Join(dir, "pmem1.img")
-	if err := os.WriteFile(backing, make([]byte, 16<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", backing).Output()
-	if err != nil {
-		t.Skipf("losetup: %v", err)
-	}
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+	loop := blankLoop(t, backing, 16<<20)
 
 	cfg := State{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/state"), Image: image}
 	s := &StateSetup{Config: cfg, Mounter: SysMounter{}, Logf: t.Logf}

@@ -12,14 +12,7 @@ import (
 // TestStoreSetupLoop provisions a real ext4 image onto a loop device and
 // mounts it: root only, skipped where mkfs.ext4 or loop devices are missing.
 func TestStoreSetupLoop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (loop device, mount)")
-	}
-	for _, tool := range []string{"mkfs.ext4", "losetup", "e2fsck"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
+	needLoopRoot(t, "mkfs.ext4")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	os.MkdirAll(src, 0o755)
@@ -29,16 +22,7 @@ func TestStoreSetupLoop(t *testing.T) {
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", src, image, "8M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
-	backing := filepath.Join(dir, "pmem.img")
-	if err := os.WriteFile(backing, make([]byte, 16<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", backing).Output()
-	if err != nil {
-		t.Skipf("losetup: %v", err)
-	}
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+	loop := blankLoop(t, filepath.Join(dir, "pmem.img"), 16<<20)
 
 	cfg := TextStore{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/text"),
 		Image: image, Manifest: filepath.Join(src, "MANIFEST")}
@@ -61,4 +45,33 @@ func TestStoreSetupLoop(t *testing.T) {
 	if out, err := exec.Command("e2fsck", "-fn", loop).CombinedOutput(); err != nil {
 		t.Errorf("e2fsck -fn %s: %v\n%s", loop, err, out)
 	}
+}
+
+// needLoopRoot skips unless this runs as root with losetup, e2fsck and mkfs.
+func needLoopRoot(t *testing.T, mkfs string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (loop device, mount)")
+	}
+	for _, tool := range []string{mkfs, "losetup", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+}
+
+// blankLoop is a loop device over a new zero file of size bytes at backing,
+// detached when the test ends.
+func blankLoop(t *testing.T, backing string, size int) string {
+	t.Helper()
+	if err := os.WriteFile(backing, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", backing).Output()
+	if err != nil {
+		t.Skipf("losetup: %v", err)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+	return loop
 }
