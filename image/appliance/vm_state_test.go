@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/vm/vmtest"
@@ -19,7 +20,8 @@ import (
 // TestApplianceStateProvisioning boots the appliance on a state pmem as a
 // flashed device has it, blank (not even the fsdax info block: the namespace
 // comes up raw), and then on a damaged one. Blank: nvinit switches it to
-// fsdax, writes the state template onto it, and kv keeps its heap there from
+// fsdax and writes the state template onto it; the power is cut during that
+// write, and the next boot provisions it again; kv keeps its heap there from
 // then on. Damaged (the superblock overwritten): not a byte of the pmem
 // changes, the console says why, and kv, which cannot create its heap on the
 // read-only root, fails and is restarted while the rest of the boot goes on.
@@ -56,12 +58,34 @@ func TestApplianceStateProvisioning(t *testing.T) {
 		return strings.Join(out, "\n")
 	}
 
-	t.Log("boot 1: blank state pmem")
-	b := bootImage(t, dir, pm)
+	t.Log("boot 1: blank state pmem, the power cut while it is provisioned")
+	b := startImage(t, dir, pm)
+	b.expect(t, "state: namespace1.0 was raw and blank; switched to fsdax")
+	b.expect(t, "state: /dev/pmem1 was blank; provisioning it from "+GuestStateImg)
+	// The cut lands in the write: as soon as the pmem file (the guest's
+	// stores land in it through the shared mapping) shows the body's first
+	// blocks, which a 126 MiB write under TCG follows by seconds.
+	dataOff := cutOnceWritten(t, b, state, st.Size())
+	head := make([]byte, 4096)
+	if f, err := os.Open(state); err != nil {
+		t.Fatal(err)
+	} else {
+		_, err = f.ReadAt(head, dataOff)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(head, make([]byte, len(head))) || strings.Contains(b.m.Console(), "state: /dev/pmem1 provisioned from") {
+		t.Fatalf("the cut came after the head was written: no interrupted provisioning to test\n%s", b.m.Console())
+	}
+
+	t.Log("boot 2: after the cut, the same device provisioned again")
+	b = bootImage(t, dir, pm)
 	lines := stateLines(b)
 	for _, want := range []string{
-		"state: namespace1.0 was raw and blank; switched to fsdax",
-		"state: /dev/pmem1 was blank; provisioned it from " + GuestStateImg,
+		"state: /dev/pmem1 held nothing but an interrupted provisioning",
+		"state: /dev/pmem1 provisioned from " + GuestStateImg,
 	} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("console lacks %q; state lines:\n%s\nconsole:\n%s", want, lines, b.m.Console())
@@ -94,7 +118,7 @@ func TestApplianceStateProvisioning(t *testing.T) {
 		t.Fatalf("e2fsck -fn %s: %v\n%s", fs, err, out)
 	}
 
-	t.Log("boot 2: the provisioned state is kept")
+	t.Log("boot 3: the provisioned state is kept")
 	b = bootImage(t, dir, pm)
 	if lines := stateLines(b); lines != "" {
 		t.Errorf("nvinit said something about the state:\n%s", lines)
@@ -105,7 +129,7 @@ func TestApplianceStateProvisioning(t *testing.T) {
 	b.checkStateOnDAX(t)
 	b.poweroff(t)
 
-	t.Log("boot 3: damaged state pmem")
+	t.Log("boot 4: damaged state pmem")
 	f, err = os.OpenFile(state, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -154,4 +178,33 @@ func fileHash(t *testing.T, path string) [32]byte {
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
+}
+
+// cutOnceWritten cuts the power of b as soon as the state pmem file shows
+// the first blocks of the body being written (past the 4 KiB head, which
+// is written last), and returns where the filesystem starts in the file.
+func cutOnceWritten(t *testing.T, b *booted, state string, size int64) int64 {
+	t.Helper()
+	f, err := os.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blk := make([]byte, pmem.InfoSize)
+	body := make([]byte, 60<<10)
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := f.ReadAt(blk, pmem.InfoOffset); err == nil {
+			if info, err := pmem.Parse(blk, size); err == nil {
+				if _, err := f.ReadAt(body, int64(info.DataOff)+4096); err == nil &&
+					!bytes.Equal(body, make([]byte, len(body))) {
+					b.m.Kill()
+					return int64(info.DataOff)
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the state pmem showed no body being written in 2 minutes; console:\n%s", b.m.Console())
+	return 0
 }

@@ -75,10 +75,13 @@ func (s *StateSetup) Run() (provisioned bool, err error) {
 			was = "held nothing but an interrupted provisioning (head zero, every other byte zero or the image's)"
 		}
 	}
+	// Said before the write, which takes a while on a large device: a power
+	// cut during it is seen for what it is, and redone at the next boot.
+	s.logf("state: %s %s; provisioning it from %s", dev, was, c.Image)
 	if err := s.provision(); err != nil {
 		return false, err
 	}
-	s.logf("state: %s %s; provisioned it from %s", dev, was, c.Image)
+	s.logf("state: %s provisioned from %s", dev, c.Image)
 	if err := s.mount(); err != nil {
 		return true, fmt.Errorf("the provisioned %s does not mount on %s (%w)", dev, dir, err)
 	}

@@ -104,7 +104,7 @@ func TestStateSetup(t *testing.T) {
 	}{
 		{name: "mounts", device: img, template: good, holder: "-", calls: mount1, after: same},
 		{name: "blank", device: zeros, template: good, holder: "-", provisioned: true,
-			log: "was blank; provisioned it from", calls: mount2, after: image},
+			log: "was blank; provisioning it from", calls: mount2, after: image},
 		{name: "blank, larger device", device: make([]byte, 2*size), template: good, holder: "-", provisioned: true,
 			calls: mount2, after: image},
 		{name: "not blank", device: foreign, template: good, holder: "-",
