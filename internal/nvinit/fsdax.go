@@ -91,6 +91,13 @@ func (f *Fsdax) Ensure(ns string) (changed bool, err error) {
 	return true, nil
 }
 
+// IsNamespace reports whether ns is an nvdimm namespace in this sysfs (not:
+// a memmap= region's pmem, or no nvdimm bus at all).
+func (f *Fsdax) IsNamespace(ns string) bool {
+	_, err := os.Stat(filepath.Join(f.Sys, "bus/nd/devices", ns))
+	return err == nil
+}
+
 // Holder names the device that holds namespace ns ("pfn0.1": fsdax, "btt0.0",
 // "dax0.0"), or is "" for a raw namespace.
 func (f *Fsdax) Holder(ns string) (string, error) {

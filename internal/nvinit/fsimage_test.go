@@ -111,7 +111,7 @@ func TestProvisionStreamChecks(t *testing.T) {
 				}
 				r = zr
 			}
-			err := provision("the-image", r, dev, nil)
+			err := provisionStream("the-image", r, dev, nil)
 			got := mustRead(t, dev)
 			if tc.err == "" {
 				if err != nil {

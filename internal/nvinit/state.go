@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nvboot/nvboot/image/pmem"
 )
 
 // StateSetup mounts the state filesystem read-write. It writes a filesystem
@@ -32,8 +34,8 @@ type StateSetup struct {
 	// DeviceWait bounds the wait for the block device node when a namespace
 	// is looked at (the fsdax switch makes the node again).
 	DeviceWait time.Duration
-	// Logf reports what was done.
-	Logf func(format string, args ...any)
+	// Logf reports what was done; nil: nothing.
+	Logf Logf
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
@@ -99,7 +101,7 @@ func (s *StateSetup) ensureFsdax() (blank bool, err error) {
 	if ns == "" || s.Fsdax == nil {
 		return false, nil
 	}
-	if _, err := os.Stat(filepath.Join(s.Fsdax.Sys, "bus/nd/devices", ns)); err != nil {
+	if !s.Fsdax.IsNamespace(ns) {
 		return false, nil // not an nvdimm namespace: a memmap= region, a test
 	}
 	holder, err := s.Fsdax.Holder(ns)
@@ -120,12 +122,18 @@ func (s *StateSetup) ensureFsdax() (blank bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s is a raw namespace; reading %s: %w", ns, c.Device, err)
 	}
+	if !blank && onlyInfoBlock(c.Device) {
+		// A switch that failed after the kernel wrote its info block (the
+		// namespace was given back raw): nothing else is there.
+		s.logf("state: %s holds nothing but an fsdax info block (a switch that did not complete); switching it again", c.Device)
+		blank = true
+	}
 	if !blank {
 		s.logf("state: %s is a raw namespace and %s is not blank: not switched to fsdax (the switch would move the data start), left as it is", ns, c.Device)
 		return false, nil
 	}
 	if _, err := s.Fsdax.Ensure(ns); err != nil {
-		return false, err
+		return false, fmt.Errorf("state: switching the blank raw %s (%s) to fsdax: %w", ns, c.Device, err)
 	}
 	s.logf("state: %s was raw and blank; switched to fsdax", ns)
 	return true, waitFor(c.Device, s.DeviceWait)
@@ -141,62 +149,48 @@ func (s *StateSetup) mount() error {
 }
 
 // provision writes the template onto the device. The whole template is read
-// and checked first (its superblock's size against the device, gzip's CRC
-// and length), so a damaged template writes nothing and the device stays
-// blank; then the one provisioning (store.go) writes it.
+// and checked first (gzip's CRC and length against its superblock's size),
+// so a damaged template writes nothing and the device stays blank; then the
+// one provisioning (store.go) writes it, once it fits.
 func (s *StateSetup) provision() error {
 	c := &s.Config
-	if err := checkTemplate(c.Image, c.Device); err != nil {
-		return err
+	if err := checkTemplate(c.Image); err != nil {
+		return fmt.Errorf("provisioning %s from %s: checking the image: %w", c.Device, c.Image, err)
 	}
-	r, done, err := openTemplate(c.Image)
+	im, done, err := openTemplate(c.Image)
 	if err != nil {
 		return fmt.Errorf("provisioning %s from %s: %w", c.Device, c.Image, err)
 	}
 	defer done()
-	return provision(c.Image, r, c.Device, s.afterBody)
+	return provision(c.Image, im, c.Device, s.afterBody)
 }
 
-func checkTemplate(image, device string) error {
-	fail := func(err error) error {
-		return fmt.Errorf("provisioning %s from %s: checking the image: %w", device, image, err)
-	}
-	r, done, err := openTemplate(image)
+// checkTemplate reads the whole template: gzip checks its CRC at the end.
+func checkTemplate(image string) error {
+	im, done, err := openTemplate(image)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	defer done()
-	im, err := readFSImage(r)
-	if err != nil {
-		return fail(err)
-	}
-	dev, err := os.Open(device)
-	if err != nil {
-		return fail(err)
-	}
-	err = im.fits(dev)
-	dev.Close()
-	if err != nil {
-		return fail(err)
-	}
-	if _, err := io.CopyBuffer(io.Discard, im.body(), make([]byte, 1<<20)); err != nil {
-		return fail(err)
-	}
-	return nil
+	_, err = io.Copy(io.Discard, im.body())
+	return err
 }
 
-// openTemplate opens a gzip-compressed filesystem image.
-func openTemplate(image string) (io.Reader, func(), error) {
+// openTemplate opens a gzip-compressed filesystem image, its head read.
+func openTemplate(image string) (*fsImage, func(), error) {
 	f, err := os.Open(image)
 	if err != nil {
 		return nil, nil, err
 	}
 	zr, err := gzip.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", image, err)
+	if err == nil {
+		var im *fsImage
+		if im, err = readFSImage(zr); err == nil {
+			return im, func() { f.Close() }, nil
+		}
 	}
-	return zr, func() { f.Close() }, nil
+	f.Close()
+	return nil, nil, fmt.Errorf("%s: %w", image, err)
 }
 
 // interrupted reports whether the device holds nothing but what a
@@ -231,15 +225,11 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 		}
 		return false, fmt.Sprintf(" (whether it holds an interrupted provisioning from %s cannot be told: %v)", c.Image, err)
 	}
-	r, done, err := openTemplate(c.Image)
+	im, done, err := openTemplate(c.Image)
 	if err != nil {
 		return cannot(err)
 	}
 	defer done()
-	im, err := readFSImage(r)
-	if err != nil {
-		return cannot(err)
-	}
 	if !zeroOr(dbuf[:headSize], im.head) || bytes.Equal(dbuf[:headSize], im.head) {
 		// Not ours, or the whole head made it: then the device is the
 		// template (or differs below) and the mount's refusal is not
@@ -292,16 +282,25 @@ func (s *StateSetup) interrupted() (ours bool, why string) {
 
 // isBlank reports whether every byte of dev reads as zero. It reads 1 MiB at
 // a time and stops at the first chunk with a byte that is not.
-func isBlank(dev string) (bool, error) {
+func isBlank(dev string) (bool, error) { return blankExcept(dev, 0, 0) }
+
+// blankExcept is isBlank for the bytes outside [from, to).
+func blankExcept(dev string, from, to int64) (bool, error) {
 	f, err := os.Open(dev)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	buf := make([]byte, 1<<20)
-	for {
+	for off := int64(0); ; {
 		n, err := io.ReadFull(f, buf)
-		if !isZero(buf[:n]) {
+		chunk := buf[:n]
+		if from < to && off < to && from < off+int64(n) { // the hole is in this chunk
+			lo, hi := max(from-off, 0), min(to-off, int64(n))
+			chunk = append(append([]byte(nil), chunk[:lo]...), chunk[hi:]...)
+		}
+		off += int64(n)
+		if !isZero(chunk) {
 			return false, nil
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -311,6 +310,26 @@ func isBlank(dev string) (bool, error) {
 			return false, err
 		}
 	}
+}
+
+// onlyInfoBlock reports whether dev holds a valid PFN info block and nothing
+// else: every other byte zero.
+func onlyInfoBlock(dev string) bool {
+	f, err := os.Open(dev)
+	if err != nil {
+		return false
+	}
+	b := make([]byte, pmem.InfoSize)
+	_, err = f.ReadAt(b, pmem.InfoOffset)
+	f.Close()
+	if err != nil {
+		return false
+	}
+	if _, err := pmem.Parse(b, 0); err != nil {
+		return false
+	}
+	blank, err := blankExcept(dev, pmem.InfoOffset, pmem.InfoOffset+pmem.InfoSize)
+	return err == nil && blank
 }
 
 var zeros = make([]byte, 1<<20)
@@ -350,8 +369,4 @@ func zeroOr(dev, img []byte) bool {
 	return true
 }
 
-func (s *StateSetup) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
-	}
-}
+func (s *StateSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }

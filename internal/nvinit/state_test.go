@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/image/pmem"
 )
 
 // stateTemplate is a stand-in state filesystem: a superblock saying its
@@ -80,6 +82,16 @@ func TestStateSetup(t *testing.T) {
 	notOurs := bytes.Clone(img)
 	clear(notOurs[:headSize])
 	notOurs[size/2+100] = 'x'
+	// A raw namespace after a switch whose bind failed: the kernel's info
+	// block and nothing else.
+	info, err := pmem.NewInfo(128<<20, [16]byte{1}) // the block only: its sizes are not checked here
+	if err != nil {
+		t.Fatal(err)
+	}
+	infoOnly := make([]byte, size)
+	copy(infoOnly[pmem.InfoOffset:], info.Marshal())
+	infoAndMore := bytes.Clone(infoOnly)
+	infoAndMore[size-1] = 1
 	const (
 		same   = "unchanged"
 		image  = "the image"
@@ -130,6 +142,10 @@ func TestStateSetup(t *testing.T) {
 			err: "no State.Image", calls: mount1, after: blank},
 		{name: "raw namespace, blank, another device's", device: zeros, template: good, holder: "", otherNS: true,
 			err: "is not the block device of the raw namespace namespace0.0", calls: mount1, after: blank},
+		{name: "raw namespace, only an info block", device: infoOnly, template: good, holder: "", provisioned: true,
+			log: "holds nothing but an fsdax info block", calls: mount2, after: image, switched: true},
+		{name: "raw namespace, an info block and more", device: infoAndMore, template: good, holder: "",
+			log: "not switched to fsdax", err: "is not blank", calls: mount1, after: same},
 		{name: "raw namespace, not blank", device: foreign, template: good, holder: "",
 			log: "not switched to fsdax", err: "is not blank", calls: mount1, after: same},
 		{name: "raw namespace with a filesystem (mounts: nothing else looked at)", device: img, template: good, holder: "",
@@ -291,5 +307,28 @@ func TestStateSetupInterrupted(t *testing.T) {
 				t.Error("the device does not hold the image")
 			}
 		})
+	}
+}
+
+func TestBlankExcept(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "dev")
+	b := make([]byte, 3<<20)
+	b[(1<<20)-1], b[1<<20] = 1, 1 // straddling the first two 1 MiB chunks
+	os.WriteFile(dev, b, 0o644)
+	for _, tc := range []struct {
+		from, to int64
+		want     bool
+	}{
+		{0, 0, false},
+		{1<<20 - 1, 1<<20 + 1, true},
+		{1<<20 - 1, 1 << 20, false},
+		{1 << 20, 1<<20 + 1, false},
+		{0, 3 << 20, true},
+		{1<<20 + 1, 1 << 21, false},
+	} {
+		got, err := blankExcept(dev, tc.from, tc.to)
+		if err != nil || got != tc.want {
+			t.Errorf("blankExcept(%d, %d) = %v, %v; want %v", tc.from, tc.to, got, err, tc.want)
+		}
 	}
 }

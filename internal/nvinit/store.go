@@ -31,8 +31,8 @@ type StoreSetup struct {
 	// DeviceWait bounds the wait for the block device node to appear after
 	// the fsdax switch.
 	DeviceWait time.Duration
-	// Logf reports what was done.
-	Logf func(format string, args ...any)
+	// Logf reports what was done; nil: nothing.
+	Logf Logf
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
@@ -45,7 +45,7 @@ func (s *StoreSetup) Run() (provisioned bool, err error) {
 	c := &s.Config
 	dev, dir := c.Device, c.DirOrDefault()
 	if ns := c.NamespaceOrDefault(); ns != "" && s.Fsdax != nil {
-		if _, err := os.Stat(filepath.Join(s.Fsdax.Sys, "bus/nd/devices", ns)); err == nil {
+		if s.Fsdax.IsNamespace(ns) {
 			changed, err := s.Fsdax.Ensure(ns)
 			if err != nil {
 				return false, err
@@ -123,11 +123,7 @@ func (s *StoreSetup) mount(options string) error {
 	return nil
 }
 
-func (s *StoreSetup) logf(format string, args ...any) {
-	if s.Logf != nil {
-		s.Logf(format, args...)
-	}
-}
+func (s *StoreSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }
 
 // waitFor polls for a device node: devtmpfs creates it when the driver binds.
 func waitFor(path string, d time.Duration) error {
@@ -178,24 +174,29 @@ func provisionFile(image, device string, afterBody func() error) error {
 			}
 		}
 	}
-	return provision(image, src, device, afterBody)
+	return provisionStream(image, src, device, afterBody)
 }
 
-// provision writes the ext2/3/4 image read from r (named image in errors: a
-// file, or a stream such as a gunzipped template) onto device so that an
+// provisionStream is provision of the image read from r.
+func provisionStream(image string, r io.Reader, device string, afterBody func() error) error {
+	im, err := readFSImage(r)
+	if err != nil {
+		return fmt.Errorf("provisioning %s from %s: reading the image: %w", device, image, err)
+	}
+	return provision(image, im, device, afterBody)
+}
+
+// provision writes the ext2/3/4 image im (named image in errors: a file, or
+// a stream such as a gunzipped template) onto device so that an
 // interruption at any point leaves a device that does not mount: the head is
 // zeroed first (an old superblock must not describe the new blocks), then
 // the body is written, synced, and the head written and synced last. The
 // image's size is its superblock's; nothing is written unless it fits on the
 // device, and a stream that ends early or goes on past that size (or fails
 // its own check, as gzip's CRC) is an error before the head is written.
-func provision(image string, r io.Reader, device string, afterBody func() error) (err error) {
+func provision(image string, im *fsImage, device string, afterBody func() error) (err error) {
 	fail := func(step string, err error) error {
 		return fmt.Errorf("provisioning %s from %s: %s: %w", device, image, step, err)
-	}
-	im, err := readFSImage(r)
-	if err != nil {
-		return fail("reading the image", err)
 	}
 	dst, err := os.OpenFile(device, os.O_WRONLY, 0)
 	if err != nil {
