@@ -279,6 +279,9 @@ func (c *Config) Validate() error {
 		if !validNamespace(t.Namespace) {
 			bad("TextStore.Namespace %q: want an nvdimm namespace name like namespace0.0", t.Namespace)
 		}
+		if !extFamily(t.FSTypeOrDefault()) {
+			bad("TextStore.FSType %q: provisioning writes ext2/3/4 images only (it reads their size from the superblock)", t.FSType)
+		}
 	} else if *t != (TextStore{}) {
 		bad("TextStore.Device: empty while other TextStore fields are set")
 	}
@@ -296,6 +299,9 @@ func (c *Config) Validate() error {
 	}
 	if !validNamespace(s.Namespace) {
 		bad("State.Namespace %q: want an nvdimm namespace name like namespace1.0", s.Namespace)
+	}
+	if s.Image != "" && !extFamily(s.FSTypeOrDefault()) {
+		bad("State.FSType %q: provisioning from State.Image writes ext2/3/4 images only", s.FSType)
 	}
 	if !filepath.IsAbs(s.DirOrDefault()) {
 		bad("State.Dir %q: want an absolute path", s.Dir)
@@ -334,3 +340,6 @@ func waitForAddr(w string) (network, addr string) {
 	}
 	return "tcp", w
 }
+
+// extFamily reports whether fstype is one provisioning can write.
+func extFamily(fstype string) bool { return fstype == "ext2" || fstype == "ext3" || fstype == "ext4" }

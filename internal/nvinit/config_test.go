@@ -40,6 +40,8 @@ func TestParseConfig(t *testing.T) {
 		{"state image without device", `{"State":{"Image":"/lib/nvboot/state.ext4.gz"}}`, "State.Device"},
 		{"state dir relative", `{"State":{"Device":"/dev/pmem1","Dir":"nv"}}`, "State.Dir"},
 		{"same device", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m"},"State":{"Device":"/dev/pmem0"}}`, "State.Device"},
+		{"store not ext", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m","FSType":"erofs"}}`, "TextStore.FSType"},
+		{"state image not ext", `{"State":{"Device":"/dev/pmem1","Image":"/s.gz","FSType":"xfs"}}`, "State.FSType"},
 		{"same namespace", `{"TextStore":{"Device":"/dev/pmem0","Image":"/i","Manifest":"/m"},"State":{"Device":"/dev/pmem1","Namespace":"namespace0.0"}}`, "State.Namespace"},
 		{"same dir", `{"State":{"Device":"/dev/pmem1","Dir":"/nv/text"}}`, "State.Dir"},
 	} {

@@ -140,9 +140,7 @@ func waitFor(path string, d time.Duration) error {
 // looksLikeFS reports whether dev starts with a superblock of fstype; only the
 // ext family is recognised (magic 0xEF53 at 1080), others count as not.
 func looksLikeFS(dev, fstype string) bool {
-	switch fstype {
-	case "ext2", "ext3", "ext4":
-	default:
+	if !extFamily(fstype) {
 		return false
 	}
 	f, err := os.Open(dev)
