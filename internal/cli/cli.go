@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -77,4 +78,30 @@ func ExitCode(err error, stderr io.Writer, prog string) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
+}
+
+// Command runs one subcommand with the arguments after its name.
+type Command func(ctx context.Context, c *Context) error
+
+// Dispatch runs the subcommand c.Args[0] names, from cmds; no name or an
+// unknown one prints usage to stderr and is a usage error, -h (and help)
+// prints it to stdout.
+func Dispatch(ctx context.Context, c *Context, usage string, cmds map[string]Command) error {
+	if len(c.Args) == 0 {
+		fmt.Fprint(c.Stderr, usage)
+		return Usagef("no command given")
+	}
+	name := c.Args[0]
+	if run, ok := cmds[name]; ok {
+		sub := *c
+		sub.Args = c.Args[1:]
+		return run(ctx, &sub)
+	}
+	switch name {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.Stdout, usage)
+		return nil
+	}
+	fmt.Fprint(c.Stderr, usage)
+	return Usagef("unknown command %q", name)
 }

@@ -4,7 +4,6 @@ package nvbootcmd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -30,28 +29,11 @@ A first try, from the nvboot checkout (builds the kernel once, ~10 minutes):
 
 // Execute runs the nvboot command line in c.
 func Execute(ctx context.Context, c *cli.Context) error {
-	if len(c.Args) == 0 {
-		fmt.Fprint(c.Stderr, usage)
-		return cli.Usagef("no command given")
-	}
-	cmd, args := c.Args[0], c.Args[1:]
-	sub := *c
-	sub.Args = args
-	switch cmd {
-	case "build":
-		return build(ctx, &sub)
-	case "run":
-		return runCmd(ctx, &sub)
-	case "measure":
-		return measure(ctx, &sub)
-	case "powercut":
-		return powercut(ctx, &sub)
-	case "flash":
-		return flashCmd(ctx, &sub)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(c.Stdout, usage)
-		return nil
-	}
-	fmt.Fprint(c.Stderr, usage)
-	return cli.Usagef("unknown command %q", cmd)
+	return cli.Dispatch(ctx, c, usage, map[string]cli.Command{
+		"build":    build,
+		"run":      runCmd,
+		"measure":  measure,
+		"powercut": powercut,
+		"flash":    flashCmd,
+	})
 }

@@ -3,7 +3,6 @@ package off2fcmd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -27,28 +26,11 @@ Run 'off2f <command> -h' for the flags and examples of each.
 
 // Execute runs the off2f command line in c.
 func Execute(ctx context.Context, c *cli.Context) error {
-	if len(c.Args) == 0 {
-		fmt.Fprint(c.Stderr, usage)
-		return cli.Usagef("no command given")
-	}
-	cmd, args := c.Args[0], c.Args[1:]
-	sub := *c
-	sub.Args = args
-	switch cmd {
-	case "convert":
-		return convert(ctx, &sub)
-	case "inspect":
-		return inspect(ctx, &sub)
-	case "verify":
-		return verify(ctx, &sub)
-	case "unpack":
-		return unpack(ctx, &sub)
-	case "store":
-		return store(ctx, &sub)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(c.Stdout, usage)
-		return nil
-	}
-	fmt.Fprint(c.Stderr, usage)
-	return cli.Usagef("unknown command %q", cmd)
+	return cli.Dispatch(ctx, c, usage, map[string]cli.Command{
+		"convert": convert,
+		"inspect": inspect,
+		"verify":  verify,
+		"unpack":  unpack,
+		"store":   store,
+	})
 }

@@ -29,28 +29,12 @@ Run 'poolctl <command> -h' for the flags and examples of each.
 
 // Execute runs the poolctl command line in c.
 func Execute(ctx context.Context, c *cli.Context) error {
-	if len(c.Args) == 0 {
-		fmt.Fprint(c.Stderr, usage)
-		return cli.Usagef("no command given")
-	}
-	cmd, args := c.Args[0], c.Args[1:]
-	sub := *c
-	sub.Args = args
-	switch cmd {
-	case "spawn":
-		return spawn(ctx, &sub)
-	case "status":
-		return status(ctx, &sub)
-	case "stats":
-		return stats(ctx, &sub)
-	case "reduce":
-		return reduce(ctx, &sub)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(c.Stdout, usage)
-		return nil
-	}
-	fmt.Fprint(c.Stderr, usage)
-	return cli.Usagef("unknown command %q", cmd)
+	return cli.Dispatch(ctx, c, usage, map[string]cli.Command{
+		"spawn":  spawn,
+		"status": status,
+		"stats":  stats,
+		"reduce": reduce,
+	})
 }
 
 // ExitStatus is the error of a spawned program that did not succeed: poolctl
