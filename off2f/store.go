@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,12 +61,25 @@ func sameText(path string, text []byte) (bool, error) {
 
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory: write, fsync, rename, fsync the directory. Zero pages are left as
-// holes, so 2 MiB-aligned text costs no space for its padding.
+// holes, so 2 MiB-aligned text costs no space for its padding. The temporary
+// file is named ".NAME.off2f-tmp-" and 16 hex digits (see IsLeftover), and
+// errors name path, never the temporary file.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("writing %s: it is a directory", path)
+	}
+	if st, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("writing %s: directory %s does not exist", path, dir)
+		}
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
+	} else if !st.IsDir() {
+		return fmt.Errorf("writing %s: %s is not a directory", path, dir)
+	}
+	tmp, err := createTemp(dir, filepath.Base(path))
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
 	defer func() {
 		if err != nil {
@@ -73,21 +88,73 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 		}
 	}()
 	if err = writeSparse(tmp, data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
 	if err = tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
 	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("writing %s: fsync: %w", path, err)
+		return fmt.Errorf("writing %s: fsync: %w", path, bareErr(err))
 	}
 	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
 	return syncDir(dir)
+}
+
+// tempMark is what names a temporary file of WriteFileAtomic:
+// "." + the final name + tempMark + 16 lowercase hex digits.
+const tempMark = ".off2f-tmp-"
+
+func createTemp(dir, base string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, fmt.Sprintf(".%s%s%016x", base, tempMark, rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("no free temporary name in %s", dir)
+}
+
+// IsLeftover says whether name is a temporary file WriteFileAtomic (Store.Put,
+// WriteManifest) leaves behind when it is interrupted, for a text file or the
+// manifest: ".HASH.off2f-tmp-XXXXXXXXXXXXXXXX" or ".MANIFEST.off2f-tmp-...".
+// Earlier versions named them ".HASH.tmpDIGITS", which matches too. Nothing
+// else does: gc removes only what matches.
+func IsLeftover(name string) bool {
+	if !strings.HasPrefix(name, ".") {
+		return false
+	}
+	base, suffix, ok := strings.Cut(name[1:], ".")
+	if !ok || !isHashName(base) && base != ManifestName {
+		return false
+	}
+	if hexDigits, ok := strings.CutPrefix("."+suffix, tempMark); ok {
+		return len(hexDigits) == 16 && isLowerHex(hexDigits)
+	}
+	if digits, ok := strings.CutPrefix(suffix, "tmp"); ok {
+		return len(digits) > 0 && len(digits) <= 10 && strings.Trim(digits, "0123456789") == ""
+	}
+	return false
+}
+
+// bareErr drops the file name an *os.PathError or *os.LinkError carries: the
+// caller names the file the user knows, not a temporary one.
+func bareErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 func writeSparse(f *os.File, data []byte) error {
@@ -116,10 +183,9 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func isHashName(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
+func isHashName(s string) bool { return len(s) == 64 && isLowerHex(s) }
+
+func isLowerHex(s string) bool {
 	for _, c := range s {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
@@ -132,6 +198,8 @@ func isHashName(s string) bool {
 type Entry struct {
 	Name string `json:"name"`
 	Size int64  `json:"size"`
+	// Leftover: a temporary file of an interrupted write (GC only).
+	Leftover bool `json:"leftover,omitempty"`
 }
 
 // List returns the text files in the store, sorted by name. Temporary files of
@@ -203,8 +271,19 @@ func WriteManifest(path string, hashes []string) error {
 	return WriteFileAtomic(path, b.Bytes(), 0o644)
 }
 
-// GC removes the text files that no manifest lists, and leftovers of interrupted
-// writes. With no manifests it refuses: that would empty the store.
+// GC removes the text files that no manifest lists, and leftovers of
+// interrupted writes (IsLeftover), and returns every file it removed. It
+// checks everything before it removes anything, and refuses (removing
+// nothing):
+//   - with no manifests, or a manifest that lists no hash (empty, cut short
+//     or the wrong file): that would empty the store;
+//   - when every text file in the store would go: no manifest given is for
+//     this store;
+//   - a directory that is not a text store: one holding a file that is not a
+//     text file named by its hash, the MANIFEST or a leftover (directories, as
+//     lost+found or a dax-elf store's bin, are left alone);
+//   - a file named by a hash that is not an OFF2F text file, when it would be
+//     removed.
 func (s Store) GC(manifests []string) (removed []Entry, err error) {
 	if len(manifests) == 0 {
 		return nil, fmt.Errorf("store gc %s: no manifest given; refusing to remove every text file", s.Dir)
@@ -213,33 +292,75 @@ func (s Store) GC(manifests []string) (removed []Entry, err error) {
 	for _, m := range manifests {
 		set, err := ReadManifest(m)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store gc %s: %w", s.Dir, err)
+		}
+		if len(set) == 0 {
+			return nil, fmt.Errorf("store gc %s: manifest %s lists no text hash (empty or cut short?); refusing: gc would remove every text file", s.Dir, m)
 		}
 		for h := range set {
 			need[h] = true
 		}
 	}
-	entries, err := s.List()
+	des, err := os.ReadDir(s.Dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store gc: %w", err)
 	}
-	for _, e := range entries {
-		if need[e.Name] {
+	var drop []Entry
+	texts, kept := 0, 0
+	for _, de := range des {
+		name := de.Name()
+		if de.IsDir() || name == ManifestName && de.Type().IsRegular() {
 			continue
 		}
+		path := filepath.Join(s.Dir, name)
+		isText, leftover := isHashName(name) && de.Type().IsRegular(), IsLeftover(name) && de.Type().IsRegular()
+		if !isText && !leftover {
+			return nil, fmt.Errorf("store gc %s: %s is not a text file (named by its 64-hex-digit hash), %s or a leftover of an interrupted write; refusing: this does not look like a text store (nothing removed)", s.Dir, path, ManifestName)
+		}
+		info, err := de.Info()
+		if err != nil {
+			return nil, fmt.Errorf("store gc: %w", err)
+		}
+		if isText {
+			texts++
+			if need[name] {
+				kept++
+				continue
+			}
+			if err := checkTextMagic(path); err != nil {
+				return nil, fmt.Errorf("store gc %s: %w; refusing: this does not look like a text store (nothing removed)", s.Dir, err)
+			}
+		}
+		drop = append(drop, Entry{Name: name, Size: info.Size(), Leftover: leftover})
+	}
+	if texts > 0 && kept == 0 {
+		return nil, fmt.Errorf("store gc %s: none of its %d text files is listed in %s; refusing to remove them all (wrong store or manifest?)", s.Dir, texts, strings.Join(manifests, ", "))
+	}
+	for _, e := range drop {
 		if err := os.Remove(filepath.Join(s.Dir, e.Name)); err != nil {
+			if len(removed) > 0 {
+				syncDir(s.Dir)
+			}
 			return removed, fmt.Errorf("store gc: %w", err)
 		}
 		removed = append(removed, e)
 	}
-	tmps, _ := filepath.Glob(filepath.Join(s.Dir, ".*.tmp*"))
-	for _, t := range tmps {
-		if err := os.Remove(t); err != nil {
-			return removed, fmt.Errorf("store gc: %w", err)
-		}
-	}
-	if len(removed) > 0 || len(tmps) > 0 {
+	if len(removed) > 0 {
 		return removed, syncDir(s.Dir)
 	}
 	return removed, nil
+}
+
+// checkTextMagic says whether path starts as an OFF2F text file does.
+func checkTextMagic(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var magic [len(TextMagic)]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil || magic != TextMagic {
+		return fmt.Errorf("%s is named like a text file but is not one (no OFF2F text magic)", path)
+	}
+	return nil
 }

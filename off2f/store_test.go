@@ -6,10 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,17 +130,26 @@ func TestStorePutKilled(t *testing.T) {
 	t.Logf("complete %d, absent %d", complete, absent)
 }
 
+// textLike writes a file that starts as a text file does, named name.
+func textLike(t *testing.T, dir, name string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), append(off2f.TextMagic[:], name...), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestStoreGC(t *testing.T) {
 	dir := t.TempDir()
 	st := off2f.Store{Dir: dir}
 	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
-	for _, n := range []string{a, b} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o444); err != nil {
-			t.Fatal(err)
-		}
+	textLike(t, dir, a)
+	textLike(t, dir, b)
+	leftovers := []string{"." + b + ".off2f-tmp-0123456789abcdef", ".MANIFEST.off2f-tmp-fedcba9876543210", "." + a + ".tmp123456"}
+	for _, l := range leftovers {
+		os.WriteFile(filepath.Join(dir, l), []byte("partial"), 0o600)
 	}
+	os.Mkdir(filepath.Join(dir, "lost+found"), 0o700)
 	os.WriteFile(filepath.Join(dir, "MANIFEST"), []byte("# keep a\n"+a+"\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "README"), []byte("not text"), 0o644)
 	if _, err := st.GC(nil); err == nil {
 		t.Fatal("gc without a manifest must refuse")
 	}
@@ -148,13 +159,117 @@ func TestStoreGC(t *testing.T) {
 		t.Fatalf("bad manifest: %v", err)
 	}
 	removed, err := st.GC([]string{filepath.Join(dir, "MANIFEST")})
-	if err != nil || len(removed) != 1 || removed[0].Name != b {
-		t.Fatalf("removed %v, %v", removed, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, keep := range []string{a, "MANIFEST", "README"} {
-		if _, err := os.Stat(filepath.Join(dir, keep)); err != nil {
-			t.Errorf("gc removed %s", keep)
+	var got []string
+	for _, e := range removed {
+		got = append(got, fmt.Sprintf("%s %v", e.Name, e.Leftover))
+	}
+	sort.Strings(got)
+	want := []string{leftovers[2] + " true", leftovers[1] + " true", leftovers[0] + " true", b + " false"}
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("removed:\n%s\nwant (every file, leftovers too):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	des, _ := os.ReadDir(dir)
+	var left []string
+	for _, de := range des {
+		left = append(left, de.Name())
+	}
+	if strings.Join(left, " ") != "MANIFEST "+a+" lost+found" {
+		t.Errorf("the store holds %v after gc, want %s, MANIFEST, lost+found", left, a)
+	}
+}
+
+// gc on what is not a store, or with a manifest that cannot be right, removes
+// nothing and says which input is wrong.
+func TestStoreGCRefuses(t *testing.T) {
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	manifest := func(body string) string {
+		p := filepath.Join(t.TempDir(), "MANIFEST")
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		files    []string // textLike files; other names get "x"
+		manifest string
+		want     string // in the error; "%d" stands for the directory
+	}{
+		{"not a store", []string{a, ".env.tmpl"}, manifest(a + "\n"), "%d/.env.tmpl is not a text file"},
+		{"a README", []string{a, b, "README"}, manifest(a + "\n"), "%d/README is not a text file"},
+		{"temp-like name of another file", []string{a, ".b.off2f-tmp-0123456789abcdef"}, manifest(a + "\n"), ".b.off2f-tmp-0123456789abcdef is not a text file"},
+		{"empty manifest", []string{a, b}, manifest(""), "lists no text hash"},
+		{"manifest of comments", []string{a, b}, manifest("# cut\n"), "lists no text hash"},
+		{"manifest of another store", []string{a, b}, manifest(strings.Repeat("c", 64) + "\n"), "none of its 2 text files is listed"},
+		{"hash-named file that is not text", []string{a, "!" + b}, manifest(a + "\n"), "%d/" + b + " is named like a text file but is not one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				if name, ok := strings.CutPrefix(f, "!"); ok || !strings.HasPrefix(f, ".") && len(f) != 64 {
+					os.WriteFile(filepath.Join(dir, name), []byte("not text"), 0o644)
+				} else {
+					textLike(t, dir, f)
+				}
+			}
+			before, _ := os.ReadDir(dir)
+			removed, err := off2f.Store{Dir: dir}.GC([]string{tc.manifest})
+			want := strings.ReplaceAll(tc.want, "%d", dir)
+			if err == nil || !strings.Contains(err.Error(), want) || len(removed) != 0 {
+				t.Fatalf("gc: removed %v, error %v; want an error with %q", removed, err, want)
+			}
+			if strings.Contains(tc.want, "manifest") || strings.Contains(tc.name, "manifest") {
+				if !strings.Contains(err.Error(), tc.manifest) {
+					t.Errorf("error does not name the manifest %s: %v", tc.manifest, err)
+				}
+			}
+			if after, _ := os.ReadDir(dir); len(after) != len(before) {
+				t.Errorf("gc removed %d files although it refused", len(before)-len(after))
+			}
+		})
+	}
+}
+
+// The temporary files the writer makes are exactly the leftovers gc removes.
+func TestWriteFileAtomicLeftoverNames(t *testing.T) {
+	for _, name := range []string{
+		"." + strings.Repeat("a", 64) + ".off2f-tmp-0123456789abcdef",
+		".MANIFEST.off2f-tmp-0123456789abcdef",
+		"." + strings.Repeat("a", 64) + ".tmp4294967295", // earlier versions
+	} {
+		if !off2f.IsLeftover(name) {
+			t.Errorf("IsLeftover(%q) = false", name)
 		}
+	}
+	for _, name := range []string{
+		".env.tmpl", ".env.tmp", ".x.tmp123", ".MANIFEST.tmp", "." + strings.Repeat("a", 64) + ".tmpl",
+		"." + strings.Repeat("a", 64) + ".off2f-tmp-0123", "." + strings.Repeat("A", 64) + ".tmp1",
+		".MANIFEST.off2f-tmp-0123456789ABCDEF", "MANIFEST.off2f-tmp-0123456789abcdef", strings.Repeat("a", 64),
+	} {
+		if off2f.IsLeftover(name) {
+			t.Errorf("IsLeftover(%q) = true", name)
+		}
+	}
+}
+
+// WriteFileAtomic's errors name the path asked for, never a temporary file,
+// and leave nothing behind.
+func TestWriteFileAtomicErrors(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "d"), dir + "/d: it is a directory"},
+		{filepath.Join(dir, "missing", "f"), "directory " + dir + "/missing does not exist"},
+	} {
+		err := off2f.WriteFileAtomic(tc.path, []byte("x"), 0o644)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "off2f-tmp") {
+			t.Errorf("WriteFileAtomic(%s): %v, want %q", tc.path, err, tc.want)
+		}
+	}
+	if des, _ := os.ReadDir(dir); len(des) != 1 {
+		t.Errorf("%d entries left in %s", len(des), dir)
 	}
 }
 

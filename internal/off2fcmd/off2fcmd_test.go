@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/off2f"
 )
 
 func runCmd(t *testing.T, args ...string) (string, string, error) {
@@ -104,9 +105,50 @@ func TestConvertInspectVerifyUnpackStore(t *testing.T) {
 		t.Fatalf("store ls: %v %s", err, out)
 	}
 	manifest := filepath.Join(dir, "MANIFEST")
-	os.WriteFile(manifest, []byte("# nothing needed\n"), 0o644)
-	if out, _, err = runCmd(t, "store", "gc", "-manifest", manifest, store); err != nil || !strings.Contains(out, "1 text files removed") {
+	os.WriteFile(manifest, []byte("# keep hello's text only\n"+conv.Text+"\n"), 0o644)
+	old := strings.Repeat("0", 64)
+	os.WriteFile(filepath.Join(store, old), append(off2f.TextMagic[:], "old text"...), 0o444)
+	if out, _, err = runCmd(t, "store", "gc", "-manifest", manifest, store); err != nil ||
+		!strings.Contains(out, "removed "+old) || !strings.Contains(out, "1 text files removed") {
 		t.Fatalf("store gc: %v %s", err, out)
+	}
+	if _, err := os.Stat(text); err != nil {
+		t.Errorf("gc removed the text the manifest lists: %v", err)
+	}
+}
+
+// gc in a directory that is not a text store removes nothing, and says why;
+// it names every file it removes, leftovers of interrupted writes too.
+func TestStoreGCCommand(t *testing.T) {
+	dir := t.TempDir()
+	a, b := strings.Repeat("a", 64), strings.Repeat("b", 64)
+	for _, n := range []string{a, b} {
+		os.WriteFile(filepath.Join(dir, n), append(off2f.TextMagic[:], n...), 0o444)
+	}
+	os.WriteFile(filepath.Join(dir, ".env.tmpl"), []byte("SECRET=1\n"), 0o600)
+	manifest := filepath.Join(t.TempDir(), "MANIFEST")
+	os.WriteFile(manifest, []byte(a+"\n"), 0o644)
+	out, _, err := runCmd(t, "store", "gc", "-manifest", manifest, dir)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, ".env.tmpl")) || !strings.Contains(err.Error(), "does not look like a text store") {
+		t.Fatalf("gc of a directory that is not a store: %v\n%s", err, out)
+	}
+	if des, _ := os.ReadDir(dir); len(des) != 3 {
+		t.Fatalf("gc removed files although it refused: %d left", len(des))
+	}
+
+	os.Remove(filepath.Join(dir, ".env.tmpl"))
+	empty := filepath.Join(t.TempDir(), "MANIFEST")
+	os.WriteFile(empty, nil, 0o644)
+	if _, _, err := runCmd(t, "store", "gc", "-manifest", empty, dir); err == nil || !strings.Contains(err.Error(), empty+" lists no text hash") {
+		t.Fatalf("gc with an empty manifest: %v", err)
+	}
+
+	tmp := "." + b + ".off2f-tmp-0123456789abcdef"
+	os.WriteFile(filepath.Join(dir, tmp), []byte("partial"), 0o600)
+	out, _, err = runCmd(t, "store", "gc", "-manifest", manifest, dir)
+	if err != nil || !strings.Contains(out, "removed "+b+" (") || !strings.Contains(out, "removed "+tmp+" (7 bytes, leftover of an interrupted write)") ||
+		!strings.Contains(out, "1 text files removed, 1 leftovers of interrupted writes removed") {
+		t.Fatalf("gc: %v\n%s", err, out)
 	}
 }
 

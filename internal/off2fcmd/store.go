@@ -22,8 +22,12 @@ func store(_ context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "store", "off2f store ls|gc [-manifest FILE ...] [-json] DIR",
 		`ls lists the text files in the store DIR (name = content hash, size).
 gc removes the text files that none of the given manifests lists, and leftovers
-of interrupted writes. A manifest lists one text hash per line (# comments ok);
-an image's store has one at DIR/MANIFEST. gc without a manifest refuses.`,
+of interrupted writes (.HASH.off2f-tmp-*), and names every file it removed. A
+manifest lists one text hash per line (# comments ok); an image's store has one
+at DIR/MANIFEST. gc checks before it removes anything, and refuses without a
+manifest, with a manifest that lists no hash, when it would remove every text
+file, and on a directory holding anything else than text files named by hash,
+MANIFEST, leftovers and directories (not a text store).`,
 		`  off2f store ls /nv/text
   off2f store gc -manifest /nv/text/MANIFEST /nv/text
   off2f store gc -manifest old/MANIFEST -manifest new/MANIFEST out/text`)
@@ -72,10 +76,17 @@ an image's store has one at DIR/MANIFEST. gc without a manifest refuses.`,
 				Removed []off2f.Entry `json:"removed"`
 			}{st.Dir, append([]off2f.Entry{}, removed...)})
 		}
+		texts, leftovers := 0, 0
 		for _, e := range removed {
-			fmt.Fprintf(c.Stdout, "removed %s (%d bytes)\n", e.Name, e.Size)
+			if e.Leftover {
+				leftovers++
+				fmt.Fprintf(c.Stdout, "removed %s (%d bytes, leftover of an interrupted write)\n", e.Name, e.Size)
+			} else {
+				texts++
+				fmt.Fprintf(c.Stdout, "removed %s (%d bytes)\n", e.Name, e.Size)
+			}
 		}
-		fmt.Fprintf(c.Stdout, "%d text files removed\n", len(removed))
+		fmt.Fprintf(c.Stdout, "%d text files removed, %d leftovers of interrupted writes removed\n", texts, leftovers)
 		return nil
 	}
 	return cli.Usagef("unknown store command %q (want ls or gc)", verb)
