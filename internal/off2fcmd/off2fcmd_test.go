@@ -200,6 +200,55 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 }
 
+// Flags work before the store verb, between it and DIR, and after DIR; -h
+// before the verb is help.
+func TestStoreArgs(t *testing.T) {
+	for _, args := range [][]string{{"store", "-h"}, {"store", "ls", "-h"}, {"store", "-h", "gc"}} {
+		_, stderr, err := runCmd(t, args...)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "Usage: off2f store") || !strings.Contains(stderr, "Examples:") {
+			t.Errorf("%q: %v\n%s", args, err, stderr)
+		}
+	}
+	dir := t.TempDir()
+	name := strings.Repeat("a", 64)
+	os.WriteFile(filepath.Join(dir, name), append(off2f.TextMagic[:], name...), 0o444)
+	for _, args := range [][]string{
+		{"store", "-json", "ls", dir},
+		{"store", "ls", "-json", dir},
+		{"store", "ls", dir, "-json"},
+	} {
+		out, _, err := runCmd(t, args...)
+		var ls struct {
+			Store string
+			Texts []off2f.Entry
+		}
+		if err != nil || json.Unmarshal([]byte(out), &ls) != nil || ls.Store != dir || len(ls.Texts) != 1 || ls.Texts[0].Name != name {
+			t.Errorf("%q: %v\n%s", args, err, out)
+		}
+	}
+	manifest := filepath.Join(t.TempDir(), "MANIFEST")
+	os.WriteFile(manifest, []byte(name+"\n"), 0o644)
+	if out, _, err := runCmd(t, "store", "-manifest", manifest, "gc", dir, "-json"); err != nil || !strings.Contains(out, `"removed": []`) {
+		t.Errorf("store -manifest M gc DIR -json: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"store"}, "store needs ls or gc"},
+		{[]string{"store", "-json"}, "store needs ls or gc"},
+		{[]string{"store", "rm", dir}, `unknown store command "rm"`},
+		{[]string{"store", "ls"}, "store ls takes one store directory, got 0"},
+		{[]string{"store", "ls", dir, "extra"}, `store ls takes one store directory, got 2: ["` + dir + `" "extra"]`},
+		{[]string{"store", "-manifest", manifest, "ls", dir}, "-manifest is for gc"},
+		{[]string{"store", "-bogus", "ls", dir}, "-bogus"},
+	} {
+		if _, _, err := runCmd(t, tc.args...); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -27,25 +27,36 @@ manifest lists one text hash per line (# comments ok); an image's store has one
 at DIR/MANIFEST. gc checks before it removes anything, and refuses without a
 manifest, with a manifest that lists no hash, when it would remove every text
 file, and on a directory holding anything else than text files named by hash,
-MANIFEST, leftovers and directories (not a text store).`,
+MANIFEST, leftovers and directories (not a text store).
+
+Flags may come before or after ls/gc and DIR.`,
 		`  off2f store ls /nv/text
   off2f store gc -manifest /nv/text/MANIFEST /nv/text
-  off2f store gc -manifest old/MANIFEST -manifest new/MANIFEST out/text`)
+  off2f store gc -manifest old/MANIFEST -manifest new/MANIFEST out/text
+  off2f store -json ls out/text`)
 	var ms manifests
 	fs.Var(&ms, "manifest", "manifest `FILE` of hashes to keep (repeatable)")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
-	if len(c.Args) == 0 {
+	// Flags may come before the verb, between it and DIR, or after DIR.
+	args, err := parseInterleaved(fs, c.Args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
 		fs.Usage()
 		return cli.Usagef("store needs ls or gc")
 	}
-	verb := c.Args[0]
-	if err := cli.Parse(fs, c.Args[1:]); err != nil {
-		return err
+	verb := args[0]
+	if verb != "ls" && verb != "gc" {
+		return cli.Usagef("unknown store command %q (want ls or gc)", verb)
 	}
-	if fs.NArg() != 1 {
-		return cli.Usagef("store %s takes one store directory, got %d", verb, fs.NArg())
+	if len(args) != 2 {
+		return cli.Usagef("store %s takes one store directory, got %d: %q", verb, len(args)-1, args[1:])
 	}
-	st := off2f.Store{Dir: fs.Arg(0)}
+	if verb == "ls" && len(ms) > 0 {
+		return cli.Usagef("store ls: -manifest is for gc")
+	}
+	st := off2f.Store{Dir: args[1]}
 	switch verb {
 	case "ls":
 		entries, err := st.List()
@@ -87,7 +98,25 @@ MANIFEST, leftovers and directories (not a text store).`,
 			}
 		}
 		fmt.Fprintf(c.Stdout, "%d text files removed, %d leftovers of interrupted writes removed\n", texts, leftovers)
-		return nil
 	}
-	return cli.Usagef("unknown store command %q (want ls or gc)", verb)
+	return nil
+}
+
+// parseInterleaved parses args with flags anywhere among the operands, and
+// returns the operands. After "--" everything is an operand.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var operands []string
+	for {
+		if err := cli.Parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(operands, rest...), nil
+		}
+		if len(rest) == 0 {
+			return operands, nil
+		}
+		operands, args = append(operands, rest[0]), rest[1:]
+	}
 }
