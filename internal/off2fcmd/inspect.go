@@ -14,8 +14,10 @@ import (
 func inspect(_ context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "inspect", "off2f inspect [-json] FILE",
 		`Prints every field of an OFF2F header file (its program headers and the
-OFF2F note) or of a text file (its header page), after checking them as the
-loader does. inspect reads only FILE; use verify to check the text's hash.`,
+OFF2F note) or of a text file (its header page and its size), after checking
+them as the loader does: a file the loader would refuse is an error (exit 1)
+that says why. inspect reads only FILE; use verify to check a header file
+against its text and the text's hash.`,
 		`  off2f inspect hello.off2f
   off2f inspect -json /nv/text/3f2a...`)
 	jsonOut := fs.Bool("json", false, "print the fields as JSON")
@@ -34,6 +36,14 @@ loader does. inspect reads only FILE; use verify to check the text's hash.`,
 		var th off2f.TextHeader
 		if err := th.UnmarshalBinary(raw); err != nil {
 			return fmt.Errorf("inspect %s: %w", path, err)
+		}
+		// The loader refuses a text file whose size is not the header's.
+		if size := uint64(len(raw)); size != th.Size {
+			what := "truncated"
+			if size > th.Size {
+				what = "longer than its header says"
+			}
+			return fmt.Errorf("inspect %s: text file is %d bytes, its header says %d: %s (the loader refuses it)", path, size, th.Size, what)
 		}
 		if *jsonOut {
 			return cli.JSON(c.Stdout, textJSON(path, &th))

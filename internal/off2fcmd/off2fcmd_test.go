@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,6 +150,51 @@ func TestStoreGCCommand(t *testing.T) {
 	if err != nil || !strings.Contains(out, "removed "+b+" (") || !strings.Contains(out, "removed "+tmp+" (7 bytes, leftover of an interrupted write)") ||
 		!strings.Contains(out, "1 text files removed, 1 leftovers of interrupted writes removed") {
 		t.Fatalf("gc: %v\n%s", err, out)
+	}
+}
+
+// convertHello converts a static hello into dir: the header file, the store
+// and the text's path in it.
+func convertHello(t *testing.T, dir string) (hdr, store, text string) {
+	t.Helper()
+	in := buildC(t, dir, "hello", "-static")
+	store, hdr = filepath.Join(dir, "store"), filepath.Join(dir, "hello.off2f")
+	out, _, err := runCmd(t, "convert", "-json", "-store", store, "-o", hdr, in)
+	var conv convertResult
+	if err != nil || json.Unmarshal([]byte(out), &conv) != nil {
+		t.Fatalf("convert: %v %s", err, out)
+	}
+	return hdr, store, filepath.Join(store, conv.Text)
+}
+
+// inspect checks a text file's size as the loader does: a truncated one is an
+// error saying so, not a list of fields.
+func TestInspectTruncatedText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gcc")
+	}
+	dir := t.TempDir()
+	_, _, text := convertHello(t, dir)
+	raw, err := os.ReadFile(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"truncated", raw[:100<<10], fmt.Sprintf("text file is %d bytes, its header says %d: truncated (the loader refuses it)", 100<<10, len(raw))},
+		{"longer", append(raw[:len(raw):len(raw)], make([]byte, 4096)...), fmt.Sprintf("text file is %d bytes, its header says %d: longer than its header says", len(raw)+4096, len(raw))},
+	} {
+		p := filepath.Join(dir, tc.name)
+		os.WriteFile(p, tc.data, 0o644)
+		for _, args := range [][]string{{"inspect", p}, {"inspect", "-json", p}} {
+			out, _, err := runCmd(t, args...)
+			if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.want) || out != "" {
+				t.Errorf("%q: %v, want an error naming it and %q; output:\n%s", args, err, tc.want, out)
+			}
+		}
 	}
 }
 
