@@ -198,6 +198,27 @@ func TestInspectTruncatedText(t *testing.T) {
 	}
 }
 
+// verify says a missing text is missing, and names where it looked.
+func TestVerifyMissingText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gcc")
+	}
+	dir := t.TempDir()
+	hdr, _, text := convertHello(t, dir)
+	if err := os.Remove(text); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, "verify", hdr)
+	if err == nil || err.Error() != "verify "+hdr+": text file "+text+" is missing" || !strings.Contains(out, text+": missing") {
+		t.Errorf("verify with the text gone: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "verify", "-json", hdr)
+	var vr verifyResult
+	if err == nil || json.Unmarshal([]byte(out), &vr) != nil || !vr.Missing || vr.OK || vr.Text != text {
+		t.Errorf("verify -json with the text gone: %v\n%s", err, out)
+	}
+}
+
 // Bad input: a clear error naming the input and the reason, and nothing written.
 func TestConvertBadInputWritesNothing(t *testing.T) {
 	if testing.Short() {

@@ -2,9 +2,12 @@ package off2fcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
@@ -34,7 +37,9 @@ Exits 1 if anything does not match.`,
 	}
 	h, name := hdr.h, off2f.HashName(hdr.h.Note.Hash)
 	res := verifyResult{Header: path, Text: hdr.text}
-	if err := checkTextFile(h, res.Text); err != nil {
+	if err := checkTextFile(h, res.Text); errors.Is(err, iofs.ErrNotExist) {
+		res.Missing, res.Error = true, "missing (no such file)"
+	} else if err != nil {
 		res.Error = err.Error()
 	}
 	if h.Note.FallbackDir != "" {
@@ -57,8 +62,18 @@ Exits 1 if anything does not match.`,
 			fmt.Fprintf(c.Stdout, "%s: fallback %s: %s\n", path, res.Fallback, okOr(res.FallbackError))
 		}
 	}
-	if !res.OK {
-		return fmt.Errorf("verify %s: text does not match", path)
+	var problems []string
+	switch {
+	case res.Missing:
+		problems = append(problems, fmt.Sprintf("text file %s is missing", res.Text))
+	case res.Error != "":
+		problems = append(problems, fmt.Sprintf("text %s does not match: %s", res.Text, res.Error))
+	}
+	if res.FallbackError != "" {
+		problems = append(problems, fmt.Sprintf("fallback text %s does not match: %s", res.Fallback, res.FallbackError))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("verify %s: %s", path, strings.Join(problems, "; "))
 	}
 	return nil
 }
@@ -68,6 +83,7 @@ type verifyResult struct {
 	Text          string `json:"text"`
 	Fallback      string `json:"fallback,omitempty"`
 	OK            bool   `json:"ok"`
+	Missing       bool   `json:"missing,omitempty"` // no text file at Text
 	Error         string `json:"error,omitempty"`
 	FallbackError string `json:"fallback_error,omitempty"`
 }
