@@ -2,10 +2,14 @@ package off2fcmd
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
@@ -16,7 +20,11 @@ func convert(_ context.Context, c *cli.Context) error {
 		`Splits the static executable IN into the header file OUT (a valid ELF whose
 interpreter is the OFF2F loader) and a text file, written into the text store
 under its content hash. Identical text is stored once. The text is written
-before the header file, both atomically, so OUT never refers to missing text.
+before the header file, both atomically, so OUT never refers to missing text;
+OUT (not a directory, in a directory that exists) and the store directories
+are checked before anything is written, and a failure removes the text this
+run added. A -store or -fallback DIR that does not exist is created (and the
+output says so); the default -store (the appliance's) must exist.
 
 IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 -static-pie, busybox-static). Dynamic executables are refused.`,
@@ -59,6 +67,35 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 			return err
 		}
 	}
+	// Everything that can be checked is checked before anything is written.
+	if err := checkOutPath("-o", *out); err != nil {
+		return fmt.Errorf("convert %s: %w", in, err)
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	type target struct {
+		flag, dir string
+		create    bool // missing: to be created
+	}
+	var targets []target
+	for _, t := range []target{{flag: "-store", dir: *storeDir}, {flag: "-fallback", dir: *fallback}} {
+		if t.dir == "" {
+			continue
+		}
+		st, err := os.Stat(t.dir)
+		switch {
+		case err == nil && !st.IsDir():
+			return fmt.Errorf("convert %s: %s %s is not a directory", in, t.flag, t.dir)
+		case err == nil:
+		case !errors.Is(err, iofs.ErrNotExist):
+			return fmt.Errorf("convert %s: %s %s: %w", in, t.flag, t.dir, err)
+		case t.flag == "-store" && !explicit["store"]:
+			return fmt.Errorf("convert %s: text store %s does not exist (the default -store, where the appliance mounts its store): give -store DIR", in, t.dir)
+		default:
+			t.create = true
+		}
+		targets = append(targets, t)
+	}
 	raw, err := os.ReadFile(in)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
@@ -68,21 +105,38 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 		return fmt.Errorf("convert %s: %w", in, err)
 	}
 	res := convertResult{Input: in, Header: *out, HeaderSize: len(conv.Header), Text: conv.TextName(), TextSize: len(conv.Text)}
-	for _, dir := range []string{*storeDir, *fallback} {
-		if dir == "" {
-			continue
+	// undo removes what this run created, when a later step fails: the text
+	// must not stay in a store with no header file referring to it.
+	var undo []string
+	fail := func(err error) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			os.Remove(undo[i])
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("convert %s: %w", in, err)
+		return fmt.Errorf("convert %s: %w", in, err)
+	}
+	for _, t := range targets {
+		if t.create {
+			missing := missingDirs(t.dir)
+			if err := os.MkdirAll(t.dir, 0o755); err != nil {
+				return fail(fmt.Errorf("creating %s %s: %w", t.flag, t.dir, err))
+			}
+			for i := len(missing) - 1; i >= 0; i-- {
+				undo = append(undo, missing[i])
+			}
 		}
-		written, err := off2f.Store{Dir: dir}.Put(conv.TextName(), conv.Text)
+		path := filepath.Join(t.dir, conv.TextName())
+		_, statErr := os.Lstat(path)
+		written, err := off2f.Store{Dir: t.dir}.Put(conv.TextName(), conv.Text)
 		if err != nil {
-			return fmt.Errorf("convert %s: %w", in, err)
+			return fail(err)
 		}
-		res.Stored = append(res.Stored, storedText{Path: filepath.Join(dir, conv.TextName()), New: written})
+		if written && errors.Is(statErr, iofs.ErrNotExist) {
+			undo = append(undo, path)
+		}
+		res.Stored = append(res.Stored, storedText{Path: path, New: written, CreatedDir: t.create})
 	}
 	if err := off2f.WriteFileAtomic(*out, conv.Header, 0o755); err != nil {
-		return fmt.Errorf("convert %s: %w", in, err)
+		return fail(fmt.Errorf("-o: %w", err))
 	}
 	if *jsonOut {
 		return cli.JSON(c.Stdout, res)
@@ -92,6 +146,9 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 		state := "already stored"
 		if s.New {
 			state = "written"
+		}
+		if s.CreatedDir {
+			state += " (directory " + filepath.Dir(s.Path) + " created)"
 		}
 		fmt.Fprintf(c.Stdout, "  %s: %s\n", s.Path, state)
 	}
@@ -108,8 +165,41 @@ type convertResult struct {
 }
 
 type storedText struct {
-	Path string `json:"path"`
-	New  bool   `json:"new"`
+	Path       string `json:"path"`
+	New        bool   `json:"new"`
+	CreatedDir bool   `json:"created_dir,omitempty"` // the directory did not exist
+}
+
+// missingDirs lists dir and its ancestors that do not exist, deepest first.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// checkOutPath checks that path can be a file written by WriteFileAtomic: not
+// a directory, in a directory that exists. flag names it in errors.
+func checkOutPath(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		return fmt.Errorf("%s %s: directory %s does not exist", flag, path, dir)
+	case errors.Is(err, syscall.ENOTDIR), err == nil && !st.IsDir():
+		return fmt.Errorf("%s %s: %s is not a directory", flag, path, dir)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s is a directory; want the path of the file to write", flag, path)
+	} else if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return nil
 }
 
 // recordedPath is the path the loader will use: explicit, or the absolute dir.

@@ -245,6 +245,79 @@ func TestConvertBadInputWritesNothing(t *testing.T) {
 	}
 }
 
+// A bad -o is found before anything is written: no text in the store, no
+// store directory created, and the error names -o and the path, not a
+// temporary file. A failure while writing the header file takes back the
+// text (and the directories) this run created.
+func TestConvertBadOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gcc")
+	}
+	dir := t.TempDir()
+	in := buildC(t, dir, "hello", "-static")
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	existing, created := filepath.Join(dir, "store"), filepath.Join(dir, "new", "store")
+	os.Mkdir(existing, 0o755)
+	for _, tc := range []struct{ out, want string }{
+		{filepath.Join(dir, "missing", "hello.off2f"), "-o " + dir + "/missing/hello.off2f: directory " + dir + "/missing does not exist"},
+		{filepath.Join(dir, "d"), "-o " + dir + "/d is a directory"},
+		{filepath.Join(in, "x"), "-o " + in + "/x: " + in + " is not a directory"},
+		{"/sys/hello.off2f", "-o: writing /sys/hello.off2f: permission denied"}, // fails only when written
+	} {
+		for _, store := range []string{existing, created} {
+			_, _, err := runCmd(t, "convert", "-store", store, "-o", tc.out, in)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), ".tmp") || strings.Contains(err.Error(), "off2f-tmp") {
+				t.Errorf("convert -o %s: %v, want an error with %q", tc.out, err, tc.want)
+			}
+			if des, _ := os.ReadDir(existing); len(des) != 0 {
+				t.Errorf("convert -o %s left %d files in the store", tc.out, len(des))
+			}
+			if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+				t.Errorf("convert -o %s left the store directory it created", tc.out)
+			}
+		}
+	}
+	if des, _ := os.ReadDir(filepath.Join(dir, "d")); len(des) != 0 {
+		t.Errorf("-o DIR: %d files written into it", len(des))
+	}
+	if _, _, err := runCmd(t, "unpack", "-o", filepath.Join(dir, "missing", "x"), in); err == nil || !strings.Contains(err.Error(), "-o "+dir+"/missing/x: directory "+dir+"/missing does not exist") {
+		t.Errorf("unpack -o into a missing directory: %v", err)
+	}
+}
+
+// A -store that does not exist is created and the output says so; the
+// default one (the appliance's /nv/text) is not created on a host.
+func TestConvertStoreDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gcc")
+	}
+	dir := t.TempDir()
+	in := buildC(t, dir, "hello", "-static")
+	store := filepath.Join(dir, "a", "store")
+	out, _, err := runCmd(t, "convert", "-store", store, "-o", filepath.Join(dir, "h1"), in)
+	if err != nil || !strings.Contains(out, "written (directory "+store+" created)") {
+		t.Errorf("convert into a new -store: %v\n%s", err, out)
+	}
+	out, _, err = runCmd(t, "convert", "-json", "-store", filepath.Join(dir, "b"), "-o", filepath.Join(dir, "h2"), in)
+	if err != nil || !strings.Contains(out, `"created_dir": true`) {
+		t.Errorf("convert -json into a new -store: %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, "file"), nil, 0o644)
+	if _, _, err := runCmd(t, "convert", "-store", filepath.Join(dir, "file"), "-o", filepath.Join(dir, "h3"), in); err == nil || !strings.Contains(err.Error(), "-store "+dir+"/file is not a directory") {
+		t.Errorf("-store FILE: %v", err)
+	}
+	if _, err := os.Stat(off2f.DefaultStoreDir); err == nil {
+		t.Skipf("%s exists here", off2f.DefaultStoreDir)
+	}
+	_, _, err = runCmd(t, "convert", "-o", filepath.Join(dir, "h4"), in)
+	if err == nil || !strings.Contains(err.Error(), "text store "+off2f.DefaultStoreDir+" does not exist (the default -store") {
+		t.Errorf("convert with the default -store missing: %v", err)
+	}
+	if _, err := os.Stat(off2f.DefaultStoreDir); err == nil {
+		t.Errorf("convert created %s", off2f.DefaultStoreDir)
+	}
+}
+
 func TestHelpAndUsage(t *testing.T) {
 	for _, verb := range []string{"convert", "inspect", "verify", "unpack", "store"} {
 		args := []string{verb, "-h"}

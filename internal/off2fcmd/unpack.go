@@ -26,6 +26,9 @@ strip), so they are not restored. The text's hash is checked first.`,
 		return cli.Usagef("unpack takes -o OUT and one header file")
 	}
 	path := fs.Arg(0)
+	if err := checkOutPath("-o", *out); err != nil {
+		return fmt.Errorf("unpack %s: %w", path, err)
+	}
 	hdr, err := readHeader("unpack", path, *storeDir)
 	if err != nil {
 		return err
