@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/internal/nvinit"
 )
@@ -17,6 +19,22 @@ func TestMain(m *testing.M) {
 		return
 	}
 	os.Exit(m.Run())
+}
+
+// Not PID 1, a stray argument is refused with exit status 2 at once, before
+// any boot step (it used to boot on the host and wait to be killed).
+func TestNotPID1StrayArgument(t *testing.T) {
+	for _, args := range [][]string{{"-config", "/nonexistent", "bogusarg"}, {"-config", "/nonexistent"}} {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "NVINIT_TEST_MAIN=1")
+		timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+		out, err := cmd.CombinedOutput()
+		timer.Stop()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Contains(string(out), "NVBOOT-MARK") {
+			t.Errorf("nvinit %q: %v, want exit status 2 and no boot\n%s", args, err, out)
+		}
+	}
 }
 
 // TestPID1 boots nvinit as PID 1 of a new PID and mount namespace (root
@@ -39,7 +57,7 @@ func TestPID1(t *testing.T) {
 	os.WriteFile(cfg, []byte(`{"Hostname":"nvtest","Poweroff":true,"Services":[
 		{"Name":"hello","Path":"/bin/sh","Args":["-c","hostname; sleep 0.05 & exit 2"],"Restart":"never"}]}`), 0o644)
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount", "--uts", "--propagation", "private",
-		os.Args[0], "-config", cfg)
+		os.Args[0], "-config", cfg, "splash") // a word the kernel passes on: ignored by PID 1
 	cmd.Env = append(os.Environ(), "NVINIT_TEST_MAIN=1")
 	out, _ := cmd.CombinedOutput() // init of a PID namespace ends by a signal
 	var got []string
@@ -51,7 +69,7 @@ func TestPID1(t *testing.T) {
 	if want := "init mounts store service-start:hello service-ready:hello shutdown"; strings.Join(got, " ") != want {
 		t.Errorf("marks %q, want %q\n%s", got, want, out)
 	}
-	for _, want := range []string{"hello: nvtest\n", "nvinit: hello exited with status 2\n", "nvinit: power off\n"} {
+	for _, want := range []string{`nvinit: ignoring the arguments ["splash"]: nvinit takes flags only`, "hello: nvtest\n", "nvinit: hello exited with status 2\n", "nvinit: power off\n"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -133,4 +133,44 @@ func TestExecuteCheckAndHelp(t *testing.T) {
 	if _, _, err := run("-bogus"); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("-bogus: %v", err)
 	}
+	if !strings.Contains(e, "-host") || strings.Contains(e, "out/config.json") {
+		t.Errorf("-h does not show -host, or shows a config path nvboot build does not write:\n%s", e)
+	}
+}
+
+// Not PID 1 (the test), nvinit boots only with -host, and never with a stray
+// argument or a missing config: on a host these are mistakes, and booting
+// would provision the devices the config names. Nothing is printed then.
+func TestExecuteNotPID1(t *testing.T) {
+	good := writeConfig(t, `{"Poweroff":true,"Services":[{"Name":"hello","Path":"/bin/echo","Args":["hi"],"Restart":"never"}]}`)
+	run := func(args ...string) (string, error) {
+		var o, e bytes.Buffer
+		err := Execute(context.Background(), &cli.Context{Stdout: &o, Stderr: &e, Args: args})
+		return o.String() + e.String(), err
+	}
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"-config", "/nonexistent", "bogusarg"}, true, `unexpected argument "bogusarg"`},
+		{[]string{"-host", "-config", good, "bogusarg"}, true, `unexpected argument "bogusarg"`},
+		{[]string{"-check", good, "extra"}, true, `-check ` + good + `: unexpected argument "extra"`},
+		{[]string{"-config", good}, true, "not PID 1"},
+		{nil, true, "not PID 1"},
+		{[]string{"-host", "-config", "/nonexistent"}, false, "config: open /nonexistent: no such file or directory"},
+		{[]string{"-host", "-config", writeConfig(t, `{"Services":[{"Name":""}]}`)}, false, "Services[0].Name"},
+	} {
+		out, err := run(tc.args...)
+		if err == nil || errors.Is(err, cli.ErrUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %s error with %q", tc.args, err, map[bool]string{true: "a usage", false: "an"}[tc.usage], tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q printed:\n%s", tc.args, out)
+		}
+	}
+	out, err := run("-host", "-config", good)
+	if got := strings.Join(marks(out), " "); err != nil || got != "init mounts store service-start:hello service-ready:hello shutdown" {
+		t.Errorf("-host: %v, marks %q\n%s", err, got, out)
+	}
 }
