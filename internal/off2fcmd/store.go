@@ -35,6 +35,10 @@ an image's store has one at DIR/MANIFEST. gc without a manifest refuses.`,
 		return cli.Usagef("store needs ls or gc")
 	}
 	verb := c.Args[0]
+	switch verb {
+	case "-h", "-help", "--help": // store -h, and off2f help store
+		return cli.Parse(fs, c.Args[:1])
+	}
 	if err := cli.Parse(fs, c.Args[1:]); err != nil {
 		return err
 	}
