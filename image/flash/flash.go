@@ -3,22 +3,29 @@
 //
 // It is careful in the ways dd is not: the target is checked before a byte
 // is written (kind, size, not mounted, not claimed by the kernel, a block
-// device only when confirmed); the old partition tables are wiped first and
-// the new one written last, so an interrupted flash leaves a device without a
-// table, never one whose table points at half-written partitions; the GPT
-// backup moves to the end of a bigger device; and what was written is read
-// back past the page cache and compared.
+// device only when confirmed, a regular file only when it is new, empty or
+// already a disk image unless confirmed, never a file of an image
+// directory); the old partition tables are wiped first and the new one
+// written last, so an interrupted flash leaves a device without a table,
+// never one whose table points at half-written partitions; a regular file is
+// written to a temporary file beside it that replaces it only once written
+// and verified, so an interrupted flash leaves the old file as it was; the
+// GPT backup moves to the end of a bigger device; and what was written is
+// read back past the page cache and compared.
 package flash
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/gpt"
 )
 
@@ -36,9 +44,10 @@ const chunk = 4 << 20
 // Options says what to write where.
 type Options struct {
 	Image  string // the disk image (nvboot build's disk.img)
-	Target string // a block device or an existing regular file
-	// Confirmed must be set to overwrite a block device: the caller has
-	// shown the user what the device is (Describe) and was told yes.
+	Target string // a block device, or a regular file (created if missing)
+	// Confirmed must be set to overwrite a block device, or a regular file
+	// that holds something other than a disk image: the caller has shown
+	// the user what the target is (Describe) and was told yes.
 	Confirmed bool
 	// Progress, if set, is called after each chunk with the bytes done and
 	// the total, for writing and then for verifying.
@@ -65,17 +74,53 @@ type Target struct {
 	Model       string // from sysfs, for block devices; may be empty
 	Removable   bool
 
+	// For a regular file: New when it does not exist yet (flashing creates
+	// it), and what it holds (Holds) otherwise.
+	New   bool
+	Holds Content
+
 	st     unix.Stat_t // as Describe found it, for the checks before writing
 	majMin string      // a block device's "MAJ:MIN"
+	real   string      // a regular file's path with symbolic links resolved
+}
+
+// Content is what a regular file target holds.
+type Content int
+
+const (
+	Nothing   Content = iota // an empty (or new) file
+	Zeros                    // nothing but zero bytes (truncate -s, dd if=/dev/zero)
+	DiskImage                // a partition table: an earlier flash, or another disk image
+	Other                    // anything else: not a disk image
+)
+
+// zeroCheckMax bounds how much of a file without a partition table is read
+// to find it all zeros: a bigger one (that is not sparse) needs -yes. A
+// variable for tests.
+var zeroCheckMax int64 = 256 << 20
+
+func (c Content) String() string {
+	switch c {
+	case Nothing:
+		return "empty"
+	case Zeros:
+		return "all zeros"
+	case DiskImage:
+		return "a disk image (holds a partition table)"
+	}
+	return "not a disk image (no partition table)"
 }
 
 func (t Target) String() string {
-	kind := "regular file"
-	if t.BlockDevice {
-		kind = "block device"
-		if t.Removable {
-			kind = "removable " + kind
+	if !t.BlockDevice {
+		if t.New {
+			return t.Path + ": new regular file"
 		}
+		return fmt.Sprintf("%s: regular file, %s, %s", t.Path, humanBytes(t.Bytes), t.Holds)
+	}
+	kind := "block device"
+	if t.Removable {
+		kind = "removable " + kind
 	}
 	s := fmt.Sprintf("%s: %s, %s", t.Path, kind, humanBytes(t.Bytes))
 	if t.Model != "" {
@@ -84,16 +129,27 @@ func (t Target) String() string {
 	return s
 }
 
-// Describe checks that path can be flashed at all and says what it is.
+// Describe checks that path can be flashed at all and says what it is. A
+// path that does not exist is a new regular file, if its directory exists.
 func Describe(path string) (Target, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	if err := unix.Stat(path, &st); errors.Is(err, unix.ENOENT) {
+		return describeNew(path)
+	} else if err != nil {
 		return Target{}, fmt.Errorf("flash target %s: %w", path, err)
 	}
 	t := Target{Path: path, st: st}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		t.Bytes = st.Size
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return Target{}, fmt.Errorf("flash target %s: %w", path, err)
+		}
+		t.real = real
+		if t.Holds, err = fileContent(path, st.Size); err != nil {
+			return Target{}, fmt.Errorf("flash target %s: %w", path, err)
+		}
 	case unix.S_IFBLK:
 		t.BlockDevice = true
 		f, err := os.Open(path)
@@ -116,8 +172,132 @@ func Describe(path string) (Target, error) {
 	return t, nil
 }
 
+// describeNew describes a file to be created at path (which does not
+// exist, not even as a dangling symbolic link): its directory must.
+func describeNew(path string) (Target, error) {
+	if _, err := os.Lstat(path); err == nil {
+		return Target{}, fmt.Errorf("flash target %s: a symbolic link to nothing", path)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return Target{}, fmt.Errorf("flash target %s: %w", path, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return Target{}, fmt.Errorf("flash target %s: %s is not a directory", path, filepath.Dir(path))
+	}
+	return Target{Path: path, New: true, real: filepath.Join(dir, filepath.Base(path))}, nil
+}
+
+// fileContent tells an empty file, one of zeros and a disk image (a
+// partition table: an MBR signature with a partition entry, or a GPT header
+// at LBA 1) from anything else.
+func fileContent(path string, size int64) (Content, error) {
+	if size == 0 {
+		return Nothing, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	b := make([]byte, 1024)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return 0, err
+	}
+	if hasPartitionTable(b[:n]) {
+		return DiskImage, nil
+	}
+	zeros, err := allZeros(f, size)
+	if err != nil {
+		return 0, err
+	}
+	if zeros {
+		return Zeros, nil
+	}
+	return Other, nil
+}
+
+// allZeros reports whether f, of size bytes, holds only zeros, reading its
+// data (not its holes) up to zeroCheckMax bytes: more is reported false.
+func allZeros(f *os.File, size int64) (bool, error) {
+	fd := int(f.Fd())
+	buf := make([]byte, 1<<20)
+	var read int64
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return true, nil // only a hole from off to the end
+		} else if err != nil {
+			data = off // no SEEK_DATA here: all of it is data
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = size
+		}
+		for ; data < hole; data += int64(len(buf)) {
+			if read += int64(len(buf)); read > zeroCheckMax {
+				return false, nil
+			}
+			b := buf[:min(int64(len(buf)), hole-data)]
+			if _, err := f.ReadAt(b, data); err != nil {
+				return false, err
+			}
+			if !allZero(b) {
+				return false, nil
+			}
+		}
+		off = hole
+	}
+	return true, nil
+}
+
+// hasPartitionTable reports whether b, the first sectors of a disk, holds
+// a GPT header at LBA 1 or an MBR with at least one partition (a protective
+// MBR's 0xEE entry included).
+func hasPartitionTable(b []byte) bool {
+	if len(b) >= 520 && string(b[512:520]) == "EFI PART" {
+		return true
+	}
+	if len(b) < 512 || b[510] != 0x55 || b[511] != 0xAA {
+		return false
+	}
+	for i := 0; i < 4; i++ {
+		e := b[446+16*i : 446+16*(i+1)]
+		// Boot flag 0x00 or 0x80, a partition type, a start and a size
+		// (boot code where a table would be seldom passes all four).
+		first, sectors := binary.LittleEndian.Uint32(e[8:]), binary.LittleEndian.Uint32(e[12:])
+		if e[0]&0x7f == 0 && e[4] != 0 && first != 0 && sectors != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFile refuses a regular file that flashing would lose: one of an
+// image directory's files (always), and one that holds anything but nothing
+// or a disk image (unless confirmed).
+// The image directory is the target's, or the directory of the file it
+// links to.
+func checkFile(t Target, confirmed bool) error {
+	for _, dir := range []string{filepath.Dir(t.Path), filepath.Dir(t.real)} {
+		for _, f := range []string{appliance.ManifestFile, appliance.DiskFile} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				return fmt.Errorf("flash target %s: is in the image directory %s (it holds %s), whose files the image needs; choose a target outside it",
+					t.Path, dir, f)
+			}
+		}
+	}
+	if t.New || t.Holds != Other || confirmed {
+		return nil
+	}
+	return fmt.Errorf("flash target %s: a regular file of %s that is %s; refusing to overwrite it without confirmation: name a new file, or use -yes to replace it (nvboot flash -yes)",
+		t.Path, humanBytes(t.Bytes), t.Holds)
+}
+
 // Write flashes o.Image onto o.Target and verifies it. On any error before
-// writing starts, the target is untouched.
+// writing starts, the target is untouched; a regular file is replaced only
+// once the new one is written and verified, so on any error it is as it was.
 func Write(ctx context.Context, o Options) (*Result, error) {
 	img, err := os.Open(o.Image)
 	if err != nil {
@@ -142,6 +322,11 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	if t.BlockDevice && !o.Confirmed {
 		return nil, fmt.Errorf("flash target %s: refusing to overwrite a block device without confirmation (nvboot flash -yes)", t)
 	}
+	if !t.BlockDevice {
+		if err := checkFile(t, o.Confirmed); err != nil {
+			return nil, err
+		}
+	}
 	devSize := t.Bytes
 	if !t.BlockDevice && devSize < size {
 		devSize = size // a file grows to hold the image
@@ -161,75 +346,49 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("flash: image %s: %w", o.Image, err)
 	}
-
-	flags := os.O_WRONLY
+	w := &writer{o: o, img: img, size: size, devSize: devSize, head: head, tail: tail}
 	if t.BlockDevice {
-		flags |= unix.O_EXCL // the kernel refuses while anything holds the device (mounted, swap, dm)
+		return w.device(ctx)
 	}
-	dev, err := os.OpenFile(o.Target, flags, 0)
+	return w.file(ctx, t)
+}
+
+// writer writes one image onto one target.
+type writer struct {
+	o             Options
+	img           *os.File
+	size, devSize int64
+	head, tail    []byte
+}
+
+func (w *writer) result(block bool) *Result {
+	return &Result{Target: w.o.Target, BlockDevice: block, TargetBytes: w.devSize, ImageBytes: w.size}
+}
+
+// device writes a block device in place: the old tables wiped first, the
+// new one written last.
+func (w *writer) device(ctx context.Context) (*Result, error) {
+	target := w.o.Target
+	// O_EXCL: the kernel refuses while anything holds the device (mounted, swap, dm).
+	dev, err := os.OpenFile(target, os.O_WRONLY|unix.O_EXCL, 0)
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("flash target %s: in use (mounted, swap or held by another driver): %w", o.Target, err)
+			return nil, fmt.Errorf("flash target %s: in use (mounted, swap or held by another driver): %w", target, err)
 		}
-		return nil, fmt.Errorf("flash target %s: %w", o.Target, err)
+		return nil, fmt.Errorf("flash target %s: %w", target, err)
 	}
 	defer dev.Close()
-	res := &Result{Target: o.Target, BlockDevice: t.BlockDevice, TargetBytes: devSize, ImageBytes: size}
-
+	res := w.result(true)
 	start := time.Now()
-	if !t.BlockDevice {
-		// A file starts over as zeros, so zero chunks need no writing.
-		if err := dev.Truncate(0); err != nil {
-			return nil, fmt.Errorf("flash target %s: %w", o.Target, err)
-		}
-		if err := dev.Truncate(devSize); err != nil {
-			return nil, fmt.Errorf("flash target %s: %w", o.Target, err)
-		}
-	} else if err := wipeTables(dev, devSize); err != nil {
-		return nil, fmt.Errorf("flash target %s: wiping the old partition table: %w", o.Target, err)
+	if err := wipeTables(dev, w.devSize); err != nil {
+		return nil, fmt.Errorf("flash target %s: wiping the old partition table: %w", target, err)
 	}
-	sum := sha256.New()
-	buf := make([]byte, chunk)
-	// The table goes last: the partitions are complete before anything
-	// points at them.
-	for off := int64(0); off < size; off += chunk {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("flash target %s: stopped at %d of %d bytes (no partition table written): %w", o.Target, off, size, err)
-		}
-		b := buf[:min(chunk, size-off)]
-		if _, err := img.ReadAt(b, off); err != nil {
-			return nil, fmt.Errorf("flash: image %s: %w", o.Image, err)
-		}
-		wb, woff := b, off
-		if off == 0 {
-			copy(b, head) // hashed as it will be, written at the end
-			wb, woff = b[len(head):], int64(len(head))
-		}
-		sum.Write(b)
-		if t.BlockDevice || !allZero(wb) {
-			if _, err := dev.WriteAt(wb, woff); err != nil {
-				return nil, fmt.Errorf("flash target %s: writing at %d: %w (no partition table written)", o.Target, woff, err)
-			}
-		}
-		progress(o, "write", off+int64(len(b)), size)
-	}
-	if _, err := dev.WriteAt(tail, devSize-int64(len(tail))); err != nil {
-		return nil, fmt.Errorf("flash target %s: backup partition table: %w", o.Target, err)
-	}
-	if err := dev.Sync(); err != nil {
-		return nil, fmt.Errorf("flash target %s: sync: %w", o.Target, err)
-	}
-	if _, err := dev.WriteAt(head, 0); err != nil {
-		return nil, fmt.Errorf("flash target %s: partition table: %w", o.Target, err)
-	}
-	if err := dev.Sync(); err != nil {
-		return nil, fmt.Errorf("flash target %s: sync: %w", o.Target, err)
+	if res.SHA256, err = w.write(ctx, dev, false, "no partition table written"); err != nil {
+		return nil, err
 	}
 	res.WriteSec = time.Since(start).Seconds()
-	res.SHA256 = hex.EncodeToString(sum.Sum(nil))
-
 	start = time.Now()
-	if err := verify(ctx, o, t.BlockDevice, size, devSize, res.SHA256, tail); err != nil {
+	if err := w.verify(ctx, target, true, res.SHA256); err != nil {
 		return nil, err
 	}
 	res.Verified = true
@@ -237,12 +396,117 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// verify reads the target back, past the page cache, and compares it with
-// what was written.
-func verify(ctx context.Context, o Options, block bool, size, devSize int64, want string, tail []byte) error {
-	f, err := os.Open(o.Target)
+// file writes the image to a new file beside the target (beside the file
+// it links to, if it is a symbolic link), verifies it, and renames it over
+// the target: until then the target is as it was, whatever stops the flash.
+func (w *writer) file(ctx context.Context, t Target) (*Result, error) {
+	target := w.o.Target
+	left := target + " left as it was"
+	if t.New {
+		left = target + " not created"
+	}
+	tmp, err := createBeside(t.real)
 	if err != nil {
-		return fmt.Errorf("flash target %s: verify: %w", o.Target, err)
+		return nil, fmt.Errorf("flash target %s: %w (%s)", target, err, left)
+	}
+	name := tmp.Name()
+	renamed := false
+	defer func() {
+		tmp.Close()
+		if !renamed {
+			os.Remove(name)
+		}
+	}()
+	if !t.New {
+		// The new file takes the old one's place: its owner and mode too.
+		if uid, gid := int(t.st.Uid), int(t.st.Gid); uid != os.Geteuid() || gid != os.Getegid() {
+			_ = tmp.Chown(uid, gid) // as far as we may
+		}
+		if err := tmp.Chmod(os.FileMode(t.st.Mode & 0o777)); err != nil {
+			return nil, fmt.Errorf("flash target %s: %w (%s)", target, err, left)
+		}
+	}
+	res := w.result(false)
+	start := time.Now()
+	// The new file is all zeros, so zero chunks need no writing.
+	if err := tmp.Truncate(w.devSize); err != nil {
+		return nil, fmt.Errorf("flash target %s: %w (%s)", target, err, left)
+	}
+	if res.SHA256, err = w.write(ctx, tmp, true, left); err != nil {
+		return nil, err
+	}
+	res.WriteSec = time.Since(start).Seconds()
+	start = time.Now()
+	if err := w.verify(ctx, name, false, res.SHA256); err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, left)
+	}
+	res.Verified = true
+	res.VerifySec = time.Since(start).Seconds()
+	if err := unchanged(t); err != nil {
+		return nil, fmt.Errorf("flash target %s: %w while it was being flashed (%s)", target, err, left)
+	}
+	if err := os.Rename(name, t.real); err != nil {
+		return nil, fmt.Errorf("flash target %s: %w (%s)", target, err, left)
+	}
+	renamed = true
+	if err := syncDir(filepath.Dir(t.real)); err != nil {
+		return nil, fmt.Errorf("flash target %s: written and verified, but syncing its directory: %w", target, err)
+	}
+	return res, nil
+}
+
+// write writes the image onto dev, the partition tables last, and returns
+// the sha256 of what it wrote from offset 0. sparse says dev is all zeros
+// already; left says what an interrupted write leaves behind.
+func (w *writer) write(ctx context.Context, dev *os.File, sparse bool, left string) (string, error) {
+	target := w.o.Target
+	sum := sha256.New()
+	buf := make([]byte, chunk)
+	// The table goes last: the partitions are complete before anything
+	// points at them.
+	for off := int64(0); off < w.size; off += chunk {
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("flash target %s: stopped at %d of %d bytes (%s): %w", target, off, w.size, left, err)
+		}
+		b := buf[:min(chunk, w.size-off)]
+		if _, err := w.img.ReadAt(b, off); err != nil {
+			return "", fmt.Errorf("flash: image %s: %w (%s)", w.o.Image, err, left)
+		}
+		wb, woff := b, off
+		if off == 0 {
+			copy(b, w.head) // hashed as it will be, written at the end
+			wb, woff = b[len(w.head):], int64(len(w.head))
+		}
+		sum.Write(b)
+		if !sparse || !allZero(wb) {
+			if _, err := dev.WriteAt(wb, woff); err != nil {
+				return "", fmt.Errorf("flash target %s: writing at %d: %w (%s)", target, woff, err, left)
+			}
+		}
+		progress(w.o, "write", off+int64(len(b)), w.size)
+	}
+	if _, err := dev.WriteAt(w.tail, w.devSize-int64(len(w.tail))); err != nil {
+		return "", fmt.Errorf("flash target %s: backup partition table: %w (%s)", target, err, left)
+	}
+	if err := dev.Sync(); err != nil {
+		return "", fmt.Errorf("flash target %s: sync: %w (%s)", target, err, left)
+	}
+	if _, err := dev.WriteAt(w.head, 0); err != nil {
+		return "", fmt.Errorf("flash target %s: partition table: %w", target, err)
+	}
+	if err := dev.Sync(); err != nil {
+		return "", fmt.Errorf("flash target %s: sync: %w", target, err)
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// verify reads what was written back from path, past the page cache, and
+// compares it with what was written.
+func (w *writer) verify(ctx context.Context, path string, block bool, want string) error {
+	target := w.o.Target
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("flash target %s: verify: %w", target, err)
 	}
 	defer f.Close()
 	if block {
@@ -252,28 +516,68 @@ func verify(ctx context.Context, o Options, block bool, size, devSize int64, wan
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 	sum := sha256.New()
 	buf := make([]byte, chunk)
-	for off := int64(0); off < size; off += chunk {
+	for off := int64(0); off < w.size; off += chunk {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("flash target %s: verify: %w", o.Target, err)
+			return fmt.Errorf("flash target %s: verify: %w", target, err)
 		}
-		b := buf[:min(chunk, size-off)]
+		b := buf[:min(chunk, w.size-off)]
 		if _, err := f.ReadAt(b, off); err != nil {
-			return fmt.Errorf("flash target %s: verify: reading at %d: %w", o.Target, off, err)
+			return fmt.Errorf("flash target %s: verify: reading at %d: %w", target, off, err)
 		}
 		sum.Write(b)
-		progress(o, "verify", off+int64(len(b)), size)
+		progress(w.o, "verify", off+int64(len(b)), w.size)
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
-		return fmt.Errorf("flash target %s: verify: read back sha256 %s, wrote %s: the device did not keep what was written", o.Target, got, want)
+		return fmt.Errorf("flash target %s: verify: read back sha256 %s, wrote %s: the device did not keep what was written", target, got, want)
 	}
-	back := make([]byte, len(tail))
-	if _, err := f.ReadAt(back, devSize-int64(len(tail))); err != nil {
-		return fmt.Errorf("flash target %s: verify: backup table: %w", o.Target, err)
+	back := make([]byte, len(w.tail))
+	if _, err := f.ReadAt(back, w.devSize-int64(len(w.tail))); err != nil {
+		return fmt.Errorf("flash target %s: verify: backup table: %w", target, err)
 	}
-	if !bytes.Equal(back, tail) {
-		return fmt.Errorf("flash target %s: verify: the backup partition table did not read back as written", o.Target)
+	if !bytes.Equal(back, w.tail) {
+		return fmt.Errorf("flash target %s: verify: the backup partition table did not read back as written", target)
 	}
 	return nil
+}
+
+// createBeside creates a new file in path's directory, named after path,
+// with the mode a new file gets (0666 less the umask).
+func createBeside(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	for i := 0; ; i++ {
+		var r [6]byte
+		rand.Read(r[:])
+		f, err := os.OpenFile(filepath.Join(dir, "."+base+".flash-"+hex.EncodeToString(r[:])), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil || !errors.Is(err, fs.ErrExist) || i == 9 {
+			return f, err
+		}
+	}
+}
+
+// unchanged checks that the target is still what Describe found: a new
+// file still missing, an old one the same file, its size and time the same.
+func unchanged(t Target) error {
+	var st unix.Stat_t
+	err := unix.Stat(t.real, &st)
+	if t.New {
+		if err == nil {
+			return errors.New("it was created")
+		}
+		return nil
+	}
+	if err != nil || st.Dev != t.st.Dev || st.Ino != t.st.Ino || st.Size != t.st.Size || st.Mtim != t.st.Mtim {
+		return errors.New("it changed")
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // wipeTables zeroes the old primary and backup GPT (and the MBR) first, so

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -18,6 +19,10 @@ type Context struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Args           []string
+
+	// stray is what the last Parse left as arguments although it looks
+	// like a flag (after the first argument the flag package stops).
+	stray []string
 }
 
 // ErrUsage marks errors caused by how the command was called; main exits 2.
@@ -28,28 +33,72 @@ func Usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
+// flagOutput is the output of a flag set made by FlagSet: the flag
+// package's errors go to stderr; Parse prints the help asked for with -h
+// to stdout, so that 'nvboot build -h | less' shows it.
+type flagOutput struct {
+	c              *Context
+	stdout, stderr io.Writer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.stderr.Write(p) }
+
 // FlagSet makes a flag set whose -h prints the synopsis, the description, the
-// flags and the examples to stderr.
+// flags and the examples to stdout (and whose usage errors print them to
+// stderr).
 func FlagSet(c *Context, name, synopsis, description, examples string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.Stderr)
+	o := &flagOutput{c: c, stdout: c.Stdout, stderr: c.Stderr}
+	if o.stdout == nil {
+		o.stdout = os.Stdout
+	}
+	if o.stderr == nil {
+		o.stderr = os.Stderr
+	}
+	fs.SetOutput(o)
 	fs.Usage = func() {
-		fmt.Fprintf(c.Stderr, "Usage: %s\n\n%s\n", synopsis, strings.TrimSpace(description))
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n", synopsis, strings.TrimSpace(description))
 		var n int
 		fs.VisitAll(func(*flag.Flag) { n++ })
 		if n > 0 {
-			fmt.Fprintf(c.Stderr, "\nFlags:\n")
+			fmt.Fprintf(w, "\nFlags:\n")
 			fs.PrintDefaults()
 		}
 		if examples != "" {
-			fmt.Fprintf(c.Stderr, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
+			fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(examples, "\n"))
 		}
 	}
 	return fs
 }
 
-// Parse parses args; -h is reported as flag.ErrHelp so main exits 0.
+// Parse parses args; -h prints the help to stdout and is reported as
+// flag.ErrHelp so main exits 0. It notes the arguments left over that look
+// like flags, for Dispatch's hint that flags go before arguments.
 func Parse(fs *flag.FlagSet, args []string) error {
+	o, ok := fs.Output().(*flagOutput)
+	if !ok {
+		return parse(fs, args)
+	}
+	o.c.stray = nil
+	usage := fs.Usage
+	fs.Usage = func() {} // called by fs.Parse; printed below, where it belongs
+	err := parse(fs, args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(o.stdout)
+		fs.Usage()
+		fs.SetOutput(o)
+	case err != nil:
+		fs.Usage()
+	default:
+		o.c.stray = strayFlags(args, fs.Args())
+	}
+	return err
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -57,6 +106,37 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return nil
+}
+
+// strayFlags returns the arguments in rest (what parsing args left) that
+// look like flags, unless "--" ended the flags on purpose.
+func strayFlags(args, rest []string) []string {
+	if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+		return nil
+	}
+	var stray []string
+	for _, a := range rest {
+		if len(a) > 1 && a[0] == '-' {
+			stray = append(stray, a)
+		}
+	}
+	return stray
+}
+
+// hintStray adds to a usage error the hint that flags go before the
+// arguments, when the command's arguments held something that looks like a
+// flag: Go's flag package stops at the first argument, so in
+// 'nvboot flash DIR card.img -yes' the -yes is an argument.
+func hintStray(err error, stray []string) error {
+	if len(stray) == 0 || !errors.Is(err, ErrUsage) {
+		return err
+	}
+	what := "it was read as an argument"
+	if len(stray) > 1 {
+		what = "they were read as arguments"
+	}
+	return fmt.Errorf("%w; flags go before arguments: %s came after the first argument, so %s",
+		err, strings.Join(stray, " "), what)
 }
 
 // JSON writes v as one indented JSON object.
@@ -85,7 +165,9 @@ type Command func(ctx context.Context, c *Context) error
 
 // Dispatch runs the subcommand c.Args[0] names, from cmds; no name or an
 // unknown one prints usage to stderr and is a usage error, -h (and help)
-// prints it to stdout.
+// prints it to stdout, and 'help CMD' prints CMD's help (CMD -h) to stdout.
+// A usage error of a subcommand whose arguments hold something that looks
+// like a flag gets the hint that flags go before arguments.
 func Dispatch(ctx context.Context, c *Context, usage string, cmds map[string]Command) error {
 	if len(c.Args) == 0 {
 		fmt.Fprint(c.Stderr, usage)
@@ -95,13 +177,34 @@ func Dispatch(ctx context.Context, c *Context, usage string, cmds map[string]Com
 	if run, ok := cmds[name]; ok {
 		sub := *c
 		sub.Args = c.Args[1:]
-		return run(ctx, &sub)
+		sub.stray = nil
+		return hintStray(run(ctx, &sub), sub.stray)
 	}
 	switch name {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(c.Stdout, usage)
+	case "help":
+		if len(c.Args) == 1 {
+			break
+		}
+		if len(c.Args) > 2 {
+			fmt.Fprint(c.Stderr, usage)
+			return Usagef("help takes one command, got %q", c.Args[1:])
+		}
+		run, ok := cmds[c.Args[1]]
+		if !ok {
+			fmt.Fprint(c.Stderr, usage)
+			return Usagef("help: unknown command %q", c.Args[1])
+		}
+		sub := *c
+		sub.Args = []string{"-h"}
+		if err := run(ctx, &sub); !errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return nil
+	case "-h", "-help", "--help":
+	default:
+		fmt.Fprint(c.Stderr, usage)
+		return Usagef("unknown command %q", name)
 	}
-	fmt.Fprint(c.Stderr, usage)
-	return Usagef("unknown command %q", name)
+	fmt.Fprint(c.Stdout, usage)
+	return nil
 }

@@ -21,7 +21,8 @@ Commands:
   powercut  cut the power at random while writing; check no acknowledged write is lost
   flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
 
-Run 'nvboot <command> -h' for the flags and examples of each.
+Run 'nvboot help <command>' (or 'nvboot <command> -h') for the flags and
+examples of each.
 
 A first try, from the nvboot checkout (builds the kernel once, ~10 minutes):
   nvboot build -o out/demo && nvboot run out/demo

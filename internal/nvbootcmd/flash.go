@@ -14,13 +14,23 @@ const flashDescription = `Writes the disk image of an image built by 'nvboot bui
 TARGET, an SD card, eMMC or USB device (/dev/sdX, /dev/mmcblkN) or a regular
 file, then reads it back past the page cache and compares.
 
-Before writing, TARGET is checked: a block device or an existing regular file,
-big enough, not mounted (nor any of its partitions), not held by the kernel
-(O_EXCL); a block device is only overwritten with -yes, after nvboot has said
-what it is. The old partition tables are wiped first and the new one is
-written last, so an interrupted flash leaves a device with no table rather
-than one that points at half-written partitions. On a bigger device the GPT
-backup moves to its end; the partitions keep their sizes.
+Before writing, TARGET is checked. A block device must be big enough, not
+mounted (nor any of its partitions), not held by the kernel (O_EXCL), and is
+only overwritten with -yes, after nvboot has said what it is. A regular file
+is created if it does not exist, and grown to the image's size if smaller
+(a bigger one keeps its size, as a bigger card would); an existing one is
+overwritten without -yes only if it is empty, all zeros, or a disk image
+already (it holds a partition table: an earlier flash). Anything else needs
+-yes, and no file of an image directory (one with image.json or disk.img:
+the pmem images beside the disk) is ever a target.
+
+A block device is written in place: the old partition tables are wiped
+first and the new one is written last, so an interrupted flash leaves a
+device with no table rather than one that points at half-written
+partitions. A regular file is written to a new file beside it, verified,
+and only then renamed over it, so an interrupted flash leaves the old file
+as it was (its file system needs room for both meanwhile). On a bigger device the GPT backup moves to its end; the
+partitions keep their sizes.
 
 The pmem images need no flashing: on the device's first boot nvinit finds its
 pmem (an NVDIMM, CXL memory or a memmap= region) blank and provisions the
@@ -29,14 +39,14 @@ text store and the state filesystem from their copies on the root filesystem
 when every byte of it is zero (or it holds only what a provisioning cut short
 left): one that holds anything else and does not mount is left as it is.`
 
-const flashExamples = `  nvboot flash out/demo card.img                 # a file: another tool writes it later
+const flashExamples = `  nvboot flash out/demo card.img                 # a file (created): another tool writes it later
   lsblk -d -o NAME,SIZE,MODEL,TRAN                # find the card
   sudo nvboot flash -yes out/demo /dev/sdX
   nvboot flash -yes -json out/demo /dev/mmcblk0 | jq .sha256`
 
 func flashCmd(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot flash", "nvboot flash [-yes] [-json] DIR TARGET", flashDescription, flashExamples)
-	yes := fs.Bool("yes", false, "overwrite TARGET when it is a block device (required for devices)")
+	yes := fs.Bool("yes", false, "overwrite TARGET when it is a block device, or a file that holds something other than a disk image")
 	asJSON := fs.Bool("json", false, "print the result (target, bytes, sha256, verified, seconds) as JSON")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err

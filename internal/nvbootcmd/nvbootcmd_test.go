@@ -26,12 +26,15 @@ func execute(args ...string) (stdout, stderr string, err error) {
 
 func TestHelp(t *testing.T) {
 	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
-		_, stderr, err := execute(verb, "-h")
-		if !errors.Is(err, flag.ErrHelp) {
-			t.Errorf("%s -h: err %v", verb, err)
-		}
-		if !strings.Contains(stderr, "Usage: nvboot "+verb) || !strings.Contains(stderr, "Examples:") {
-			t.Errorf("%s -h lacks usage or examples:\n%s", verb, stderr)
+		// On stdout, so that 'nvboot build -h | less' shows it.
+		for _, args := range [][]string{{verb, "-h"}, {"help", verb}} {
+			stdout, stderr, err := execute(args...)
+			if err != nil && !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("%q: err %v", args, err)
+			}
+			if !strings.Contains(stdout, "Usage: nvboot "+verb) || !strings.Contains(stdout, "Examples:") || stderr != "" {
+				t.Errorf("%q: want usage and examples on stdout, nothing on stderr:\nstdout:\n%s\nstderr:\n%s", args, stdout, stderr)
+			}
 		}
 	}
 	out, _, err := execute("help")
@@ -48,6 +51,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "no command"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"flash", "x"}, "want an image directory and a target"},
+		{[]string{"flash", "x", "card.img", "-yes"}, "flags go before arguments: -yes came after the first argument"},
+		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"build"}, "-o DIR is required"},
 		{[]string{"build", "-o", "x", "-layout", "zip"}, `layout "zip"`},
 		{[]string{"build", "-o", "x", "extra"}, "unexpected arguments"},

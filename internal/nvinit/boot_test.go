@@ -126,15 +126,15 @@ func TestExecuteCheckAndHelp(t *testing.T) {
 	if _, _, err := run("-check", bad); err == nil || !strings.Contains(err.Error(), "Services[0].Restart") {
 		t.Errorf("-check bad: %v", err)
 	}
-	_, e, err := run("-h")
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(e, "PID 1") || !strings.Contains(e, DefaultConfigPath) || !strings.Contains(e, "-check") {
-		t.Errorf("-h: %v\n%s", err, e)
+	o, _, err = run("-h")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(o, "PID 1") || !strings.Contains(o, DefaultConfigPath) || !strings.Contains(o, "-check") {
+		t.Errorf("-h: %v\n%s", err, o)
 	}
 	if _, _, err := run("-bogus"); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("-bogus: %v", err)
 	}
-	if !strings.Contains(e, "-host") || strings.Contains(e, "out/config.json") {
-		t.Errorf("-h does not show -host, or shows a config path nvboot build does not write:\n%s", e)
+	if !strings.Contains(o, "-host") || strings.Contains(o, "out/config.json") {
+		t.Errorf("-h does not show -host, or shows a config path nvboot build does not write:\n%s", o)
 	}
 }
 

@@ -324,9 +324,12 @@ func TestHelpAndUsage(t *testing.T) {
 		if verb == "store" {
 			args = []string{"store", "ls", "-h"}
 		}
-		_, stderr, err := runCmd(t, args...)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "Examples:") || !strings.Contains(stderr, "Usage: off2f "+verb) {
-			t.Errorf("%s -h: %v\n%s", verb, err, stderr)
+		stdout, _, err := runCmd(t, args...)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "Usage: off2f "+verb) {
+			t.Errorf("%s -h: %v\n%s", verb, err, stdout)
+		}
+		if stdout, _, err := runCmd(t, "help", verb); err != nil || !strings.Contains(stdout, "Usage: off2f "+verb) {
+			t.Errorf("help %s: %v\n%s", verb, err, stdout)
 		}
 	}
 	if _, _, err := runCmd(t, "frobnicate"); !errors.Is(err, cli.ErrUsage) {

@@ -100,9 +100,12 @@ func TestStatusStatsReduce(t *testing.T) {
 
 func TestHelpAndUsage(t *testing.T) {
 	for _, verb := range []string{"spawn", "status", "stats", "reduce"} {
-		_, errOut, err := run(t, "", verb, "-h")
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "Examples:") {
-			t.Errorf("%s -h: %v\n%s", verb, err, errOut)
+		out, _, err := run(t, "", verb, "-h")
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out, "Examples:") {
+			t.Errorf("%s -h: %v\n%s", verb, err, out)
+		}
+		if out, _, err := run(t, "", "help", verb); err != nil || !strings.Contains(out, "poolctl "+verb) {
+			t.Errorf("help %s: %v\n%s", verb, err, out)
 		}
 	}
 	if _, _, err := run(t, "", "bogus"); !errors.Is(err, cli.ErrUsage) {
