@@ -347,9 +347,9 @@ func TestHelpAndUsage(t *testing.T) {
 // before the verb is help.
 func TestStoreArgs(t *testing.T) {
 	for _, args := range [][]string{{"store", "-h"}, {"store", "ls", "-h"}, {"store", "-h", "gc"}} {
-		_, stderr, err := runCmd(t, args...)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr, "Usage: off2f store") || !strings.Contains(stderr, "Examples:") {
-			t.Errorf("%q: %v\n%s", args, err, stderr)
+		stdout, _, err := runCmd(t, args...)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout, "Usage: off2f store") || !strings.Contains(stdout, "Examples:") {
+			t.Errorf("%q: %v\n%s", args, err, stdout)
 		}
 	}
 	dir := t.TempDir()
