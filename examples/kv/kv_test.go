@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -245,13 +246,161 @@ func TestTornTail(t *testing.T) {
 	}
 	// Damage before the end is corruption: an error, the file untouched.
 	bad := bytes.Clone(whole)
-	bad[10] ^= 0xff
+	bad[len(logMagic)+10] ^= 0xff
 	os.WriteFile(path, bad, 0o644)
 	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), path) {
 		t.Errorf("corrupt first record: %v", err)
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
 		t.Error("a failed open changed the state file")
+	}
+}
+
+// fourKeyLog writes a log of four puts and returns its bytes and the
+// offset of each record.
+func fourKeyLog(t *testing.T, path string) ([]byte, []int64) {
+	t.Helper()
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for i := range 4 {
+		offs = append(offs, st.size)
+		if err := st.Put(fmt.Sprint("key", i), bytes.Repeat([]byte{'a' + byte(i)}, 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, offs
+}
+
+// A damaged length field is corruption wherever it points (past the end of
+// the file, past the largest record, short of the record's end) and in
+// whichever record, the last too: an error naming the file and the
+// record's offset, and the file as it was. Only a record cut short at the
+// end is taken for a torn append.
+func TestLogCorruptLength(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.log")
+	whole, offs := fourKeyLog(t, path)
+	for _, rec := range []int{1, 3} {
+		for _, n := range []uint32{0, 4, 6, 30, 200, maxBody, maxBody + 1, 1 << 31} {
+			bad := bytes.Clone(whole)
+			binary.LittleEndian.PutUint32(bad[offs[rec]:], n)
+			if err := os.WriteFile(path, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st, err := openLogStore(path)
+			if err == nil {
+				st.Close()
+				t.Errorf("record %d, length %d: opened with keys %v", rec, n, st.Keys(""))
+			} else if want := fmt.Sprintf("offset %d", offs[rec]); !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+				t.Errorf("record %d, length %d: %v; want the file and %q named", rec, n, err, want)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+				t.Errorf("record %d, length %d: the failed open changed the file (%d bytes, was %d)", rec, n, len(got), len(bad))
+			}
+		}
+	}
+	// The last record whole but for its checksum: corrupt too, not torn.
+	bad := bytes.Clone(whole)
+	bad[len(bad)-1] ^= 1
+	os.WriteFile(path, bad, 0o644)
+	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("offset %d: checksum", offs[3])) {
+		t.Errorf("last record's body damaged: %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Error("the failed open changed the file")
+	}
+}
+
+// -state on what is not a kv log (a text file, an ELF, a log from before
+// the header, a directory, a device) is refused with the file named, and
+// the file is left as it was. A log from before the header opens once the
+// header is prepended, as the error says.
+func TestLogRefusesForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := fourKeyLog(t, filepath.Join(dir, "real.log"))
+	legacy := whole[len(logMagic):]
+	for name, content := range map[string][]byte{
+		"text":    []byte("key=value\nanother line of text that is not a log\n"),
+		"elf":     exe[:64<<10],
+		"legacy":  legacy,
+		"binary":  {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"garbage": []byte("nvboot kv log 2\n"),
+	} {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, content, 0o644)
+		st, err := openLogStore(path)
+		if err == nil {
+			st.Close()
+			t.Errorf("%s: opened, %d keys", name, len(st.Keys("")))
+		} else if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a kv log") {
+			t.Errorf("%s: %v; want the file named, not a kv log", name, err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
+			t.Errorf("%s: the failed open changed the file", name)
+		}
+	}
+	for _, path := range []string{dir, "/dev/null"} {
+		if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v; want an error naming it", path, err)
+		}
+	}
+	// The recipe in the error: the header, then the old log.
+	path := filepath.Join(dir, "legacy")
+	os.WriteFile(path, append([]byte(logMagic), legacy...), 0o644)
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := st.Keys(""); fmt.Sprint(got) != "[key0 key1 key2 key3]" {
+		t.Errorf("legacy log with the header prepended: keys %v", got)
+	}
+}
+
+// A new log is its header; a file holding nothing but part of the header
+// (an empty file, a creation cut by a power cut) is made a new log.
+func TestLogNew(t *testing.T) {
+	dir := t.TempDir()
+	for _, content := range []string{"", "nvboot", logMagic[:len(logMagic)-1], logMagic} {
+		path := filepath.Join(dir, "kv.log")
+		os.WriteFile(path, []byte(content), 0o644)
+		st, err := openLogStore(path)
+		if err != nil {
+			t.Fatalf("%q: %v", content, err)
+		}
+		if err := st.Put("k", []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), logMagic) || len(b) != len(logMagic)+8+5+1+1 {
+			t.Errorf("%q: the log is %q", content, b)
+		}
+		os.Remove(path)
+	}
+}
+
+// A second kv on the same log is refused: its appends would interleave.
+func TestLogLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.log")
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Put("k", []byte("v"))
+	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), path) {
+		t.Errorf("second open: %v", err)
 	}
 }
 

@@ -2,7 +2,8 @@
 // survives power cuts. The state is a persistent heap (package pheap) used in
 // place, nothing loaded at start; -state keeps it in an fsync'ed log instead.
 //
-//	PUT    /kv/<key>     body = value; 204 once it is durable
+//	PUT    /kv/<key>     body = value; 204 once it is durable (keys up to
+//	                     64 KiB, values up to 1 MiB)
 //	GET    /kv/<key>     200 with the value, or 404
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
@@ -33,7 +34,10 @@ import (
 	"syscall"
 )
 
-const maxValue = 1 << 20
+const (
+	maxKey   = 64 << 10 // bytes of a key
+	maxValue = 1 << 20  // bytes of a value
+)
 
 func main() {
 	if err := run(os.Args[1:], os.Stderr); err != nil {
@@ -85,6 +89,9 @@ Examples:
 		if err != nil {
 			return err
 		}
+		if ls.torn != "" {
+			fmt.Fprintf(stderr, "kv: state file %s: %s\n", *state, ls.torn)
+		}
 		st = ls
 	} else {
 		hs, err := openHeapStore(*heapPath, int64(size), *checkOnOpen)
@@ -132,6 +139,10 @@ func handler(st store) http.Handler {
 		key := r.PathValue("key")
 		if key == "" || strings.ContainsAny(key, "\n") {
 			http.Error(w, "bad key", http.StatusBadRequest)
+			return
+		}
+		if len(key) > maxKey {
+			http.Error(w, fmt.Sprintf("key of %d bytes: want at most %d", len(key), maxKey), http.StatusBadRequest)
 			return
 		}
 		switch r.Method {
