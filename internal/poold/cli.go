@@ -59,16 +59,17 @@ activated ones keep running).`,
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// The socket first: a poold that cannot have it starts no process.
+	ln, err := Listen(path)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	srv, err := New(cfg, Options{Log: logger})
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	ln, err := Listen(path)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(path)
 	go func() {
 		for {
 			select {
@@ -80,7 +81,7 @@ activated ones keep running).`,
 		}
 	}()
 	logger.Printf("serving %d programs on %s", len(cfg.Programs), path)
-	if err := srv.Serve(ctx, ln); err != nil {
+	if err := srv.Serve(ctx, ln.UnixListener); err != nil {
 		return fmt.Errorf("poold: %w", err)
 	}
 	return nil

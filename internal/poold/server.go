@@ -247,21 +247,6 @@ func (s *Server) reduceTick() time.Duration {
 	return s.cfg.ReduceTickOrDefault()
 }
 
-// Listen makes the API socket at path, replacing a stale one; anyone may
-// connect, peer credentials decide what they may do.
-func Listen(path string) (*net.UnixListener, error) {
-	os.Remove(path)
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	return ln, nil
-}
-
 // ReduceAll reduces every pool now and returns how many processes it trimmed.
 func (s *Server) ReduceAll() int {
 	n := 0
