@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,8 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/pheap"
 )
 
@@ -404,6 +406,41 @@ func TestLogLocked(t *testing.T) {
 	}
 }
 
+// The command line: extra arguments, a heap flag with -state and empty
+// files are usage errors (exit 2), and a failed start makes no state file:
+// neither the heap nor the log of a rejected command line, nor a new heap
+// when -listen is bad.
+func TestRunUsage(t *testing.T) {
+	dir := t.TempDir()
+	heap, log := filepath.Join(dir, "kv.heap"), filepath.Join(dir, "kv.log")
+	for _, args := range [][]string{
+		{"-listen", "127.0.0.1:0", "-heap", heap, "extra"},
+		{"-listen", "127.0.0.1:0", "-state", log, "extra"},
+		{"-listen", "127.0.0.1:0", "-heap", heap, "-state", log},
+		{"-listen", "127.0.0.1:0", "-state", log, "-size", "1MiB"},
+		{"-listen", "127.0.0.1:0", "-state", log, "-check-on-open"},
+		{"-listen", "127.0.0.1:0", "-state", ""},
+		{"-listen", "127.0.0.1:0", "-heap", ""},
+		{"-bogus"},
+	} {
+		err := run(args, io.Discard)
+		if !errors.Is(err, cli.ErrUsage) || cli.ExitCode(err, io.Discard, "kv") != 2 {
+			t.Errorf("%q: %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-listen", "no-such-host-nvboot.invalid:x", "-heap", heap},
+		{"-listen", "256.0.0.1:80", "-state", log},
+	} {
+		if err := run(args, io.Discard); err == nil || errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: %v, want a listen error", args, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("failed starts left %v behind", ents)
+	}
+}
+
 // SIGKILL the real program mid-stream: every acknowledged put is there after
 // a restart.
 func TestKillKeepsAcknowledged(t *testing.T) {
@@ -427,36 +464,45 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 	}
 }
 
-// killKeepsAcknowledged starts kv on the state file, puts keys until a
-// SIGKILL lands, restarts it and checks every acknowledged put. Later rounds
-// find the keys of the earlier ones and overwrite them.
+// killKeepsAcknowledged starts kv on the state file, puts keys and sends a
+// SIGKILL once a number of them (more each round) are acknowledged, while
+// the next puts go on, restarts it and checks every acknowledged put. Later
+// rounds find the keys of the earlier ones and overwrite them.
 func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 	start := func() (*exec.Cmd, string) {
-		addr := "127.0.0.1:" + freePort(t)
-		cmd := exec.Command(bin, "-listen", addr, flag, state, "-size", "16MiB", "-check-on-open")
+		args := []string{"-listen", "127.0.0.1:0", flag, state}
+		if flag == "-heap" {
+			args = append(args, "-size", "16MiB", "-check-on-open")
+		}
+		cmd := exec.Command(bin, args...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 500; i++ {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd, "http://" + addr
+		// It says where it serves once it listens.
+		lines := bufio.NewScanner(stderr)
+		var said []string
+		for lines.Scan() {
+			said = append(said, lines.Text())
+			if _, rest, ok := strings.Cut(lines.Text(), "kv: serving on "); ok {
+				go io.Copy(io.Discard, stderr)
+				return cmd, "http://" + strings.TrimSuffix(strings.Fields(rest)[0], ",")
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-		t.Fatal("kv did not come up")
+		cmd.Wait()
+		t.Fatalf("kv %q did not come up: %s", args, strings.Join(said, "\n"))
 		return nil, ""
 	}
 	cmd, u := start()
-	acked := 0
-	done := make(chan struct{})
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		close(done)
-	}()
+	acked, killAfter := 0, 10+20*round
 	for i := 0; ; i++ {
-		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(round, i)))
+		req, err := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(round, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			break
@@ -465,11 +511,13 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 		if resp.StatusCode == 204 {
 			acked = i + 1
 		}
+		if acked == killAfter {
+			go cmd.Process.Signal(syscall.SIGKILL) // lands during one of the next puts
+		}
 	}
-	<-done
 	cmd.Wait()
-	if acked == 0 {
-		t.Fatal("no put was acknowledged before the kill")
+	if acked < killAfter {
+		t.Fatalf("%d puts acknowledged, want at least %d", acked, killAfter)
 	}
 	cmd, u = start()
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
@@ -486,10 +534,4 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 		}
 	}
 	t.Logf("round %d: %d acknowledged puts, all there after SIGKILL", round, acked)
-}
-
-func freePort(t *testing.T) string {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	defer srv.Close()
-	return srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 }

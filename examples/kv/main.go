@@ -32,6 +32,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
 const (
@@ -40,13 +42,7 @@ const (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "kv: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stderr), os.Stderr, "kv"))
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -78,9 +74,32 @@ Examples:
   curl localhost:8080/kv/greeting
 `)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return cli.Usagef("kv takes no arguments, got %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["state"] {
+		if *state == "" {
+			return cli.Usagef("-state: want a file")
+		}
+		for _, heapOnly := range []string{"heap", "size", "check-on-open"} {
+			if set[heapOnly] {
+				return cli.Usagef("-%s is for a heap, -state keeps the state in a log instead: give one or the other", heapOnly)
+			}
+		}
+	} else if *heapPath == "" {
+		return cli.Usagef("-heap: want a file")
+	}
+	// The listener first: a bad -listen leaves no new state file behind.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	var st store
 	where := *heapPath
 	if *state != "" {
@@ -108,10 +127,6 @@ Examples:
 		st = hs
 	}
 	defer st.Close()
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: handler(st)}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
