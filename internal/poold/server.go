@@ -88,8 +88,9 @@ func New(cfg *Config, opt Options) (*Server, error) {
 // Reload applies a new config: pools whose program config is unchanged keep
 // their parked processes; the others are closed (parked processes killed,
 // activated ones left running and still reported) and made anew. A program
-// whose new pool cannot be made (its cgroup, its user) keeps its old pool,
-// if it had one, and is named in the error.
+// whose new pool cannot be made (its Path is not an executable file, its
+// cgroup, its user) keeps its old pool, if it had one, and is named in the
+// error.
 func (s *Server) Reload(cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -102,6 +103,15 @@ func (s *Server) Reload(cfg *Config) error {
 	next := map[string]*program{}
 	var errs []error
 	for _, pc := range cfg.Programs {
+		if err := CheckExecutable(pc.Path); err != nil {
+			// Checked now, not when a process is first started for it.
+			errs = append(errs, fmt.Errorf("program %s: Path %s: %w", pc.Name, pc.Path, err))
+			if old := s.programs[pc.Name]; old != nil {
+				next[pc.Name] = old
+				delete(s.programs, pc.Name)
+			}
+			continue
+		}
 		if old := s.programs[pc.Name]; old != nil && reflect.DeepEqual(old.cfg, pc) {
 			next[pc.Name] = old
 			delete(s.programs, pc.Name)
