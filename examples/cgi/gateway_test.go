@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
@@ -93,5 +95,48 @@ func TestLocalPoolReuse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The command line: extra arguments and flags that do not go together are
+// usage errors (exit 2); a handler that is not an executable program is an
+// error at start naming it and why (it was 502 on every request), with
+// -local-pool too.
+func TestRunChecks(t *testing.T) {
+	exe, _ := os.Executable()
+	for _, args := range [][]string{
+		{},
+		{"-handler", exe, "extra"},
+		{"-handler", exe, "-pool", "h"},
+		{"-pool", "h", "-local-pool"},
+		{"-handler", exe, "-reuse", "5"},
+		{"-pool", "h", "-reuse", "5"},
+		{"-handler", exe, "-local-pool", "-reuse", "0"},
+		{"-handler", exe, "-socket", "/run/poold.sock"},
+		{"-bogus"},
+	} {
+		err := run(append([]string{"-listen", "127.0.0.1:0"}, args...), io.Discard)
+		if !errors.Is(err, cli.ErrUsage) || cli.ExitCode(err, io.Discard, "cgi") != 2 {
+			t.Errorf("%q: %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text")
+	os.WriteFile(text, []byte("hello\n"), 0o644)
+	textX := filepath.Join(dir, "text-x")
+	os.WriteFile(textX, []byte("hello\n"), 0o755)
+	for path, why := range map[string]string{
+		filepath.Join(dir, "none"): "no such file",
+		dir:                        "a directory, not a program",
+		text:                       "not executable",
+		textX:                      "not a program",
+	} {
+		for _, extra := range [][]string{nil, {"-local-pool"}} {
+			args := append([]string{"-listen", "127.0.0.1:0", "-handler", path}, extra...)
+			err := run(args, io.Discard)
+			if want := "-handler " + path + ": " + why; err == nil || !strings.Contains(err.Error(), want) || errors.Is(err, cli.ErrUsage) {
+				t.Errorf("%q: %v, want %q", args, err, want)
+			}
+		}
 	}
 }

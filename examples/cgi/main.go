@@ -24,17 +24,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "cgi: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stderr), os.Stderr, "cgi"))
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -67,29 +63,53 @@ Examples:
   curl 'http://127.0.0.1:8080/hello?name=x'
 `)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return cli.Usagef("cgi takes no arguments, got %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case *handler == "" && *poolName == "":
+		fs.Usage()
+		return cli.Usagef("give one of -handler and -pool")
+	case *handler != "" && *poolName != "":
+		return cli.Usagef("give one of -handler and -pool, not both")
+	case *local && *poolName != "":
+		return cli.Usagef("-local-pool runs a poold for -handler; with -pool the program is a running poold's: give one or the other")
+	case set["reuse"] && !*local:
+		return cli.Usagef("-reuse is for -local-pool")
+	case *reuse < 1:
+		return cli.Usagef("-reuse %d: want at least 1", *reuse)
+	case set["socket"] && *poolName == "":
+		return cli.Usagef("-socket is poold's, for -pool")
+	}
+	if *handler != "" {
+		// Checked now, not by every request failing with 502.
+		if err := poold.CheckExecutable(*handler); err != nil {
+			return fmt.Errorf("-handler %s: %w", *handler, err)
+		}
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	var g Gateway
 	switch {
-	case *local && *handler != "" && *poolName == "":
+	case *local:
 		sock, stop, err := localPool(*handler, *reuse, stderr)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		g = Gateway{Start: PoolStarter(&pool.Client{Socket: sock, KeepConns: true}, localName), Argv0: *handler, Stderr: os.Stderr}
-	case *poolName != "" && *handler == "":
+	case *poolName != "":
 		g = Gateway{Start: PoolStarter(&pool.Client{Socket: *socket, KeepConns: true}, *poolName), Argv0: *poolName, Stderr: os.Stderr}
-	case *handler != "" && *poolName == "":
-		g = Gateway{Start: ExecStarter(*handler), Argv0: *handler, Stderr: os.Stderr}
 	default:
-		fs.Usage()
-		return errors.New("give one of -handler and -pool")
-	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
+		g = Gateway{Start: ExecStarter(*handler), Argv0: *handler, Stderr: os.Stderr}
 	}
 	fmt.Fprintf(stderr, "cgi: serving on %s\n", ln.Addr())
 	srv := &http.Server{Handler: &g}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/pheap"
 )
 
@@ -245,13 +248,196 @@ func TestTornTail(t *testing.T) {
 	}
 	// Damage before the end is corruption: an error, the file untouched.
 	bad := bytes.Clone(whole)
-	bad[10] ^= 0xff
+	bad[len(logMagic)+10] ^= 0xff
 	os.WriteFile(path, bad, 0o644)
 	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), path) {
 		t.Errorf("corrupt first record: %v", err)
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
 		t.Error("a failed open changed the state file")
+	}
+}
+
+// fourKeyLog writes a log of four puts and returns its bytes and the
+// offset of each record.
+func fourKeyLog(t *testing.T, path string) ([]byte, []int64) {
+	t.Helper()
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for i := range 4 {
+		offs = append(offs, st.size)
+		if err := st.Put(fmt.Sprint("key", i), bytes.Repeat([]byte{'a' + byte(i)}, 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, offs
+}
+
+// A damaged length field is corruption wherever it points (past the end of
+// the file, past the largest record, short of the record's end) and in
+// whichever record, the last too: an error naming the file and the
+// record's offset, and the file as it was. Only a record cut short at the
+// end is taken for a torn append.
+func TestLogCorruptLength(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.log")
+	whole, offs := fourKeyLog(t, path)
+	for _, rec := range []int{1, 3} {
+		for _, n := range []uint32{0, 4, 6, 30, 200, maxBody, maxBody + 1, 1 << 31} {
+			bad := bytes.Clone(whole)
+			binary.LittleEndian.PutUint32(bad[offs[rec]:], n)
+			if err := os.WriteFile(path, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st, err := openLogStore(path)
+			if err == nil {
+				st.Close()
+				t.Errorf("record %d, length %d: opened with keys %v", rec, n, st.Keys(""))
+			} else if want := fmt.Sprintf("offset %d", offs[rec]); !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+				t.Errorf("record %d, length %d: %v; want the file and %q named", rec, n, err, want)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+				t.Errorf("record %d, length %d: the failed open changed the file (%d bytes, was %d)", rec, n, len(got), len(bad))
+			}
+		}
+	}
+	// The last record whole but for its checksum: corrupt too, not torn.
+	bad := bytes.Clone(whole)
+	bad[len(bad)-1] ^= 1
+	os.WriteFile(path, bad, 0o644)
+	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("offset %d: checksum", offs[3])) {
+		t.Errorf("last record's body damaged: %v", err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, bad) {
+		t.Error("the failed open changed the file")
+	}
+}
+
+// -state on what is not a kv log (a text file, an ELF, a log from before
+// the header, a directory, a device) is refused with the file named, and
+// the file is left as it was. A log from before the header opens once the
+// header is prepended, as the error says.
+func TestLogRefusesForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := fourKeyLog(t, filepath.Join(dir, "real.log"))
+	legacy := whole[len(logMagic):]
+	for name, content := range map[string][]byte{
+		"text":    []byte("key=value\nanother line of text that is not a log\n"),
+		"elf":     exe[:64<<10],
+		"legacy":  legacy,
+		"binary":  {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"garbage": []byte("nvboot kv log 2\n"),
+	} {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, content, 0o644)
+		st, err := openLogStore(path)
+		if err == nil {
+			st.Close()
+			t.Errorf("%s: opened, %d keys", name, len(st.Keys("")))
+		} else if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a kv log") {
+			t.Errorf("%s: %v; want the file named, not a kv log", name, err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, content) {
+			t.Errorf("%s: the failed open changed the file", name)
+		}
+	}
+	for _, path := range []string{dir, "/dev/null"} {
+		if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: %v; want an error naming it", path, err)
+		}
+	}
+	// The recipe in the error: the header, then the old log.
+	path := filepath.Join(dir, "legacy")
+	os.WriteFile(path, append([]byte(logMagic), legacy...), 0o644)
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := st.Keys(""); fmt.Sprint(got) != "[key0 key1 key2 key3]" {
+		t.Errorf("legacy log with the header prepended: keys %v", got)
+	}
+}
+
+// A new log is its header; a file holding nothing but part of the header
+// (an empty file, a creation cut by a power cut) is made a new log.
+func TestLogNew(t *testing.T) {
+	dir := t.TempDir()
+	for _, content := range []string{"", "nvboot", logMagic[:len(logMagic)-1], logMagic} {
+		path := filepath.Join(dir, "kv.log")
+		os.WriteFile(path, []byte(content), 0o644)
+		st, err := openLogStore(path)
+		if err != nil {
+			t.Fatalf("%q: %v", content, err)
+		}
+		if err := st.Put("k", []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), logMagic) || len(b) != len(logMagic)+8+5+1+1 {
+			t.Errorf("%q: the log is %q", content, b)
+		}
+		os.Remove(path)
+	}
+}
+
+// A second kv on the same log is refused: its appends would interleave.
+func TestLogLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.log")
+	st, err := openLogStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Put("k", []byte("v"))
+	if _, err := openLogStore(path); err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), path) {
+		t.Errorf("second open: %v", err)
+	}
+}
+
+// The command line: extra arguments, a heap flag with -state and empty
+// files are usage errors (exit 2), and a failed start makes no state file:
+// neither the heap nor the log of a rejected command line, nor a new heap
+// when -listen is bad.
+func TestRunUsage(t *testing.T) {
+	dir := t.TempDir()
+	heap, log := filepath.Join(dir, "kv.heap"), filepath.Join(dir, "kv.log")
+	for _, args := range [][]string{
+		{"-listen", "127.0.0.1:0", "-heap", heap, "extra"},
+		{"-listen", "127.0.0.1:0", "-state", log, "extra"},
+		{"-listen", "127.0.0.1:0", "-heap", heap, "-state", log},
+		{"-listen", "127.0.0.1:0", "-state", log, "-size", "1MiB"},
+		{"-listen", "127.0.0.1:0", "-state", log, "-check-on-open"},
+		{"-listen", "127.0.0.1:0", "-state", ""},
+		{"-listen", "127.0.0.1:0", "-heap", ""},
+		{"-bogus"},
+	} {
+		err := run(args, io.Discard)
+		if !errors.Is(err, cli.ErrUsage) || cli.ExitCode(err, io.Discard, "kv") != 2 {
+			t.Errorf("%q: %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-listen", "no-such-host-nvboot.invalid:x", "-heap", heap},
+		{"-listen", "256.0.0.1:80", "-state", log},
+	} {
+		if err := run(args, io.Discard); err == nil || errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: %v, want a listen error", args, err)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("failed starts left %v behind", ents)
 	}
 }
 
@@ -278,36 +464,45 @@ func TestKillKeepsAcknowledged(t *testing.T) {
 	}
 }
 
-// killKeepsAcknowledged starts kv on the state file, puts keys until a
-// SIGKILL lands, restarts it and checks every acknowledged put. Later rounds
-// find the keys of the earlier ones and overwrite them.
+// killKeepsAcknowledged starts kv on the state file, puts keys and sends a
+// SIGKILL once a number of them (more each round) are acknowledged, while
+// the next puts go on, restarts it and checks every acknowledged put. Later
+// rounds find the keys of the earlier ones and overwrite them.
 func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 	start := func() (*exec.Cmd, string) {
-		addr := "127.0.0.1:" + freePort(t)
-		cmd := exec.Command(bin, "-listen", addr, flag, state, "-size", "16MiB", "-check-on-open")
+		args := []string{"-listen", "127.0.0.1:0", flag, state}
+		if flag == "-heap" {
+			args = append(args, "-size", "16MiB", "-check-on-open")
+		}
+		cmd := exec.Command(bin, args...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 500; i++ {
-			if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-				resp.Body.Close()
-				return cmd, "http://" + addr
+		// It says where it serves once it listens.
+		lines := bufio.NewScanner(stderr)
+		var said []string
+		for lines.Scan() {
+			said = append(said, lines.Text())
+			if _, rest, ok := strings.Cut(lines.Text(), "kv: serving on "); ok {
+				go io.Copy(io.Discard, stderr)
+				return cmd, "http://" + strings.TrimSuffix(strings.Fields(rest)[0], ",")
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-		t.Fatal("kv did not come up")
+		cmd.Wait()
+		t.Fatalf("kv %q did not come up: %s", args, strings.Join(said, "\n"))
 		return nil, ""
 	}
 	cmd, u := start()
-	acked := 0
-	done := make(chan struct{})
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		close(done)
-	}()
+	acked, killAfter := 0, 10+20*round
 	for i := 0; ; i++ {
-		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(round, i)))
+		req, err := http.NewRequest("PUT", fmt.Sprintf("%s/kv/k%05d", u, i), strings.NewReader(fmt.Sprint(round, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			break
@@ -316,11 +511,13 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 		if resp.StatusCode == 204 {
 			acked = i + 1
 		}
+		if acked == killAfter {
+			go cmd.Process.Signal(syscall.SIGKILL) // lands during one of the next puts
+		}
 	}
-	<-done
 	cmd.Wait()
-	if acked == 0 {
-		t.Fatal("no put was acknowledged before the kill")
+	if acked < killAfter {
+		t.Fatalf("%d puts acknowledged, want at least %d", acked, killAfter)
 	}
 	cmd, u = start()
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
@@ -337,10 +534,4 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 		}
 	}
 	t.Logf("round %d: %d acknowledged puts, all there after SIGKILL", round, acked)
-}
-
-func freePort(t *testing.T) string {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	defer srv.Close()
-	return srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 }

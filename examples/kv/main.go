@@ -2,7 +2,8 @@
 // survives power cuts. The state is a persistent heap (package pheap) used in
 // place, nothing loaded at start; -state keeps it in an fsync'ed log instead.
 //
-//	PUT    /kv/<key>     body = value; 204 once it is durable
+//	PUT    /kv/<key>     body = value; 204 once it is durable (keys up to
+//	                     64 KiB, values up to 1 MiB)
 //	GET    /kv/<key>     200 with the value, or 404
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
@@ -31,18 +32,17 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
-const maxValue = 1 << 20
+const (
+	maxKey   = 64 << 10 // bytes of a key
+	maxValue = 1 << 20  // bytes of a value
+)
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "kv: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stderr), os.Stderr, "kv"))
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -74,9 +74,32 @@ Examples:
   curl localhost:8080/kv/greeting
 `)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return cli.Usagef("kv takes no arguments, got %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["state"] {
+		if *state == "" {
+			return cli.Usagef("-state: want a file")
+		}
+		for _, heapOnly := range []string{"heap", "size", "check-on-open"} {
+			if set[heapOnly] {
+				return cli.Usagef("-%s is for a heap, -state keeps the state in a log instead: give one or the other", heapOnly)
+			}
+		}
+	} else if *heapPath == "" {
+		return cli.Usagef("-heap: want a file")
+	}
+	// The listener first: a bad -listen leaves no new state file behind.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	var st store
 	where := *heapPath
 	if *state != "" {
@@ -84,6 +107,9 @@ Examples:
 		ls, err := openLogStore(*state)
 		if err != nil {
 			return err
+		}
+		if ls.torn != "" {
+			fmt.Fprintf(stderr, "kv: state file %s: %s\n", *state, ls.torn)
 		}
 		st = ls
 	} else {
@@ -101,10 +127,6 @@ Examples:
 		st = hs
 	}
 	defer st.Close()
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: handler(st)}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -132,6 +154,10 @@ func handler(st store) http.Handler {
 		key := r.PathValue("key")
 		if key == "" || strings.ContainsAny(key, "\n") {
 			http.Error(w, "bad key", http.StatusBadRequest)
+			return
+		}
+		if len(key) > maxKey {
+			http.Error(w, fmt.Sprintf("key of %d bytes: want at most %d", len(key), maxKey), http.StatusBadRequest)
 			return
 		}
 		switch r.Method {

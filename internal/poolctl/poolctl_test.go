@@ -96,6 +96,20 @@ func TestStatusStatsReduce(t *testing.T) {
 	if err != nil || !strings.Contains(out, "echo: ") {
 		t.Fatalf("reduce: %v\n%s", err, out)
 	}
+	// -json prints exactly one JSON object, for every verb.
+	for _, verb := range []string{"status", "reduce", "stats"} {
+		out, _, err := run(t, "", verb, "-socket", sock, "-json")
+		if err != nil {
+			t.Fatalf("%s -json: %v", verb, err)
+		}
+		var obj struct {
+			Programs []poold.ProgramStats `json:"programs"`
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		if err := dec.Decode(&obj); err != nil || len(obj.Programs) != 1 || obj.Programs[0].Name != "echo" || dec.More() {
+			t.Errorf("%s -json: want one object with the programs (%v):\n%s", verb, err, out)
+		}
+	}
 }
 
 func TestHelpAndUsage(t *testing.T) {
@@ -113,6 +127,12 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	if _, _, err := run(t, "", "spawn"); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("spawn without a name: %v", err)
+	}
+	for _, env := range []string{"BAD", "=x", ""} {
+		_, _, err := run(t, "", "spawn", "-env", env, "echo")
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), fmt.Sprintf("%q: want KEY=VALUE", env)) {
+			t.Errorf("-env %q: %v, want a usage error", env, err)
+		}
 	}
 	_, _, err := run(t, "", "status", "-socket", filepath.Join(t.TempDir(), "none.sock"))
 	if err == nil || !strings.Contains(err.Error(), "is poold running?") {

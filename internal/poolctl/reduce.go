@@ -12,7 +12,8 @@ func reduce(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "reduce", "poolctl reduce [-socket PATH] [-json]",
 		`Asks poold to trim now the parked processes that stayed idle past their
 program's IdleTimeout (down to MinIdle), as its reduce tick would, then prints
-the pools. Only admins (Admins in poold's config) may.`,
+the pools (with -json as status -json does: one object, {"programs": [...],
+"held_bytes": N}). Only admins (Admins in poold's config) may.`,
 		`  poolctl reduce
   poolctl reduce -json`)
 	st, jsonOut, err := query(ctx, c, fs, "print the pools after reducing as JSON",
@@ -21,7 +22,7 @@ the pools. Only admins (Admins in poold's config) may.`,
 		return err
 	}
 	if jsonOut {
-		return cli.JSON(c.Stdout, st.Programs)
+		return cli.JSON(c.Stdout, poolsJSON{st.Programs, st.HeldBytes})
 	}
 	for _, p := range st.Programs {
 		fmt.Fprintf(c.Stdout, "%s: %d parked, %d reduced since start, %s held\n", p.Name, p.Idle, p.Reduced, bytesText(p.HeldBytes))

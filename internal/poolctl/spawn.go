@@ -14,8 +14,14 @@ import (
 
 type envFlag []string
 
-func (e *envFlag) String() string     { return strings.Join(*e, " ") }
-func (e *envFlag) Set(s string) error { *e = append(*e, s); return nil }
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+func (e *envFlag) Set(s string) error {
+	if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
+		return fmt.Errorf("%q: want KEY=VALUE", s)
+	}
+	*e = append(*e, s)
+	return nil
+}
 
 type spawnJSON struct {
 	Name     string     `json:"name"`

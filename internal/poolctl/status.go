@@ -15,15 +15,16 @@ func status(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "status", "poolctl status [-socket PATH] [-json]",
 		`Prints each pool: processes parked (idle), the level poold keeps (want),
 starting, activated and still running (active), and the memory the parked
-ones hold (proportional set size).`,
+ones hold (proportional set size). With -json: one object,
+{"programs": [...], "held_bytes": N}.`,
 		`  poolctl status
-  poolctl status -json`)
+  poolctl status -json | jq '.programs[] | {name, idle}'`)
 	st, jsonOut, err := query(ctx, c, fs, "print the pools as JSON", nil)
 	if err != nil {
 		return err
 	}
 	if jsonOut {
-		return cli.JSON(c.Stdout, st.Programs)
+		return cli.JSON(c.Stdout, poolsJSON{st.Programs, st.HeldBytes})
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "program\tidle\twant\tstarting\tactive\theld")
@@ -32,6 +33,12 @@ ones hold (proportional set size).`,
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t\t%s\n", bytesText(st.HeldBytes))
 	return tw.Flush()
+}
+
+// poolsJSON is what status -json and reduce -json print: one object.
+type poolsJSON struct {
+	Programs  []poold.ProgramStats `json:"programs"`
+	HeldBytes int64                `json:"held_bytes"`
 }
 
 // query adds -socket and -json to fs, parses the verb's arguments, runs

@@ -33,12 +33,23 @@ without User serves from its pool only clients with poold's uid and gid;
 any other client gets a process started with its own uid, gid and groups.
 
 SIGHUP reloads the config; SIGTERM stops poold (parked processes are killed,
-activated ones keep running).`,
+activated ones keep running).
+
+The config is one JSON object (unknown fields are errors). A minimal one,
+two parked processes of /usr/local/bin/hello for uid 1000:
+
+`+ExampleConfig+`
+A program's other fields: Args, Env (while parked), Exec (a program that does
+not import pool), MaxIdle, IdleTimeout ("30s"), MaxUses, Prefault, User,
+Cgroup, MemoryMax, CgroupMemoryMax, Rlimits ({"nofile": 1024}); Allow takes
+"uid:N", "gid:N", "user:NAME", "group:NAME" or "*". The config's: Socket,
+Admins (who may reduce; default ["uid:0"]), ReduceTick. Each is described in
+'go doc github.com/nvboot/nvboot/internal/poold Program' (and Config).`,
 		`  poold -config /etc/nvboot/poold.json
   poold -config pools.json -socket /tmp/poold.sock &
   poolctl stats -socket /tmp/poold.sock`)
-	cfgPath := fs.String("config", DefaultConfigPath, "the config file (JSON, see internal/poold/config.go)")
-	socket := fs.String("socket", "", "the API socket (default: the config's Socket, else "+DefaultConfigSocket+")")
+	cfgPath := fs.String("config", DefaultConfigPath, "the config `file` (JSON, as above)")
+	socket := fs.String("socket", "", "the API socket `path` (default: the config's Socket, else "+DefaultConfigSocket+")")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -59,16 +70,17 @@ activated ones keep running).`,
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	srv, err := New(cfg, Options{Log: logger})
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	// The socket first: a poold that cannot have it starts no process.
 	ln, err := Listen(path)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(path)
+	defer ln.Close()
+	srv, err := New(cfg, Options{Log: logger})
+	if err != nil {
+		return fmt.Errorf("config %s: %w", *cfgPath, err)
+	}
+	defer srv.Close()
 	go func() {
 		for {
 			select {
@@ -80,11 +92,16 @@ activated ones keep running).`,
 		}
 	}()
 	logger.Printf("serving %d programs on %s", len(cfg.Programs), path)
-	if err := srv.Serve(ctx, ln); err != nil {
-		return fmt.Errorf("poold: %w", err)
-	}
-	return nil
+	return srv.Serve(ctx, ln.UnixListener)
 }
+
+// ExampleConfig is the minimal config poold -h shows.
+const ExampleConfig = `{
+  "Programs": [
+    {"Name": "hello", "Path": "/usr/local/bin/hello", "MinIdle": 2, "Allow": ["uid:1000"]}
+  ]
+}
+`
 
 // DefaultConfigSocket names the default socket in help.
 const DefaultConfigSocket = "/run/poold.sock"

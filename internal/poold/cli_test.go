@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,4 +80,64 @@ func TestExecuteServesAndReloads(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
 	}
+}
+
+// poold -h shows a config that loads, and errors do not say poold twice.
+func TestExecuteHelpConfigAndMessages(t *testing.T) {
+	var out strings.Builder
+	Execute(context.Background(), &cli.Context{Stdout: &out, Stderr: &out, Args: []string{"-h"}})
+	if !strings.Contains(out.String(), ExampleConfig) || strings.Contains(out.String(), "config.go") {
+		t.Errorf("-h lacks the example config, or points at the source:\n%s", out.String())
+	}
+	if _, err := ParseConfig([]byte(ExampleConfig)); err != nil {
+		t.Errorf("the example config: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.json")
+	err := Execute(context.Background(), &cli.Context{Stdout: io.Discard, Stderr: io.Discard, Args: []string{"-config", missing}})
+	var msg strings.Builder
+	cli.ExitCode(err, &msg, "poold")
+	if !strings.HasPrefix(msg.String(), "poold: config: ") || strings.Count(msg.String(), "poold") != 1 || !strings.Contains(msg.String(), missing) {
+		t.Errorf("missing config: %q", msg.String())
+	}
+}
+
+// A program whose Path is not an executable file is an error when the
+// config is loaded, naming the program and the path and saying why, not
+// when a process is first started for it. On a reload the error is logged
+// and the program keeps what it had.
+func TestExecutePathCheckedAtLoad(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("just text\n"), 0o755)
+	noexec := filepath.Join(dir, "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	cfgPath, sock := filepath.Join(dir, "poold.json"), filepath.Join(dir, "poold.sock")
+	for path, why := range map[string]string{
+		filepath.Join(dir, "missing"): "no such file",
+		dir:                           "a directory, not a program",
+		text:                          "not a program: neither an ELF binary nor a #! script",
+		noexec:                        "not executable",
+	} {
+		prog := selfProgram(t, "child", 1)
+		prog.Path = path
+		writeConfig(t, cfgPath, &Config{Socket: sock, Programs: []Program{prog}})
+		err := Execute(context.Background(), &cli.Context{Stdout: io.Discard, Stderr: io.Discard, Args: []string{"-config", cfgPath}})
+		if want := "program child: Path " + path + ": " + why; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), cfgPath) {
+			t.Errorf("Path %s: %v, want %q and the config named", path, err, want)
+		}
+		if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+			t.Errorf("Path %s: the failed start left its socket: %v", path, err)
+		}
+	}
+
+	lb := &logBuf{t: t}
+	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{Log: log.New(lb, "", 0)})
+	bad := selfProgram(t, "child", 2)
+	bad.Path = text
+	err := srv.Reload(&Config{Socket: sock, Programs: []Program{bad, selfProgram(t, "two", 0)}})
+	if err == nil || !strings.Contains(err.Error(), "program child: Path "+text) {
+		t.Fatalf("reload: %v", err)
+	}
+	spawnReport(t, sock)            // child kept its pool
+	spawnReportName(t, sock, "two") // the good program was added
 }

@@ -193,11 +193,11 @@ func parseDuration(s string) (time.Duration, error) {
 func LoadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("poold config: %w", err)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	c, err := ParseConfig(b)
 	if err != nil {
-		return nil, fmt.Errorf("poold config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }

@@ -49,15 +49,21 @@ func TestExecProgram(t *testing.T) {
 	}
 }
 
-// TestExecMissingProgram: exec failing on activation is exit status 127
-// with the reason on the client's stderr; on a miss (started directly, as
-// os/exec does) it is the spawn's error.
+// TestExecMissingProgram: a program removed after poold loaded it (Path is
+// checked at load): exec failing on activation is exit status 127 with the
+// reason on the client's stderr; on a miss (started directly, as os/exec
+// does) it is the spawn's error.
 func TestExecMissingProgram(t *testing.T) {
 	self, _ := os.Executable()
-	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: "/nonexistent/prog", Exec: true,
+	prog := filepath.Join(t.TempDir(), "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: prog, Exec: true,
 		MaxIdle: 1, Allow: []string{"*"}}}}, Options{Self: self, ManualFill: true})
+	os.Remove(prog)
 	_, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{})
-	if err == nil || !strings.Contains(err.Error(), "/nonexistent/prog") {
+	if err == nil || !strings.Contains(err.Error(), prog) {
 		t.Fatalf("miss: %v, want an error naming the program", err)
 	}
 	srv.Fill()
@@ -71,7 +77,7 @@ func TestExecMissingProgram(t *testing.T) {
 	msg := make([]byte, 4096)
 	n, _ := r.Read(msg)
 	st, _ := p.Wait()
-	if st.ExitCode() != 127 || !strings.Contains(string(msg[:n]), "/nonexistent/prog") {
+	if st.ExitCode() != 127 || !strings.Contains(string(msg[:n]), prog) {
 		t.Fatalf("%v, stderr %q; want 127 naming the program", st, msg[:n])
 	}
 }

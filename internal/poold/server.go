@@ -88,8 +88,9 @@ func New(cfg *Config, opt Options) (*Server, error) {
 // Reload applies a new config: pools whose program config is unchanged keep
 // their parked processes; the others are closed (parked processes killed,
 // activated ones left running and still reported) and made anew. A program
-// whose new pool cannot be made (its cgroup, its user) keeps its old pool,
-// if it had one, and is named in the error.
+// whose new pool cannot be made (its Path is not an executable file, its
+// cgroup, its user) keeps its old pool, if it had one, and is named in the
+// error.
 func (s *Server) Reload(cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -102,6 +103,15 @@ func (s *Server) Reload(cfg *Config) error {
 	next := map[string]*program{}
 	var errs []error
 	for _, pc := range cfg.Programs {
+		if err := CheckExecutable(pc.Path); err != nil {
+			// Checked now, not when a process is first started for it.
+			errs = append(errs, fmt.Errorf("program %s: Path %s: %w", pc.Name, pc.Path, err))
+			if old := s.programs[pc.Name]; old != nil {
+				next[pc.Name] = old
+				delete(s.programs, pc.Name)
+			}
+			continue
+		}
 		if old := s.programs[pc.Name]; old != nil && reflect.DeepEqual(old.cfg, pc) {
 			next[pc.Name] = old
 			delete(s.programs, pc.Name)
@@ -245,21 +255,6 @@ func (s *Server) reduceTick() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.ReduceTickOrDefault()
-}
-
-// Listen makes the API socket at path, replacing a stale one; anyone may
-// connect, peer credentials decide what they may do.
-func Listen(path string) (*net.UnixListener, error) {
-	os.Remove(path)
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o666); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	return ln, nil
 }
 
 // ReduceAll reduces every pool now and returns how many processes it trimmed.
