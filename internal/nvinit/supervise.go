@@ -74,6 +74,7 @@ type Supervisor struct {
 	PoolSocket string
 
 	events   chan func()
+	ran      chan struct{} // closed when Run returns
 	svcs     []*svc
 	stopping bool
 }
@@ -94,6 +95,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.Clock = RealClock{}
 	}
 	s.events = make(chan func(), 16)
+	s.ran = make(chan struct{})
+	defer close(s.ran)
 	for _, sc := range s.Services {
 		if sc.DontStart {
 			continue
@@ -116,8 +119,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 }
 
-// post runs f on Run's goroutine.
-func (s *Supervisor) post(f func()) { s.events <- f }
+// post runs f on Run's goroutine; once Run has returned, never.
+func (s *Supervisor) post(f func()) {
+	select {
+	case s.events <- f:
+	case <-s.ran:
+	}
+}
 
 // idle reports whether nothing runs and no restart is pending.
 func (s *Supervisor) idle() bool {
@@ -188,17 +196,22 @@ func (s *Supervisor) start(sv *svc) {
 		return
 	}
 	sv.pid = pid
+	if sv.WaitFor == "" {
+		// Ready once started: said here, so the mark comes before the
+		// service's exit and never after Run returned.
+		s.Console.Mark("service-ready", sv.Name)
+		sv.cancelReady = func() {}
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sv.cancelReady = cancel
 	go s.waitReady(ctx, sv.Name, sv.WaitFor)
 }
 
-// waitReady dials WaitFor until it answers, then marks the service ready.
+// waitReady dials WaitFor until it answers, then marks the service ready
+// on Run's goroutine, unless its run ended meanwhile (ctx cancelled by
+// exited, also run there: the mark never follows the exit).
 func (s *Supervisor) waitReady(ctx context.Context, name, waitFor string) {
-	if waitFor == "" {
-		s.Console.Mark("service-ready", name)
-		return
-	}
 	poll := s.Poll
 	if poll == 0 {
 		poll = 5 * time.Millisecond
@@ -210,9 +223,11 @@ func (s *Supervisor) waitReady(ctx context.Context, name, waitFor string) {
 	for {
 		if c, err := d.DialContext(ctx, network, addr); err == nil {
 			c.Close()
-			if ctx.Err() == nil {
-				s.Console.Mark("service-ready", name)
-			}
+			s.post(func() {
+				if ctx.Err() == nil {
+					s.Console.Mark("service-ready", name)
+				}
+			})
 			return
 		}
 		select {
