@@ -9,6 +9,13 @@
 // Every step is reproducible: the same inputs give the same bytes. The output
 // directory is written beside its final place and renamed into it at the end,
 // so a failed build leaves nothing behind.
+//
+// An output directory is marked by the file .nvboot-image (StampFile). A build
+// replaces an existing directory only when it holds nothing but the files a
+// build writes (OutputFiles) and is marked as a build: by the stamp, or, for
+// builds from before the stamp, by an image.json that is nvboot's (strictly
+// an Image). Anything else there, such as the user's own image config named
+// image.json beside their sources, is refused and left as it is.
 package appliance
 
 import (
@@ -18,6 +25,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
@@ -87,14 +96,26 @@ const (
 	InitrdFile    = "initrd.cpio"
 	TextPmemFile  = "pmem-text.img"
 	StatePmemFile = "pmem-state.img"
+	// StampFile marks a directory as an nvboot build output, which the next
+	// build into it replaces whole.
+	StampFile = ".nvboot-image"
 )
+
+// stampText is what StampFile says to whoever finds it.
+const stampText = "This directory was written by nvboot build -o: the next build into it replaces it whole.\n" +
+	"Keep nothing else here; a build refuses a directory holding other files.\n"
+
+// OutputFiles are the names a build writes into its output directory (an
+// initrd only in the initramfs layout).
+var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile}
 
 // Options say what to build.
 type Options struct {
 	Config *config.Config
 	Layout Layout
 	// Out is the output directory: created, or replaced when it holds an
-	// earlier nvboot build (image.json); anything else there is refused.
+	// earlier nvboot build and nothing else (see the package doc); anything
+	// else there is refused.
 	Out string
 	// Kernel is the bzImage to put in the image.
 	Kernel string
@@ -172,7 +193,7 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if o.Out == "" {
 		return nil, errors.New("no output directory (-o DIR)")
 	}
-	if err := checkOut(o.Out); err != nil {
+	if err := CheckOut(o.Out); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(o.Kernel); err != nil {
@@ -210,23 +231,98 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	return im, nil
 }
 
-// checkOut refuses an output directory that holds something other than an
-// earlier build: replacing it would lose what the user put there.
-func checkOut(out string) error {
-	ents, err := os.ReadDir(out)
+// CheckOut refuses an output directory that holds something other than an
+// earlier build: replacing it would lose what the user put there. Nothing or
+// an empty directory is fine; a directory is replaced only when every entry is
+// a regular file a build writes, and it carries the stamp or (a build from
+// before the stamp) an image.json nvboot wrote. An image.json that is not
+// nvboot's is refused even beside the stamp: it is the user's. (Beside the
+// stamp, image.json may have fields a later nvboot added.)
+func CheckOut(out string) error {
+	fi, err := os.Lstat(out)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("output directory %s: %w", out, err)
 	}
+	if !fi.IsDir() {
+		return fmt.Errorf("output directory %s: exists and is not a directory: refusing to replace it", out)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("output directory %s: %w", out, err)
+	}
 	if len(ents) == 0 {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(out, ManifestFile)); err != nil {
-		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s): refusing to replace it", out, ManifestFile)
+	var foreign []string
+	stamped, manifest := false, false
+	for _, e := range ents {
+		name := e.Name()
+		if !slices.Contains(OutputFiles, name) || !e.Type().IsRegular() {
+			if e.IsDir() {
+				name += "/"
+			}
+			foreign = append(foreign, name)
+			continue
+		}
+		stamped = stamped || name == StampFile
+		manifest = manifest || name == ManifestFile
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("output directory %s holds %s, which nvboot build does not write: refusing to replace it (build into a new or empty directory, or remove them)",
+			out, listNames(foreign, 5))
+	}
+	if manifest {
+		if err := checkManifest(filepath.Join(out, ManifestFile), !stamped); err != nil {
+			return fmt.Errorf("output directory %s: its %s is not one nvboot build wrote (%v): refusing to replace it (is it your image config? build into another directory)",
+				out, ManifestFile, err)
+		}
+	} else if !stamped {
+		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s or %s): refusing to replace it", out, StampFile, ManifestFile)
 	}
 	return nil
+}
+
+// checkManifest checks that an image.json is one nvboot build wrote: a known
+// layout and the file names a build gives; strict, only Image's fields (an
+// unstamped directory: a build from before the stamp, which had no others).
+func checkManifest(path string, strict bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	var im Image
+	if err := dec.Decode(&im); err != nil {
+		return err
+	}
+	if _, err := ParseLayout(string(im.Layout)); err != nil {
+		return err
+	}
+	if im.Kernel != KernelFile || im.Disk != DiskFile || !slices.Equal(im.Pmem, []string{TextPmemFile, StatePmemFile}) ||
+		im.Initrd != "" && im.Initrd != InitrdFile {
+		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
+	}
+	return nil
+}
+
+// listNames quotes up to n names, then says how many more there are.
+func listNames(names []string, n int) string {
+	q := make([]string, 0, n+1)
+	for i, s := range names {
+		if i == n {
+			q = append(q, fmt.Sprintf("and %d more", len(names)-n))
+			break
+		}
+		q = append(q, strconv.Quote(s))
+	}
+	return strings.Join(q, ", ")
 }
 
 // replaceDir moves the finished build into place; an earlier build there is

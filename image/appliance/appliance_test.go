@@ -328,6 +328,9 @@ func TestBuildOutputDirectory(t *testing.T) {
 	}
 	os.RemoveAll(out)
 	buildLayout(t, config.Demo(), ELF, out, k)
+	if b, err := os.ReadFile(filepath.Join(out, StampFile)); err != nil || string(b) != stampText {
+		t.Fatalf("the build is not stamped: %v %q", err, b)
+	}
 	before, _ := os.ReadFile(filepath.Join(out, ManifestFile))
 	bad := config.Demo()
 	bad.Packages = append(bad.Packages, "./no-such-service")

@@ -239,6 +239,9 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	if err := os.WriteFile(filepath.Join(b.dir, ManifestFile), append(imJSON, '\n'), 0o644); err != nil {
 		return nil, err
 	}
+	if err := os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644); err != nil {
+		return nil, err
+	}
 	return im, nil
 }
 

@@ -80,6 +80,35 @@ func TestBadInputNamesIt(t *testing.T) {
 	}
 }
 
+// nvboot build -o into the user's project directory, which holds their
+// image config as image.json (the -h example's name), sources and other
+// files, refuses it before anything else and loses nothing.
+func TestBuildRefusesProjectDirectory(t *testing.T) {
+	proj := t.TempDir()
+	files := map[string]string{"image.json": `{"Packages": ["./svc"]}`, "svc/main.go": "package main\n", "README": "mine"}
+	for name, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(proj, name)), 0o755)
+		os.WriteFile(filepath.Join(proj, name), []byte(body), 0o644)
+	}
+	for _, args := range [][]string{
+		{"build", "-config", filepath.Join(proj, "image.json"), "-o", proj},
+		{"build", "-o", proj, "-src", "/nonexistent"},
+	} {
+		_, _, err := execute(args...)
+		if err == nil || !strings.Contains(err.Error(), "-o") || !strings.Contains(err.Error(), proj) || !strings.Contains(err.Error(), `"svc/"`) {
+			t.Errorf("nvboot %q: err %v, want -o, %s and svc/ named", args, err, proj)
+		}
+	}
+	for name, body := range files {
+		if b, err := os.ReadFile(filepath.Join(proj, name)); err != nil || string(b) != body {
+			t.Errorf("%s: %v %q", name, err, b)
+		}
+	}
+	if ents, _ := os.ReadDir(proj); len(ents) != 3 {
+		t.Errorf("project directory holds %v", ents)
+	}
+}
+
 func TestReport(t *testing.T) {
 	boot := func(service, handover time.Duration) *bootResult {
 		return &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond,

@@ -1,0 +1,169 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvboot/nvboot/image/config"
+)
+
+// writeTree creates files (a name ending in "/" is a directory) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapshot is every path under dir with its contents ("" for directories).
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			m[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		m[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// manifestJSON is an image.json as a build (before the stamp) wrote it.
+func manifestJSON(t *testing.T, l Layout) string {
+	t.Helper()
+	im := Image{Layout: l, Hostname: "nvboot", Kernel: KernelFile, Disk: DiskFile, Pmem: []string{TextPmemFile, StatePmemFile},
+		Cmdline: "root=/dev/vda2 quiet", Services: []ServiceInfo{{Name: "kv", Package: "github.com/nvboot/nvboot/examples/kv", Path: "/bin/kv"}},
+		Partitions: []Partition{{Name: "esp", Offset: 1 << 20, Bytes: 8 << 20}}}
+	if l == Initramfs {
+		im.Initrd = InitrdFile
+	}
+	b, err := json.MarshalIndent(im, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The user's project directory, holding their image config named image.json
+// (the name nvboot build -h uses), sources and other files, is never taken
+// for an earlier build: the build refuses it, names it and what is in it,
+// and every file is still there.
+func TestBuildRefusesProjectDirectory(t *testing.T) {
+	userConfig := `{"Packages": ["./svc"], "PackageConfig": {"./svc": {"ForwardPort": 8080}}}`
+	for _, tt := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"project with image.json", map[string]string{"image.json": userConfig, "go.mod": "module x\n", "svc/main.go": "package main\n", "notes.txt": "x"},
+			[]string{`"go.mod"`, `"notes.txt"`, `"svc/"`}},
+		{"only the user's image.json", map[string]string{"image.json": userConfig}, []string{"image.json", "not one nvboot build wrote"}},
+		{"user's image.json beside a stamp", map[string]string{"image.json": userConfig, StampFile: stampText}, []string{"image.json", "not one nvboot build wrote"}},
+		{"earlier build plus a user file", map[string]string{ManifestFile: "", StampFile: stampText, DiskFile: "d", "keep.txt": "mine"},
+			[]string{`"keep.txt"`}},
+		{"a directory named like an output file", map[string]string{DiskFile + "/": ""}, []string{`"disk.img/"`}},
+		{"unmarked output files", map[string]string{DiskFile: "d", KernelFile: "k"}, []string{"not an nvboot image"}},
+		{"legacy image.json with a foreign field", map[string]string{ManifestFile: `{"Layout": "elf", "Kernel": "bzImage", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"], "Packages": ["x"]}`},
+			[]string{"image.json", `unknown field "Packages"`}},
+		{"legacy image.json with other file names", map[string]string{ManifestFile: `{"Layout": "elf", "Kernel": "vmlinuz", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"]}`},
+			[]string{"vmlinuz"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			out := filepath.Join(parent, "proj")
+			if err := os.Mkdir(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeTree(t, out, tt.files)
+			before := snapshot(t, parent)
+			_, err := Build(context.Background(), Options{Config: config.Demo(), Layout: OFF2F, Out: out, Kernel: "/nonexistent", ModuleRoot: moduleRoot(t)})
+			if err == nil {
+				t.Fatal("the build went ahead")
+			}
+			for _, w := range append([]string{out, "refusing"}, tt.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			after := snapshot(t, parent)
+			if len(after) != len(before) {
+				t.Errorf("files changed: before %v, after %v", before, after)
+			}
+			for p, b := range before {
+				if after[p] != b {
+					t.Errorf("%s changed or gone", p)
+				}
+			}
+		})
+	}
+}
+
+// A file where the output directory should be is refused, not replaced.
+func TestBuildRefusesFileAsOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	os.WriteFile(out, []byte("mine"), 0o644)
+	_, err := Build(context.Background(), Options{Config: config.Demo(), Layout: OFF2F, Out: out, Kernel: "/nonexistent", ModuleRoot: moduleRoot(t)})
+	if err == nil || !strings.Contains(err.Error(), out) || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("err = %v", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "mine" {
+		t.Fatal("the file was replaced")
+	}
+}
+
+// What a build may replace: nothing, an empty directory, a stamped build, and
+// a build from before the stamp (nvboot's image.json, only build files).
+func TestCheckOutAcceptsBuilds(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		files map[string]string // nil: no directory
+	}{
+		{"nothing", nil},
+		{"empty", map[string]string{}},
+		{"stamped build", map[string]string{StampFile: stampText, ManifestFile: manifestJSON(t, OFF2F), DiskFile: "d", KernelFile: "k",
+			TextPmemFile: "t", StatePmemFile: "s"}},
+		{"stamped build with a later image.json field", map[string]string{StampFile: stampText,
+			ManifestFile: `{"Layout": "off2f", "Kernel": "bzImage", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"], "Later": 1}`}},
+		{"stamp only", map[string]string{StampFile: stampText}},
+		{"build from before the stamp", map[string]string{ManifestFile: manifestJSON(t, ELF), DiskFile: "d", KernelFile: "k",
+			TextPmemFile: "t", StatePmemFile: "s"}},
+		{"initramfs build from before the stamp", map[string]string{ManifestFile: manifestJSON(t, Initramfs), InitrdFile: "i", DiskFile: "d"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			if tt.files != nil {
+				os.Mkdir(out, 0o755)
+				writeTree(t, out, tt.files)
+			}
+			if err := CheckOut(out); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
