@@ -193,6 +193,16 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if o.Out == "" {
 		return nil, errors.New("no output directory (-o DIR)")
 	}
+	// Every path absolute: go build and make run in other directories.
+	var err error
+	if o.Out, err = AbsOut(o.Out); err != nil {
+		return nil, err
+	}
+	// ModuleRoot and ConfigDir "": the current directory.
+	o.ModuleRoot, o.ConfigDir = absPath(or(o.ModuleRoot, ".")), absPath(or(o.ConfigDir, "."))
+	if o.Kernel != "" {
+		o.Kernel = absPath(o.Kernel)
+	}
 	if err := CheckOut(o.Out); err != nil {
 		return nil, err
 	}
@@ -229,6 +239,30 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	}
 	ok = true
 	return im, nil
+}
+
+// absPath is p made absolute; as it is when the current directory is gone.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// AbsOut is the output directory out as an absolute path, a symbolic link
+// resolved: the build is written beside the directory itself and renamed
+// into its place.
+func AbsOut(out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("output directory %s: %w", out, err)
+	}
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if abs, err = filepath.EvalSymlinks(abs); err != nil {
+			return "", fmt.Errorf("output directory %s: %w", out, err)
+		}
+	}
+	return abs, nil
 }
 
 // CheckOut refuses an output directory that holds something other than an

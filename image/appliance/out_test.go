@@ -167,3 +167,61 @@ func TestCheckOutAcceptsBuilds(t *testing.T) {
 		})
 	}
 }
+
+// Relative paths name what they name from the current directory, though go
+// build and make run elsewhere: -o, the checkout, the kernel and a config's
+// local package ("./examples/kv" beside the config). A failed build with
+// relative paths leaves nothing behind, in the output's parent or the
+// checkout.
+func TestBuildRelativePaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs and filesystems")
+	}
+	needTools(t)
+	root := moduleRoot(t)
+	k := fakeKernel(t)
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	relRoot, err := filepath.Rel(cwd, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relKernel, err := filepath.Rel(cwd, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftovers := func(dir string) []string {
+		var l []string
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.Contains(e.Name(), ".build-") {
+				l = append(l, e.Name())
+			}
+		}
+		return l
+	}
+	cfg := &config.Config{Packages: []string{"./examples/kv"},
+		PackageConfig: map[string]config.PackageConfig{"./examples/kv": {WaitFor: "tcp:8080", ForwardPort: 8080}}}
+	im, err := Build(context.Background(), Options{Config: cfg, Layout: ELF, Out: "out/loc", Kernel: relKernel, ModuleRoot: relRoot, ConfigDir: relRoot})
+	if err != nil {
+		t.Fatalf("build with relative paths: %v", err)
+	}
+	if len(im.Services) != 1 || im.Services[0].Name != "kv" {
+		t.Fatalf("services %+v", im.Services)
+	}
+	if _, err := ReadImage(filepath.Join(cwd, "out", "loc")); err != nil {
+		t.Fatal(err)
+	}
+	bad := &config.Config{Packages: []string{"./examples/kv", "./no-such-service"}}
+	if _, err := Build(context.Background(), Options{Config: bad, Layout: ELF, Out: "out/bad", Kernel: relKernel, ModuleRoot: relRoot, ConfigDir: relRoot}); err == nil || !strings.Contains(err.Error(), "no-such-service") {
+		t.Fatalf("bad build: %v", err)
+	}
+	for _, dir := range []string{cwd, filepath.Join(cwd, "out"), root} {
+		if l := leftovers(dir); len(l) > 0 {
+			t.Errorf("left behind in %s: %v", dir, l)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "out", "bad")); !os.IsNotExist(err) {
+		t.Errorf("failed build's output: %v", err)
+	}
+}

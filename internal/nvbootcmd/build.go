@@ -53,6 +53,11 @@ func build(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-layout: %v", err)
 	}
+	// Absolute from here on, so that it names the same directory wherever
+	// the build runs its tools.
+	if *out, err = appliance.AbsOut(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
 	// Before the inputs (the kernel may take minutes to build): a directory
 	// the build would refuse at the end is refused now.
 	if err := appliance.CheckOut(*out); err != nil {

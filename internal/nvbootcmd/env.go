@@ -24,7 +24,12 @@ func moduleRoot(ctx context.Context, flag string) (string, error) {
 		if _, err := os.Stat(filepath.Join(flag, "cmd", "nvinit")); err != nil {
 			return "", fmt.Errorf("-src %s: not an nvboot checkout (no cmd/nvinit)", flag)
 		}
-		return flag, nil
+		// Absolute: go build and make run in other directories.
+		abs, err := filepath.Abs(flag)
+		if err != nil {
+			return "", fmt.Errorf("-src %s: %w", flag, err)
+		}
+		return abs, nil
 	}
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -94,6 +99,9 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer)
 			return nil, err
 		}
 		in.cfg, in.cfgDir = cfg, filepath.Dir(cfgPath)
+		if in.cfgDir, err = filepath.Abs(in.cfgDir); err != nil {
+			return nil, fmt.Errorf("-config %s: %w", cfgPath, err)
+		}
 	}
 	var err error
 	if in.root, err = moduleRoot(ctx, src); err != nil {

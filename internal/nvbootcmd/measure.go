@@ -79,7 +79,12 @@ func measure(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	dir := *work
-	if dir == "" {
+	if dir != "" {
+		// Absolute: the builds run go build and make in other directories.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return fmt.Errorf("-work %s: %w", *work, err)
+		}
+	} else {
 		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -182,5 +183,58 @@ func TestFlashCommand(t *testing.T) {
 	}
 	if _, _, err := execute("flash", filepath.Join(dir, "noimage"), target); err == nil || !strings.Contains(err.Error(), "noimage") {
 		t.Errorf("flash of a missing image: %v", err)
+	}
+}
+
+// fakeKernel is a file with a bzImage's boot-protocol header signature
+// ("HdrS" at 0x202): what the build checks before copying it in.
+func fakeKernel(t *testing.T) string {
+	t.Helper()
+	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
+	copy(b[0x202:], "HdrS")
+	p := filepath.Join(t.TempDir(), "bzImage")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// nvboot build -src CHECKOUT -o DIR, both relative, run from outside the
+// checkout builds; a failure leaves no .DIR.build-* behind anywhere.
+func TestBuildRelativePaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs and filesystems")
+	}
+	for _, tool := range []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (make deps)", tool)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fakeKernel(t)
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	src, _ := filepath.Rel(cwd, root)
+	if _, stderr, err := execute("build", "-src", src, "-kernel", k, "-layout", "elf", "-o", "img"); err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	if _, err := appliance.ReadImage(filepath.Join(cwd, "img")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cwd, "bad.json")
+	os.WriteFile(cfg, []byte(`{"Packages": ["./no-such-service"]}`), 0o644)
+	if _, _, err := execute("build", "-src", src, "-kernel", k, "-config", "bad.json", "-o", "out/bad"); err == nil || !strings.Contains(err.Error(), "no-such-service") {
+		t.Fatalf("bad build: %v", err)
+	}
+	for _, dir := range []string{cwd, filepath.Join(cwd, "out"), root} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.Contains(e.Name(), ".build-") {
+				t.Errorf("left behind: %s", filepath.Join(dir, e.Name()))
+			}
+		}
 	}
 }
