@@ -7,8 +7,10 @@
 // images (text store, state) and image.json, which says how to boot them.
 //
 // Every step is reproducible: the same inputs give the same bytes. The output
-// directory is written beside its final place and renamed into it at the end,
-// so a failed build leaves nothing behind.
+// directory is written beside its final place (.NAME.build-PID-N, locked
+// while the build runs) and renamed into it at the end, so a failed build
+// leaves nothing behind, and what a killed one left the next build of NAME
+// removes.
 //
 // An output directory is marked by the file .nvboot-image (StampFile). A build
 // replaces an existing directory only when it holds nothing but the files a
@@ -213,22 +215,26 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".build-")
+	removeStale(parent, filepath.Base(o.Out), o.logf)
+	tmp, unlock, err := buildDir(parent, filepath.Base(o.Out))
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
-	}
 	b := &builder{Options: o, dir: tmp, work: filepath.Join(tmp, ".work")}
 	im, err := b.build(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// What failed is whatever the cancellation killed (mke2fs, go
+			// build): not worth naming.
+			return nil, fmt.Errorf("building %s: interrupted (%v)", o.Out, context.Cause(ctx))
+		}
 		return nil, err
 	}
 	if err := os.RemoveAll(b.work); err != nil {

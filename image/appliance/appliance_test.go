@@ -27,11 +27,14 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
-// fakeKernel stands in for the bzImage: the build only copies it.
+// fakeKernel stands in for the bzImage: the build checks its boot-protocol
+// signature ("HdrS" at 0x202) and copies it.
 func fakeKernel(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bzImage")
-	if err := os.WriteFile(p, bytes.Repeat([]byte("nvboot kernel "), 4096), 0o644); err != nil {
+	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
+	copy(b[0x202:], "HdrS")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

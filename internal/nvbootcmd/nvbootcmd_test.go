@@ -238,3 +238,26 @@ func TestBuildRelativePaths(t *testing.T) {
 		}
 	}
 }
+
+// A command stopped by its context's cancellation (main cancels it on
+// SIGINT, SIGTERM and SIGHUP) reports that it was interrupted, not the error
+// of what the cancellation killed; usage errors stay usage errors.
+func TestInterrupted(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("terminated signal received"))
+	var o, e bytes.Buffer
+	parent := t.TempDir()
+	err := Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e,
+		Args: []string{"build", "-src", root, "-kernel", fakeKernel(t), "-o", filepath.Join(parent, "out")}})
+	if err == nil || err.Error() != "interrupted (terminated signal received)" {
+		t.Errorf("err = %v", err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+	err = Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Args: []string{"build"}})
+	if !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("usage error became %v", err)
+	}
+}
