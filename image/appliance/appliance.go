@@ -208,7 +208,7 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := CheckOut(o.Out); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(o.Kernel); err != nil {
+	if err := CheckKernel(o.Kernel); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	parent := filepath.Dir(filepath.Clean(o.Out))
@@ -245,6 +245,36 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	}
 	ok = true
 	return im, nil
+}
+
+// CheckKernel checks that path is an x86 bzImage: a regular file (or a
+// symbolic link to one) with the Linux boot protocol's "HdrS" signature at
+// offset 0x202. The error names path.
+func CheckKernel(path string) error {
+	if path == "" {
+		return errors.New("no kernel given")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		what := "not a regular file"
+		if fi.IsDir() {
+			what = "a directory"
+		}
+		return fmt.Errorf("%s is %s, not a bzImage", path, what)
+	}
+	sig := make([]byte, 4)
+	if _, err := f.ReadAt(sig, 0x202); err != nil || string(sig) != "HdrS" {
+		return fmt.Errorf("%s is not an x86 bzImage (no \"HdrS\" boot header signature at offset 0x202)", path)
+	}
+	return nil
 }
 
 // absPath is p made absolute; as it is when the current directory is gone.

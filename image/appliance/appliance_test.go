@@ -289,10 +289,12 @@ func TestBuildBadInput(t *testing.T) {
 		{"text store too small", demo(func(c *config.Config) { c.TextStoreMiB = 4 }), OFF2F, k, "TextStoreMiB 4"},
 		{"unknown layout", config.Demo(), Layout("zip"), k, `layout "zip"`},
 		{"missing kernel", config.Demo(), OFF2F, "/nonexistent/bzImage", "/nonexistent/bzImage"},
+		{"kernel that is not a bzImage", config.Demo(), OFF2F, "appliance.go", "not an x86 bzImage"},
+		{"kernel that is a directory", config.Demo(), OFF2F, "testdata", "is a directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if testing.Short() && tt.name != "invalid config" && tt.name != "unknown layout" {
+			if testing.Short() && tt.name != "invalid config" && tt.name != "unknown layout" && !strings.HasPrefix(tt.name, "kernel") {
 				t.Skip("builds Go programs")
 			}
 			parent := t.TempDir()

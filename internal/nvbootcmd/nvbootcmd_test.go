@@ -110,6 +110,29 @@ func TestBuildRefusesProjectDirectory(t *testing.T) {
 	}
 }
 
+// -kernel must be an x86 bzImage: a text file or a directory is refused up
+// front, the error naming -kernel and the path, and no output is made.
+func TestBadKernel(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := t.TempDir()
+	text := filepath.Join(dir, "kernel.txt")
+	os.WriteFile(text, []byte(strings.Repeat("not a kernel\n", 100)), 0o644)
+	for _, k := range []struct{ path, want string }{{text, "not an x86 bzImage"}, {dir, "is a directory"}, {filepath.Join(dir, "missing"), "no such file"}} {
+		out := filepath.Join(dir, "out")
+		_, _, err := execute("build", "-src", root, "-kernel", k.path, "-o", out)
+		if err == nil || !strings.Contains(err.Error(), "-kernel") || !strings.Contains(err.Error(), k.path) || !strings.Contains(err.Error(), k.want) {
+			t.Errorf("-kernel %s: err %v, want -kernel, the path and %q", k.path, err, k.want)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("-kernel %s: output made: %v", k.path, err)
+		}
+	}
+	t.Setenv("NVBOOT_KERNEL", text)
+	if _, _, err := execute("build", "-src", root, "-o", filepath.Join(dir, "out")); err == nil || !strings.Contains(err.Error(), "$NVBOOT_KERNEL") {
+		t.Errorf("$NVBOOT_KERNEL of a text file: %v", err)
+	}
+}
+
 func TestReport(t *testing.T) {
 	boot := func(service, handover time.Duration) *bootResult {
 		return &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond,
