@@ -168,6 +168,65 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// measure checks -charts before building or booting anything: a path that
+// cannot be a directory fails at once, naming -charts; a new one is created.
+func TestMeasureChartsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	_, _, err := execute("measure", "-charts", filepath.Join(file, "charts"), "-src", "/nonexistent")
+	if err == nil || !strings.Contains(err.Error(), "-charts "+filepath.Join(file, "charts")) {
+		t.Errorf("-charts under a file: %v", err)
+	}
+	charts := filepath.Join(dir, "new", "charts")
+	_, _, err = execute("measure", "-charts", charts, "-src", "/nonexistent")
+	if err == nil || !strings.Contains(err.Error(), "-src /nonexistent") {
+		t.Errorf("want the -src error after the -charts check: %v", err)
+	}
+	if ents, err := os.ReadDir(charts); err != nil || len(ents) != 0 {
+		t.Errorf("-charts not created up front, or the probe left: %v %v", ents, err)
+	}
+}
+
+// The results are printed before the charts are written, so a chart that
+// cannot be written loses none; without -charts no chart is written.
+func TestMeasureEmit(t *testing.T) {
+	boot := &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond, StageHandover: 800 * time.Millisecond,
+		StageInit: 810 * time.Millisecond, StageService: time.Second}}
+	r := &report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
+		Runs: map[appliance.Layout][]*bootResult{appliance.OFF2F: {boot}, appliance.ELF: {boot}}}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var out, log bytes.Buffer
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	err := r.emit(&out, true, file, newProgress(&log))
+	if err == nil || !strings.Contains(err.Error(), "-charts "+file) {
+		t.Errorf("charts into a file: %v", err)
+	}
+	var o struct{ Bench string }
+	if json.Unmarshal(out.Bytes(), &o) != nil || o.Bench != "measure" {
+		t.Errorf("the JSON result was not printed first: %q", out.String())
+	}
+	out.Reset()
+	if err := r.emit(&out, false, "", newProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
+		t.Errorf("table: %v %q", err, out.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("charts written without -charts: %v", ents)
+	}
+	charts := filepath.Join(dir, "charts")
+	os.Mkdir(charts, 0o755)
+	if err := r.emit(&out, false, charts, newProgress(&log)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.Layouts {
+		if b, err := os.ReadFile(filepath.Join(charts, "measure-"+string(l)+".svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+			t.Errorf("chart of %s: %v", l, err)
+		}
+	}
+}
+
 // TestFlashCommand flashes a built image's disk onto a file through the
 // command line and checks the JSON result and the table on the target.
 func TestFlashCommand(t *testing.T) {
