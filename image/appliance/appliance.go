@@ -157,9 +157,13 @@ type Partition struct {
 
 // ServiceInfo is one service of the image.
 type ServiceInfo struct {
-	Name        string
-	Package     string
-	Path        string // in the guest
+	Name    string
+	Package string
+	Path    string // in the guest
+	// Args are the service's arguments (its CommandLineFlags); nil: an
+	// image built before image.json recorded them (a build writes [] for
+	// none).
+	Args        []string
 	WaitFor     string `json:",omitempty"`
 	ForwardPort int    `json:",omitempty"`
 	DontStart   bool   `json:",omitempty"`

@@ -182,7 +182,8 @@ func TestLayouts(t *testing.T) {
 		t.Run(string(l), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
 			im := buildLayout(t, config.Demo(), l, dir, k)
-			if im.Layout != l || len(im.Services) != 1 || im.Services[0].Name != "kv" || im.Services[0].ForwardPort != 8080 {
+			if im.Layout != l || len(im.Services) != 1 || im.Services[0].Name != "kv" || im.Services[0].ForwardPort != 8080 ||
+				strings.Join(im.Services[0].Args, " ") != "-listen :8080 -heap /nv/state/kv.heap" {
 				t.Fatalf("image.json: %+v", im)
 			}
 			read, err := ReadImage(dir)
