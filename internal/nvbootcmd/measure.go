@@ -68,6 +68,9 @@ func measure(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-storage: %v", err)
 	}
+	if err := checkAccel(*accel); err != nil {
+		return err
+	}
 	var ls []appliance.Layout
 	for _, s := range strings.Split(*layouts, ",") {
 		l, err := appliance.ParseLayout(strings.TrimSpace(s))

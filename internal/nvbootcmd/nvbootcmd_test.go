@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-port", "80", "x"}, "HOSTPORT:GUESTPORT"},
 		{[]string{"measure", "-runs", "0"}, "-runs 0"},
 		{[]string{"measure", "-layouts", "off2f,zip"}, `layout "zip"`},
+		{[]string{"measure", "-accel", "bogus"}, `-accel "bogus"`},
+		{[]string{"run", "-mem", "-5", "x"}, "-mem -5: want at least"},
+		{[]string{"run", "-mem", "0", "x"}, "-mem 0: want at least"},
+		{[]string{"run", "-mem", "100000000", "x"}, "more than this host's"},
+		{[]string{"run", "-accel", "bogus", "x"}, `-accel "bogus": want kvm or tcg`},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)
@@ -224,6 +231,58 @@ func TestMeasureEmit(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(charts, "measure-"+string(l)+".svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
 			t.Errorf("chart of %s: %v", l, err)
 		}
+	}
+}
+
+// nvboot run checks the host ports it forwards before starting QEMU: one in
+// use (or forwarded twice) is an error naming the port and where it came
+// from (-port or the image's ForwardPort), and nothing is started.
+func TestRunHostPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	free, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "img")
+	os.Mkdir(dir, 0o755)
+	im := appliance.Image{Layout: appliance.OFF2F, Kernel: appliance.KernelFile, Disk: appliance.DiskFile,
+		Services: []appliance.ServiceInfo{{Name: "kv", ForwardPort: busy}}}
+	b, _ := json.Marshal(im)
+	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-accel", "tcg", dir}, fmt.Sprintf("the image's ForwardPort %d: host port %d is not free", busy, busy)},
+		{[]string{"run", "-accel", "tcg", "-port", fmt.Sprintf("%d:8080", busy), dir}, fmt.Sprintf("-port %d:8080: host port %d is not free", busy, busy)},
+		{[]string{"run", "-accel", "tcg", "-port", fmt.Sprintf("%d:8080", free), "-port", fmt.Sprintf("%d:22", free), dir}, fmt.Sprintf("host port %d is forwarded twice", free)},
+	} {
+		_, stderr, err := execute(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("nvboot %q: err %v, want %q", c.args, err, c.want)
+		}
+		if strings.Contains(stderr, "poweroff") {
+			t.Errorf("nvboot %q: started anyway:\n%s", c.args, stderr)
+		}
+	}
+}
+
+// -accel kvm where KVM does not work is refused before QEMU starts.
+func TestRunAccelKVMUnusable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts QEMU to see whether KVM works")
+	}
+	if ok, _ := vm.KVMUsable("qemu-system-x86_64"); ok {
+		t.Skip("KVM works here")
+	}
+	_, _, err := execute("run", "-accel", "kvm", filepath.Join(t.TempDir(), "img"))
+	if err == nil || !strings.Contains(err.Error(), "-accel kvm: KVM does not work here") {
+		t.Errorf("err %v", err)
 	}
 }
 
