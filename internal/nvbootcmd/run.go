@@ -115,8 +115,9 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	return nil
 }
 
-// minMemMiB is the least guest RAM -mem takes: below it the kernel does
-// not come up.
+// minMemMiB is the least guest RAM -mem takes: a floor against typos (0,
+// a negative number, KiB for MiB), well below what the appliance is run
+// with (512 by default).
 const minMemMiB = 64
 
 // checkMem checks -mem: at least minMemMiB, at most the host's RAM.
