@@ -6,14 +6,22 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/nvbootcmd"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all cancel the
+	// command, which then cleans up (a build removes its half-written
+	// output, QEMU is stopped); a second signal ends nvboot at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	c := &cli.Context{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Args: os.Args[1:]}
 	os.Exit(cli.ExitCode(nvbootcmd.Execute(ctx, c), os.Stderr, "nvboot"))
 }

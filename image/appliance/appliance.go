@@ -7,8 +7,17 @@
 // images (text store, state) and image.json, which says how to boot them.
 //
 // Every step is reproducible: the same inputs give the same bytes. The output
-// directory is written beside its final place and renamed into it at the end,
-// so a failed build leaves nothing behind.
+// directory is written beside its final place (.NAME.build-PID-N, locked
+// while the build runs) and renamed into it at the end, so a failed build
+// leaves nothing behind, and what a killed one left the next build of NAME
+// removes.
+//
+// An output directory is marked by the file .nvboot-image (StampFile). A build
+// replaces an existing directory only when it holds nothing but the files a
+// build writes (OutputFiles) and is marked as a build: by the stamp, or, for
+// builds from before the stamp, by an image.json that is nvboot's (strictly
+// an Image). Anything else there, such as the user's own image config named
+// image.json beside their sources, is refused and left as it is.
 package appliance
 
 import (
@@ -18,6 +27,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
@@ -87,14 +98,26 @@ const (
 	InitrdFile    = "initrd.cpio"
 	TextPmemFile  = "pmem-text.img"
 	StatePmemFile = "pmem-state.img"
+	// StampFile marks a directory as an nvboot build output, which the next
+	// build into it replaces whole.
+	StampFile = ".nvboot-image"
 )
+
+// stampText is what StampFile says to whoever finds it.
+const stampText = "This directory was written by nvboot build -o: the next build into it replaces it whole.\n" +
+	"Keep nothing else here; a build refuses a directory holding other files.\n"
+
+// OutputFiles are the names a build writes into its output directory (an
+// initrd only in the initramfs layout).
+var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile}
 
 // Options say what to build.
 type Options struct {
 	Config *config.Config
 	Layout Layout
 	// Out is the output directory: created, or replaced when it holds an
-	// earlier nvboot build (image.json); anything else there is refused.
+	// earlier nvboot build and nothing else (see the package doc); anything
+	// else there is refused.
 	Out string
 	// Kernel is the bzImage to put in the image.
 	Kernel string
@@ -134,9 +157,13 @@ type Partition struct {
 
 // ServiceInfo is one service of the image.
 type ServiceInfo struct {
-	Name        string
-	Package     string
-	Path        string // in the guest
+	Name    string
+	Package string
+	Path    string // in the guest
+	// Args are the service's arguments (its CommandLineFlags); nil: an
+	// image built before image.json recorded them (a build writes [] for
+	// none).
+	Args        []string
 	WaitFor     string `json:",omitempty"`
 	ForwardPort int    `json:",omitempty"`
 	DontStart   bool   `json:",omitempty"`
@@ -172,32 +199,46 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if o.Out == "" {
 		return nil, errors.New("no output directory (-o DIR)")
 	}
-	if err := checkOut(o.Out); err != nil {
+	// Every path absolute: go build and make run in other directories.
+	var err error
+	if o.Out, err = AbsOut(o.Out); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(o.Kernel); err != nil {
+	// ModuleRoot and ConfigDir "": the current directory.
+	o.ModuleRoot, o.ConfigDir = absPath(or(o.ModuleRoot, ".")), absPath(or(o.ConfigDir, "."))
+	if o.Kernel != "" {
+		o.Kernel = absPath(o.Kernel)
+	}
+	if err := CheckOut(o.Out); err != nil {
+		return nil, err
+	}
+	if err := CheckKernel(o.Kernel); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	parent := filepath.Dir(filepath.Clean(o.Out))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(o.Out)+".build-")
+	removeStale(parent, filepath.Base(o.Out), o.logf)
+	tmp, unlock, err := buildDir(parent, filepath.Base(o.Out))
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
-	}
 	b := &builder{Options: o, dir: tmp, work: filepath.Join(tmp, ".work")}
 	im, err := b.build(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// What failed is whatever the cancellation killed (mke2fs, go
+			// build): not worth naming.
+			return nil, fmt.Errorf("building %s: interrupted (%v)", o.Out, context.Cause(ctx))
+		}
 		return nil, err
 	}
 	if err := os.RemoveAll(b.work); err != nil {
@@ -210,23 +251,152 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	return im, nil
 }
 
-// checkOut refuses an output directory that holds something other than an
-// earlier build: replacing it would lose what the user put there.
-func checkOut(out string) error {
-	ents, err := os.ReadDir(out)
+// CheckKernel checks that path is an x86 bzImage: a regular file (or a
+// symbolic link to one) with the Linux boot protocol's "HdrS" signature at
+// offset 0x202. The error names path.
+func CheckKernel(path string) error {
+	if path == "" {
+		return errors.New("no kernel given")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		what := "not a regular file"
+		if fi.IsDir() {
+			what = "a directory"
+		}
+		return fmt.Errorf("%s is %s, not a bzImage", path, what)
+	}
+	sig := make([]byte, 4)
+	if _, err := f.ReadAt(sig, 0x202); err != nil || string(sig) != "HdrS" {
+		return fmt.Errorf("%s is not an x86 bzImage (no \"HdrS\" boot header signature at offset 0x202)", path)
+	}
+	return nil
+}
+
+// absPath is p made absolute; as it is when the current directory is gone.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// AbsOut is the output directory out as an absolute path, a symbolic link
+// resolved: the build is written beside the directory itself and renamed
+// into its place.
+func AbsOut(out string) (string, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return "", fmt.Errorf("output directory %s: %w", out, err)
+	}
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if abs, err = filepath.EvalSymlinks(abs); err != nil {
+			return "", fmt.Errorf("output directory %s: %w", out, err)
+		}
+	}
+	return abs, nil
+}
+
+// CheckOut refuses an output directory that holds something other than an
+// earlier build: replacing it would lose what the user put there. Nothing or
+// an empty directory is fine; a directory is replaced only when every entry is
+// a regular file a build writes, and it carries the stamp or (a build from
+// before the stamp) an image.json nvboot wrote. An image.json that is not
+// nvboot's is refused even beside the stamp: it is the user's. (Beside the
+// stamp, image.json may have fields a later nvboot added.)
+func CheckOut(out string) error {
+	fi, err := os.Lstat(out)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("output directory %s: %w", out, err)
 	}
+	if !fi.IsDir() {
+		return fmt.Errorf("output directory %s: exists and is not a directory: refusing to replace it", out)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("output directory %s: %w", out, err)
+	}
 	if len(ents) == 0 {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(out, ManifestFile)); err != nil {
-		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s): refusing to replace it", out, ManifestFile)
+	var foreign []string
+	stamped, manifest := false, false
+	for _, e := range ents {
+		name := e.Name()
+		if !slices.Contains(OutputFiles, name) || !e.Type().IsRegular() {
+			if e.IsDir() {
+				name += "/"
+			}
+			foreign = append(foreign, name)
+			continue
+		}
+		stamped = stamped || name == StampFile
+		manifest = manifest || name == ManifestFile
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("output directory %s holds %s, which nvboot build does not write: refusing to replace it (build into a new or empty directory, or remove them)",
+			out, listNames(foreign, 5))
+	}
+	if manifest {
+		if err := checkManifest(filepath.Join(out, ManifestFile), !stamped); err != nil {
+			return fmt.Errorf("output directory %s: its %s is not one nvboot build wrote (%v): refusing to replace it (is it your image config? build into another directory)",
+				out, ManifestFile, err)
+		}
+	} else if !stamped {
+		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s or %s): refusing to replace it", out, StampFile, ManifestFile)
 	}
 	return nil
+}
+
+// checkManifest checks that an image.json is one nvboot build wrote: a known
+// layout and the file names a build gives; strict, only Image's fields (an
+// unstamped directory: a build from before the stamp, which had no others).
+func checkManifest(path string, strict bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
+	var im Image
+	if err := dec.Decode(&im); err != nil {
+		return err
+	}
+	if _, err := ParseLayout(string(im.Layout)); err != nil {
+		return err
+	}
+	if im.Kernel != KernelFile || im.Disk != DiskFile || !slices.Equal(im.Pmem, []string{TextPmemFile, StatePmemFile}) ||
+		im.Initrd != "" && im.Initrd != InitrdFile {
+		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
+	}
+	return nil
+}
+
+// listNames quotes up to n names, then says how many more there are.
+func listNames(names []string, n int) string {
+	q := make([]string, 0, n+1)
+	for i, s := range names {
+		if i == n {
+			q = append(q, fmt.Sprintf("and %d more", len(names)-n))
+			break
+		}
+		q = append(q, strconv.Quote(s))
+	}
+	return strings.Join(q, ", ")
 }
 
 // replaceDir moves the finished build into place; an earlier build there is

@@ -27,11 +27,14 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
-// fakeKernel stands in for the bzImage: the build only copies it.
+// fakeKernel stands in for the bzImage: the build checks its boot-protocol
+// signature ("HdrS" at 0x202) and copies it.
 func fakeKernel(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bzImage")
-	if err := os.WriteFile(p, bytes.Repeat([]byte("nvboot kernel "), 4096), 0o644); err != nil {
+	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
+	copy(b[0x202:], "HdrS")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -179,7 +182,8 @@ func TestLayouts(t *testing.T) {
 		t.Run(string(l), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
 			im := buildLayout(t, config.Demo(), l, dir, k)
-			if im.Layout != l || len(im.Services) != 1 || im.Services[0].Name != "kv" || im.Services[0].ForwardPort != 8080 {
+			if im.Layout != l || len(im.Services) != 1 || im.Services[0].Name != "kv" || im.Services[0].ForwardPort != 8080 ||
+				strings.Join(im.Services[0].Args, " ") != "-listen :8080 -heap /nv/state/kv.heap" {
 				t.Fatalf("image.json: %+v", im)
 			}
 			read, err := ReadImage(dir)
@@ -286,10 +290,12 @@ func TestBuildBadInput(t *testing.T) {
 		{"text store too small", demo(func(c *config.Config) { c.TextStoreMiB = 4 }), OFF2F, k, "TextStoreMiB 4"},
 		{"unknown layout", config.Demo(), Layout("zip"), k, `layout "zip"`},
 		{"missing kernel", config.Demo(), OFF2F, "/nonexistent/bzImage", "/nonexistent/bzImage"},
+		{"kernel that is not a bzImage", config.Demo(), OFF2F, "appliance.go", "not an x86 bzImage"},
+		{"kernel that is a directory", config.Demo(), OFF2F, "testdata", "is a directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if testing.Short() && tt.name != "invalid config" && tt.name != "unknown layout" {
+			if testing.Short() && tt.name != "invalid config" && tt.name != "unknown layout" && !strings.HasPrefix(tt.name, "kernel") {
 				t.Skip("builds Go programs")
 			}
 			parent := t.TempDir()
@@ -328,6 +334,9 @@ func TestBuildOutputDirectory(t *testing.T) {
 	}
 	os.RemoveAll(out)
 	buildLayout(t, config.Demo(), ELF, out, k)
+	if b, err := os.ReadFile(filepath.Join(out, StampFile)); err != nil || string(b) != stampText {
+		t.Fatalf("the build is not stamped: %v %q", err, b)
+	}
 	before, _ := os.ReadFile(filepath.Join(out, ManifestFile))
 	bad := config.Demo()
 	bad.Packages = append(bad.Packages, "./no-such-service")

@@ -100,10 +100,12 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 			return nil, err
 		}
 	}
-	for _, p := range progs[1:] {
+	for i, p := range progs[1:] {
 		pc := b.Config.PackageConfig[p.Package]
+		// Args as nvinit starts it (poold with its config), never nil: an
+		// image.json without them is from before they were recorded.
 		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: b.servicePath(p.Name),
-			WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart})
+			Args: append([]string{}, cfg.Services[i].Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart})
 	}
 
 	// pmem0: the text store, a bigalloc ext4 so text lands 2 MiB-aligned.
@@ -237,6 +239,9 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, ManifestFile), append(imJSON, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644); err != nil {
 		return nil, err
 	}
 	return im, nil

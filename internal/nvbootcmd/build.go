@@ -2,6 +2,7 @@ package nvbootcmd
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/internal/cli"
@@ -20,8 +21,12 @@ root filesystem), initramfs (everything in RAM), dax-elf (whole executables on
 the DAX filesystem). Without -config the demo image is built: the kv service
 (examples/kv) on port 8080.
 
-The same inputs give the same bytes. DIR is replaced only when it holds an
-earlier build; a failed build leaves nothing.`
+The same inputs give the same bytes. A build marks DIR with the file
+.nvboot-image; DIR is replaced only when it holds an earlier build and
+nothing else (only the files a build writes: image.json, disk.img, bzImage,
+initrd.cpio, pmem-*.img, .nvboot-image). Any other file there, your image
+config for one, makes the build refuse DIR and leave it as it is. A failed
+build leaves nothing.`
 
 const buildExamples = `  nvboot build -o out/demo
   nvboot build -config image.json -layout elf -o out/elf
@@ -47,6 +52,16 @@ func build(ctx context.Context, c *cli.Context) error {
 	l, err := appliance.ParseLayout(*layout)
 	if err != nil {
 		return cli.Usagef("-layout: %v", err)
+	}
+	// Absolute from here on, so that it names the same directory wherever
+	// the build runs its tools.
+	if *out, err = appliance.AbsOut(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	// Before the inputs (the kernel may take minutes to build): a directory
+	// the build would refuse at the end is refused now.
+	if err := appliance.CheckOut(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
 	}
 	log := newProgress(c.Stderr)
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)

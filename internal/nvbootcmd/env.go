@@ -24,7 +24,12 @@ func moduleRoot(ctx context.Context, flag string) (string, error) {
 		if _, err := os.Stat(filepath.Join(flag, "cmd", "nvinit")); err != nil {
 			return "", fmt.Errorf("-src %s: not an nvboot checkout (no cmd/nvinit)", flag)
 		}
-		return flag, nil
+		// Absolute: go build and make run in other directories.
+		abs, err := filepath.Abs(flag)
+		if err != nil {
+			return "", fmt.Errorf("-src %s: %w", flag, err)
+		}
+		return abs, nil
 	}
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -42,14 +47,16 @@ func moduleRoot(ctx context.Context, flag string) (string, error) {
 }
 
 // kernelPath is -kernel, else the config's KernelPath, else $NVBOOT_KERNEL,
-// else the cached build of kernel-config/ (built now when missing).
+// else the cached build of kernel-config/ (built now when missing). It must
+// be an x86 bzImage; the error names where it came from and the path.
 func kernelPath(ctx context.Context, flag, fromConfig, root string, log io.Writer) (string, error) {
-	for _, k := range []string{flag, fromConfig, os.Getenv("NVBOOT_KERNEL")} {
-		if k != "" {
-			if _, err := os.Stat(k); err != nil {
-				return "", fmt.Errorf("kernel: %w", err)
+	for _, k := range []struct{ from, path string }{{"-kernel", flag}, {"the config's KernelPath", fromConfig},
+		{"$NVBOOT_KERNEL", os.Getenv("NVBOOT_KERNEL")}} {
+		if k.path != "" {
+			if err := appliance.CheckKernel(k.path); err != nil {
+				return "", fmt.Errorf("%s: %w", k.from, err)
 			}
-			return k, nil
+			return k.path, nil
 		}
 	}
 	fmt.Fprintf(log, "kernel: kernel-config/build.sh (cached after the first build, about 10 minutes)\n")
@@ -59,7 +66,11 @@ func kernelPath(ctx context.Context, flag, fromConfig, root string, log io.Write
 	if err != nil {
 		return "", fmt.Errorf("building the kernel (kernel-config/build.sh): %w", err)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
+	k := filepath.Join(strings.TrimSpace(string(out)), "bzImage")
+	if err := appliance.CheckKernel(k); err != nil {
+		return "", fmt.Errorf("the kernel kernel-config/build.sh built: %w", err)
+	}
+	return k, nil
 }
 
 // progress prints timestamped progress lines to stderr.
@@ -94,6 +105,9 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer)
 			return nil, err
 		}
 		in.cfg, in.cfgDir = cfg, filepath.Dir(cfgPath)
+		if in.cfgDir, err = filepath.Abs(in.cfgDir); err != nil {
+			return nil, fmt.Errorf("-config %s: %w", cfgPath, err)
+		}
 	}
 	var err error
 	if in.root, err = moduleRoot(ctx, src); err != nil {

@@ -4,6 +4,9 @@ package nvbootcmd
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"fmt"
 
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -28,13 +31,30 @@ A first try, from the nvboot checkout (builds the kernel once, ~10 minutes):
   nvboot build -o out/demo && nvboot run out/demo
 `
 
-// Execute runs the nvboot command line in c.
+// Execute runs the nvboot command line in c. A command that fails once ctx
+// is cancelled (Ctrl-C, SIGTERM) reports that it was interrupted, not what
+// the cancellation killed on the way.
 func Execute(ctx context.Context, c *cli.Context) error {
-	return cli.Dispatch(ctx, c, usage, map[string]cli.Command{
+	err := cli.Dispatch(ctx, c, usage, map[string]cli.Command{
 		"build":    build,
 		"run":      runCmd,
 		"measure":  measure,
 		"powercut": powercut,
 		"flash":    flashCmd,
 	})
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, errInterrupted) &&
+		!errors.Is(err, flag.ErrHelp) && !errors.Is(err, cli.ErrUsage) {
+		return interrupted(ctx)
+	}
+	return err
+}
+
+// errInterrupted marks the error of a command stopped by a signal.
+var errInterrupted = errors.New("interrupted")
+
+// interrupted is the error of a command stopped by ctx's cancellation,
+// naming the signal. A command whose own error says what the stop left
+// (flash: how far it wrote) wraps it with this.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("%w (%v)", errInterrupted, context.Cause(ctx))
 }

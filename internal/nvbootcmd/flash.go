@@ -2,6 +2,7 @@ package nvbootcmd
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -74,6 +75,9 @@ func flashCmd(ctx context.Context, c *cli.Context) error {
 			}
 		},
 	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", interrupted(ctx), err) // how far it got matters
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package nvbootcmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,12 +33,14 @@ nvinit's serial markers:
   ready     the service accepts connections (its WaitFor)
   service   the host's first request is answered
 
-It prints a table (median, min, max of each stage, ratio to elf) and writes
-a boot chart (SVG) per layout into -charts. With -json it prints one object:
-{"bench":"measure","ratios":{...},"results":[...]}, ratios as
-"<stage span>.<layout>_vs_<baseline>".`
+It prints a table (median, min, max of each stage, ratio to elf); with -json
+one object instead: {"bench":"measure","ratios":{...},"results":[...]},
+ratios as "<stage span>.<layout>_vs_<baseline>". With -charts DIR it then
+writes a boot chart (SVG) per layout into DIR (created, and checked to be
+writable, before anything is built or booted).`
 
 const measureExamples = `  nvboot measure -runs 5 -storage sd
+  nvboot measure -layouts off2f,elf -runs 3 -charts out/demo
   nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
 
 func measure(ctx context.Context, c *cli.Context) error {
@@ -47,7 +50,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 	storage := fs.String("storage", "sd", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
 	work := fs.String("work", "", "keep the images and runs in this `directory`; empty: a temporary one, removed")
-	charts := fs.String("charts", ".", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
+	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
 	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
 	accel := fs.String("accel", "", "kvm or tcg; empty: KVM when it really works here")
@@ -65,6 +68,9 @@ func measure(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-storage: %v", err)
 	}
+	if err := checkAccel(*accel); err != nil {
+		return err
+	}
 	var ls []appliance.Layout
 	for _, s := range strings.Split(*layouts, ",") {
 		l, err := appliance.ParseLayout(strings.TrimSpace(s))
@@ -73,13 +79,25 @@ func measure(ctx context.Context, c *cli.Context) error {
 		}
 		ls = append(ls, l)
 	}
+	// Before minutes of boots: a chart directory that cannot be written
+	// fails now, not after the results are in.
+	if *charts != "" {
+		if err := chartDir(*charts); err != nil {
+			return fmt.Errorf("-charts %s: %w", *charts, err)
+		}
+	}
 	log := newProgress(c.Stderr)
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
 	if err != nil {
 		return err
 	}
 	dir := *work
-	if dir == "" {
+	if dir != "" {
+		// Absolute: the builds run go build and make in other directories.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return fmt.Errorf("-work %s: %w", *work, err)
+		}
+	} else {
 		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
 			return err
 		}
@@ -120,22 +138,43 @@ func measure(ctx context.Context, c *cli.Context) error {
 				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
 		}
 	}
-	if *charts != "" {
-		if err := os.MkdirAll(*charts, 0o755); err != nil {
-			return err
-		}
-		for _, l := range ls {
-			p := filepath.Join(*charts, "measure-"+string(l)+".svg")
-			if err := os.WriteFile(p, rep.chart(l), 0o644); err != nil {
-				return err
-			}
-			log.printf("boot chart: %s", p)
-		}
+	return rep.emit(c.Stdout, *asJSON, *charts, log)
+}
+
+// chartDir creates the -charts directory and checks that a file can be
+// written into it.
+func chartDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	if *asJSON {
-		return cli.JSON(c.Stdout, rep.output())
+	f, err := os.CreateTemp(dir, ".nvboot-measure-*")
+	if err != nil {
+		return fmt.Errorf("not writable: %w", err)
 	}
-	return rep.writeTable(c.Stdout)
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// emit prints the results (JSON or the table), then writes the boot charts
+// into charts ("": none): a chart that cannot be written loses no result.
+func (r *report) emit(w io.Writer, asJSON bool, charts string, log *progress) error {
+	var err error
+	if asJSON {
+		err = cli.JSON(w, r.output())
+	} else {
+		err = r.writeTable(w)
+	}
+	if err != nil || charts == "" {
+		return err
+	}
+	for _, l := range r.Layouts {
+		p := filepath.Join(charts, "measure-"+string(l)+".svg")
+		if err := os.WriteFile(p, r.chart(l), 0o644); err != nil {
+			return fmt.Errorf("-charts %s: %w (the results are printed above)", charts, err)
+		}
+		log.printf("boot chart: %s", p)
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

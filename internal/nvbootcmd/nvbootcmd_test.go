@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +64,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-port", "80", "x"}, "HOSTPORT:GUESTPORT"},
 		{[]string{"measure", "-runs", "0"}, "-runs 0"},
 		{[]string{"measure", "-layouts", "off2f,zip"}, `layout "zip"`},
+		{[]string{"measure", "-accel", "bogus"}, `-accel "bogus"`},
+		{[]string{"run", "-mem", "-5", "x"}, "-mem -5: want at least"},
+		{[]string{"run", "-mem", "0", "x"}, "-mem 0: want at least"},
+		{[]string{"run", "-mem", "100000000", "x"}, "more than this host's"},
+		{[]string{"run", "-accel", "bogus", "x"}, `-accel "bogus": want kvm or tcg`},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)
@@ -82,6 +90,58 @@ func TestBadInputNamesIt(t *testing.T) {
 	}
 	if _, _, err := execute("run", filepath.Join(dir, "nothing")); err == nil || !strings.Contains(err.Error(), "nothing") {
 		t.Errorf("run of a missing image: %v", err)
+	}
+}
+
+// nvboot build -o into the user's project directory, which holds their
+// image config as image.json (the -h example's name), sources and other
+// files, refuses it before anything else and loses nothing.
+func TestBuildRefusesProjectDirectory(t *testing.T) {
+	proj := t.TempDir()
+	files := map[string]string{"image.json": `{"Packages": ["./svc"]}`, "svc/main.go": "package main\n", "README": "mine"}
+	for name, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(proj, name)), 0o755)
+		os.WriteFile(filepath.Join(proj, name), []byte(body), 0o644)
+	}
+	for _, args := range [][]string{
+		{"build", "-config", filepath.Join(proj, "image.json"), "-o", proj},
+		{"build", "-o", proj, "-src", "/nonexistent"},
+	} {
+		_, _, err := execute(args...)
+		if err == nil || !strings.Contains(err.Error(), "-o") || !strings.Contains(err.Error(), proj) || !strings.Contains(err.Error(), `"svc/"`) {
+			t.Errorf("nvboot %q: err %v, want -o, %s and svc/ named", args, err, proj)
+		}
+	}
+	for name, body := range files {
+		if b, err := os.ReadFile(filepath.Join(proj, name)); err != nil || string(b) != body {
+			t.Errorf("%s: %v %q", name, err, b)
+		}
+	}
+	if ents, _ := os.ReadDir(proj); len(ents) != 3 {
+		t.Errorf("project directory holds %v", ents)
+	}
+}
+
+// -kernel must be an x86 bzImage: a text file or a directory is refused up
+// front, the error naming -kernel and the path, and no output is made.
+func TestBadKernel(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	dir := t.TempDir()
+	text := filepath.Join(dir, "kernel.txt")
+	os.WriteFile(text, []byte(strings.Repeat("not a kernel\n", 100)), 0o644)
+	for _, k := range []struct{ path, want string }{{text, "not an x86 bzImage"}, {dir, "is a directory"}, {filepath.Join(dir, "missing"), "no such file"}} {
+		out := filepath.Join(dir, "out")
+		_, _, err := execute("build", "-src", root, "-kernel", k.path, "-o", out)
+		if err == nil || !strings.Contains(err.Error(), "-kernel") || !strings.Contains(err.Error(), k.path) || !strings.Contains(err.Error(), k.want) {
+			t.Errorf("-kernel %s: err %v, want -kernel, the path and %q", k.path, err, k.want)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("-kernel %s: output made: %v", k.path, err)
+		}
+	}
+	t.Setenv("NVBOOT_KERNEL", text)
+	if _, _, err := execute("build", "-src", root, "-o", filepath.Join(dir, "out")); err == nil || !strings.Contains(err.Error(), "$NVBOOT_KERNEL") {
+		t.Errorf("$NVBOOT_KERNEL of a text file: %v", err)
 	}
 }
 
@@ -117,6 +177,117 @@ func TestReport(t *testing.T) {
 	}
 	if svg := string(r.chart(appliance.OFF2F)); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "ready") && !strings.Contains(svg, "service") {
 		t.Errorf("chart: %s", svg)
+	}
+}
+
+// measure checks -charts before building or booting anything: a path that
+// cannot be a directory fails at once, naming -charts; a new one is created.
+func TestMeasureChartsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	_, _, err := execute("measure", "-charts", filepath.Join(file, "charts"), "-src", "/nonexistent")
+	if err == nil || !strings.Contains(err.Error(), "-charts "+filepath.Join(file, "charts")) {
+		t.Errorf("-charts under a file: %v", err)
+	}
+	charts := filepath.Join(dir, "new", "charts")
+	_, _, err = execute("measure", "-charts", charts, "-src", "/nonexistent")
+	if err == nil || !strings.Contains(err.Error(), "-src /nonexistent") {
+		t.Errorf("want the -src error after the -charts check: %v", err)
+	}
+	if ents, err := os.ReadDir(charts); err != nil || len(ents) != 0 {
+		t.Errorf("-charts not created up front, or the probe left: %v %v", ents, err)
+	}
+}
+
+// The results are printed before the charts are written, so a chart that
+// cannot be written loses none; without -charts no chart is written.
+func TestMeasureEmit(t *testing.T) {
+	boot := &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond, StageHandover: 800 * time.Millisecond,
+		StageInit: 810 * time.Millisecond, StageService: time.Second}}
+	r := &report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
+		Runs: map[appliance.Layout][]*bootResult{appliance.OFF2F: {boot}, appliance.ELF: {boot}}}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var out, log bytes.Buffer
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	err := r.emit(&out, true, file, newProgress(&log))
+	if err == nil || !strings.Contains(err.Error(), "-charts "+file) {
+		t.Errorf("charts into a file: %v", err)
+	}
+	var o struct{ Bench string }
+	if json.Unmarshal(out.Bytes(), &o) != nil || o.Bench != "measure" {
+		t.Errorf("the JSON result was not printed first: %q", out.String())
+	}
+	out.Reset()
+	if err := r.emit(&out, false, "", newProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
+		t.Errorf("table: %v %q", err, out.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("charts written without -charts: %v", ents)
+	}
+	charts := filepath.Join(dir, "charts")
+	os.Mkdir(charts, 0o755)
+	if err := r.emit(&out, false, charts, newProgress(&log)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range r.Layouts {
+		if b, err := os.ReadFile(filepath.Join(charts, "measure-"+string(l)+".svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+			t.Errorf("chart of %s: %v", l, err)
+		}
+	}
+}
+
+// nvboot run checks the host ports it forwards before starting QEMU: one in
+// use (or forwarded twice) is an error naming the port and where it came
+// from (-port or the image's ForwardPort), and nothing is started.
+func TestRunHostPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	free, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "img")
+	os.Mkdir(dir, 0o755)
+	im := appliance.Image{Layout: appliance.OFF2F, Kernel: appliance.KernelFile, Disk: appliance.DiskFile,
+		Services: []appliance.ServiceInfo{{Name: "kv", ForwardPort: busy}}}
+	b, _ := json.Marshal(im)
+	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-accel", "tcg", dir}, fmt.Sprintf("the image's ForwardPort %d: host port %d is not free", busy, busy)},
+		{[]string{"run", "-accel", "tcg", "-port", fmt.Sprintf("%d:8080", busy), dir}, fmt.Sprintf("-port %d:8080: host port %d is not free", busy, busy)},
+		{[]string{"run", "-accel", "tcg", "-port", fmt.Sprintf("%d:8080", free), "-port", fmt.Sprintf("%d:22", free), dir}, fmt.Sprintf("host port %d is forwarded twice", free)},
+	} {
+		_, stderr, err := execute(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("nvboot %q: err %v, want %q", c.args, err, c.want)
+		}
+		if strings.Contains(stderr, "poweroff") {
+			t.Errorf("nvboot %q: started anyway:\n%s", c.args, stderr)
+		}
+	}
+}
+
+// -accel kvm where KVM does not work is refused before QEMU starts.
+func TestRunAccelKVMUnusable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts QEMU to see whether KVM works")
+	}
+	if ok, _ := vm.KVMUsable("qemu-system-x86_64"); ok {
+		t.Skip("KVM works here")
+	}
+	_, _, err := execute("run", "-accel", "kvm", filepath.Join(t.TempDir(), "img"))
+	if err == nil || !strings.Contains(err.Error(), "-accel kvm: KVM does not work here") {
+		t.Errorf("err %v", err)
 	}
 }
 
@@ -158,5 +329,81 @@ func TestFlashCommand(t *testing.T) {
 	}
 	if _, _, err := execute("flash", filepath.Join(dir, "noimage"), target); err == nil || !strings.Contains(err.Error(), "noimage") {
 		t.Errorf("flash of a missing image: %v", err)
+	}
+}
+
+// fakeKernel is a file with a bzImage's boot-protocol header signature
+// ("HdrS" at 0x202): what the build checks before copying it in.
+func fakeKernel(t *testing.T) string {
+	t.Helper()
+	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
+	copy(b[0x202:], "HdrS")
+	p := filepath.Join(t.TempDir(), "bzImage")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// nvboot build -src CHECKOUT -o DIR, both relative, run from outside the
+// checkout builds; a failure leaves no .DIR.build-* behind anywhere.
+func TestBuildRelativePaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go programs and filesystems")
+	}
+	for _, tool := range []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (make deps)", tool)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fakeKernel(t)
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	src, _ := filepath.Rel(cwd, root)
+	if _, stderr, err := execute("build", "-src", src, "-kernel", k, "-layout", "elf", "-o", "img"); err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	if _, err := appliance.ReadImage(filepath.Join(cwd, "img")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cwd, "bad.json")
+	os.WriteFile(cfg, []byte(`{"Packages": ["./no-such-service"]}`), 0o644)
+	if _, _, err := execute("build", "-src", src, "-kernel", k, "-config", "bad.json", "-o", "out/bad"); err == nil || !strings.Contains(err.Error(), "no-such-service") {
+		t.Fatalf("bad build: %v", err)
+	}
+	for _, dir := range []string{cwd, filepath.Join(cwd, "out"), root} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.Contains(e.Name(), ".build-") {
+				t.Errorf("left behind: %s", filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+}
+
+// A command stopped by its context's cancellation (main cancels it on
+// SIGINT, SIGTERM and SIGHUP) reports that it was interrupted, not the error
+// of what the cancellation killed; usage errors stay usage errors.
+func TestInterrupted(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("terminated signal received"))
+	var o, e bytes.Buffer
+	parent := t.TempDir()
+	err := Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e,
+		Args: []string{"build", "-src", root, "-kernel", fakeKernel(t), "-o", filepath.Join(parent, "out")}})
+	if err == nil || err.Error() != "interrupted (terminated signal received)" {
+		t.Errorf("err = %v", err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+	err = Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Args: []string{"build"}})
+	if !errors.Is(err, cli.ErrUsage) {
+		t.Errorf("usage error became %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package nvbootcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,11 +34,19 @@ A write whose answer never came may or may not be there; every write that
 got its 204 must be. The heap must also be consistent at every boot: the
 image's kv runs with -check-on-open (pheap's full check of every block, free
 list and counter, and no leaked object), and GET /stats must say "check":
-"ok". The exit status is 1 when a write is missing or wrong or a check fails;
-an image DIR whose kv does not check its heap fails every boot.`
+"ok". The exit status is 1 when a write is missing or wrong or a check fails.
+
+An image DIR must run kv with -check-on-open, as examples/powercut.json
+does; the demo image (nvboot build without -config) does not, and is
+refused before the first boot (an image built before image.json recorded
+the services' flags: after it).`
 
 const powercutExamples = `  nvboot powercut -n 5
-  nvboot powercut -n 50 -seed 7 -json out/demo`
+  nvboot build -config examples/powercut.json -o out/powercut
+  nvboot powercut -n 50 -seed 7 -json out/powercut`
+
+// suitableImage says how to get an image powercut can check.
+const suitableImage = "build one with nvboot build -config examples/powercut.json -o DIR (kv with -check-on-open), or run nvboot powercut without DIR: it builds one"
 
 type powercutResult struct {
 	Cuts    int `json:"cuts"`
@@ -72,6 +82,17 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
+	}
+	if dir := fs.Arg(0); dir != "" {
+		// Before any boot: an image whose kv does not check its heap
+		// would fail every one of them.
+		im, err := appliance.ReadImage(dir)
+		if err != nil {
+			return err
+		}
+		if err := checksHeap(dir, im); err != nil {
+			return err
+		}
 	}
 	log := newProgress(c.Stderr)
 	work, err := os.MkdirTemp("", "nvboot-powercut-")
@@ -148,8 +169,54 @@ func checkOnOpen(cfg *config.Config) error {
 	return fmt.Errorf("the demo config has no examples/kv package to check the heap of")
 }
 
+// checksHeap refuses an image whose service (the one powercut writes to)
+// does not run with -check-on-open, as far as image.json tells: an image
+// built before it recorded the flags passes here and is refused after its
+// first boot.
+func checksHeap(dir string, im *appliance.Image) error {
+	svc, ok := probeService(im)
+	if !ok {
+		return fmt.Errorf("image %s: no service has a ForwardPort for powercut to write to: %s", dir, suitableImage)
+	}
+	if svc.Args != nil && !boolFlag(svc.Args, "check-on-open") {
+		return fmt.Errorf("image %s: its %s runs without -check-on-open (flags %q), so its heap cannot be checked at each boot: %s",
+			dir, svc.Name, svc.Args, suitableImage)
+	}
+	return nil
+}
+
+// boolFlag reports whether the Go boolean flag name is set in args
+// (-name, --name, -name=true; the last one counts; flags end at "--").
+func boolFlag(args []string, name string) bool {
+	on := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		f, ok := strings.CutPrefix(a, "-")
+		if !ok {
+			continue
+		}
+		f = strings.TrimPrefix(f, "-")
+		n, v, hasV := strings.Cut(f, "=")
+		if n != name {
+			continue
+		}
+		on = true
+		if hasV {
+			on, _ = strconv.ParseBool(v)
+		}
+	}
+	return on
+}
+
+// errHeapUnchecked is heapProblem's error when kv did not check its heap
+// at start: the image is unsuitable, every boot would fail the same way.
+var errHeapUnchecked = errors.New("kv did not check its heap at start (it needs -check-on-open)")
+
 // heapProblem asks kv for the result of its check at start: "" when the
-// heap checked out, otherwise what is wrong.
+// heap checked out, otherwise what is wrong; errHeapUnchecked when it was
+// not checked.
 func heapProblem(c *http.Client, base string) (string, error) {
 	body, code, err := get(c, base+"/stats")
 	if err != nil {
@@ -166,7 +233,7 @@ func heapProblem(c *http.Client, base string) (string, error) {
 	}
 	switch {
 	case st.Check == nil || *st.Check == "off":
-		return "kv did not check its heap at start (it needs -check-on-open, as in the image nvboot powercut builds)", nil
+		return "", errHeapUnchecked
 	case *st.Check != "ok":
 		return "heap check: " + *st.Check, nil
 	}
@@ -194,6 +261,9 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm
 	pc.res.Accel = m.Accel
 	client := &http.Client{Timeout: 10 * time.Second}
 	problem, err := heapProblem(client, base)
+	if errors.Is(err, errHeapUnchecked) {
+		return fmt.Errorf("image %s: %w: %s", dir, err, suitableImage)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,17 @@ package nvbootcmd
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 )
 
@@ -50,8 +54,8 @@ func TestHeapProblem(t *testing.T) {
 		{"ok", `{"check":"ok","mode":"pheap/dax"}`, 200, "", false},
 		{"failed", `{"check":"pheap: check: heap corrupt: block at 4096 has size 0"}`, 200, "heap check: pheap: check: heap corrupt", false},
 		{"leak", `{"check":"12 live objects, 11 reachable from the kv root: 1 leaked"}`, 200, "1 leaked", false},
-		{"off", `{"check":"off"}`, 200, "-check-on-open", false},
-		{"missing", `{"mode":"log+fsync"}`, 200, "-check-on-open", false},
+		{"off", `{"check":"off"}`, 200, "", true},
+		{"missing", `{"mode":"log+fsync"}`, 200, "", true},
 		{"not json", `oops`, 200, "", true},
 		{"server error", `{}`, 500, "", true},
 	} {
@@ -68,6 +72,9 @@ func TestHeapProblem(t *testing.T) {
 			got, err := heapProblem(srv.Client(), srv.URL)
 			if (err != nil) != c.err {
 				t.Fatalf("error %v, want one: %v", err, c.err)
+			}
+			if unchecked := c.name == "off" || c.name == "missing"; unchecked != errors.Is(err, errHeapUnchecked) {
+				t.Fatalf("error %v: unchecked heap %v", err, unchecked)
 			}
 			if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 				t.Fatalf("problem %q, want %q", got, c.want)
@@ -93,5 +100,66 @@ func TestPowercutImageChecksHeap(t *testing.T) {
 	}
 	if err := checkOnOpen(&config.Config{}); err == nil {
 		t.Fatal("a config without kv: no error")
+	}
+}
+
+// The config the -h example builds the image of a powercut DIR from is the
+// demo with kv's heap check on.
+func TestPowercutExampleConfig(t *testing.T) {
+	got, err := config.Load("../../examples/powercut.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Demo()
+	if err := checkOnOpen(want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("examples/powercut.json is\n%+v\nwant the demo with -check-on-open:\n%+v", got, want)
+	}
+}
+
+// An image DIR whose kv runs without -check-on-open (the image nvboot build
+// -o out/demo makes) is refused before any boot, saying how to build one
+// that fits; one built before image.json recorded the flags is let through
+// (refused after its first boot).
+func TestPowercutRefusesUncheckedImage(t *testing.T) {
+	image := func(args []string) *appliance.Image {
+		return &appliance.Image{Layout: appliance.OFF2F, Services: []appliance.ServiceInfo{
+			{Name: "kv", Package: "github.com/nvboot/nvboot/examples/kv", Args: args, ForwardPort: 8080}}}
+	}
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"-listen", ":8080", "-heap", "/nv/state/kv.heap"}, false},
+		{[]string{}, false},
+		{[]string{"-check-on-open=false"}, false},
+		{[]string{"-check-on-open", "-check-on-open=0"}, false},
+		{[]string{"--", "-check-on-open"}, false},
+		{[]string{"-heap", "/nv/state/kv.heap", "-check-on-open"}, true},
+		{[]string{"--check-on-open=true"}, true},
+		{nil, true}, // not recorded: told after the first boot
+	} {
+		err := checksHeap("out/demo", image(c.args))
+		if c.ok != (err == nil) {
+			t.Errorf("flags %q: err %v", c.args, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "out/demo") || !strings.Contains(err.Error(), "examples/powercut.json")) {
+			t.Errorf("flags %q: %v does not name the image and the way to build one", c.args, err)
+		}
+	}
+	if err := checksHeap("x", &appliance.Image{}); err == nil || !strings.Contains(err.Error(), "ForwardPort") {
+		t.Errorf("no service: %v", err)
+	}
+
+	// Through the command: refused at once, nothing booted.
+	dir := filepath.Join(t.TempDir(), "demo")
+	os.Mkdir(dir, 0o755)
+	b, _ := json.Marshal(image([]string{"-listen", ":8080"}))
+	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
+	_, _, err := execute("powercut", "-n", "1", dir)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "-check-on-open") {
+		t.Errorf("powercut %s: %v", dir, err)
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
@@ -24,7 +26,10 @@ here, TCG otherwise.
 
 Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
 shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
-has not powered off 10 s later.`
+has not powered off 10 s later.
+
+-mem, -accel and the forwarded host ports are checked before QEMU starts:
+a host port already in use is an error naming it.`
 
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
@@ -35,7 +40,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	var ports portList
 	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
-	mem := fs.Int("mem", 512, "guest RAM in `MiB`")
+	mem := fs.Int("mem", 512, "guest RAM in `MiB` (at least 64, at most the host's)")
 	accel := fs.String("accel", "", "kvm or tcg; empty: KVM when it really works here")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
@@ -48,17 +53,30 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-storage: %v", err)
 	}
+	if err := checkMem(*mem); err != nil {
+		return err
+	}
+	if err := checkAccel(*accel); err != nil {
+		return err
+	}
 	im, err := appliance.ReadImage(dir)
 	if err != nil {
 		return err
 	}
 	fwd := []vm.Forward(ports)
+	from := "-port %d:%d"
 	if len(fwd) == 0 {
+		from = "the image's ForwardPort %[2]d"
 		for _, s := range im.Services {
 			if s.ForwardPort != 0 {
 				fwd = append(fwd, vm.Forward{Host: s.ForwardPort, Guest: s.ForwardPort})
 			}
 		}
+	}
+	// QEMU would start, and the guest's console say nothing, before
+	// failing on a host port it cannot bind.
+	if err := checkHostPorts(fwd, from); err != nil {
+		return err
 	}
 	in, inject := io.Pipe()
 	go func() { io.Copy(inject, c.Stdin) }()
@@ -93,6 +111,59 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	err = m.Wait(context.Background())
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	return nil
+}
+
+// minMemMiB is the least guest RAM -mem takes: a floor against typos (0,
+// a negative number, KiB for MiB), well below what the appliance is run
+// with (512 by default).
+const minMemMiB = 64
+
+// checkMem checks -mem: at least minMemMiB, at most the host's RAM.
+func checkMem(mib int) error {
+	if mib < minMemMiB {
+		return cli.Usagef("-mem %d: want at least %d (MiB)", mib, minMemMiB)
+	}
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		if host := uint64(si.Totalram) * uint64(si.Unit) >> 20; host > 0 && uint64(mib) > host {
+			return cli.Usagef("-mem %d: more than this host's %d MiB of RAM", mib, host)
+		}
+	}
+	return nil
+}
+
+// checkAccel checks -accel: empty, tcg, or kvm when KVM really works here.
+func checkAccel(accel string) error {
+	switch accel {
+	case "", "tcg":
+		return nil
+	case "kvm":
+		if ok, why := vm.KVMUsable("qemu-system-x86_64"); !ok {
+			return fmt.Errorf("-accel kvm: KVM does not work here (%s): use -accel tcg, or leave -accel out to pick what works", why)
+		}
+		return nil
+	}
+	return cli.Usagef("-accel %q: want kvm or tcg (or nothing: KVM when it really works here)", accel)
+}
+
+// checkHostPorts checks that each forward's host port is free on 127.0.0.1
+// (where QEMU listens) and used once; from formats where a forward came
+// from (Host, Guest as arguments) for the error.
+func checkHostPorts(fwd []vm.Forward, from string) error {
+	seen := map[int]bool{}
+	for _, f := range fwd {
+		where := fmt.Sprintf(from, f.Host, f.Guest)
+		if seen[f.Host] {
+			return cli.Usagef("%s: host port %d is forwarded twice", where, f.Host)
+		}
+		seen[f.Host] = true
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", f.Host))
+		if err != nil {
+			return fmt.Errorf("%s: host port %d is not free (%v): stop what uses it, or pick another with -port HOST:%d", where, f.Host, err, f.Guest)
+		}
+		l.Close()
 	}
 	return nil
 }

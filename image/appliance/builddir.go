@@ -1,0 +1,123 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+)
+
+// A build writes its output into a hidden directory beside it,
+// .NAME.build-PID-N (PID the builder's process id, N random), and holds an
+// exclusive flock on that directory while it runs. Replacing an earlier
+// output moves it aside to .NAME.build-PID-N.old for a moment. A build that
+// was killed (SIGKILL, a power cut) leaves these behind; the next build of
+// NAME removes them when their process is gone and the lock is free.
+
+// buildDir makes the hidden build directory for the output NAME in parent
+// and locks it; unlock releases the lock.
+func buildDir(parent, name string) (dir string, unlock func(), err error) {
+	dir, err = os.MkdirTemp(parent, "."+name+".build-"+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := lockDir(dir, false)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build directory %s: %w", dir, err)
+	}
+	return dir, func() { f.Close() }, nil
+}
+
+// lockDir opens dir and takes an exclusive flock on it; with nonBlocking, a
+// lock held elsewhere fails with syscall.EWOULDBLOCK.
+func lockDir(dir string, nonBlocking bool) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	how := syscall.LOCK_EX
+	if nonBlocking {
+		how |= syscall.LOCK_NB
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// buildDirPattern matches the build directories of the output name: the
+// process id in group 1, ".old" in group 2 for an earlier output moved aside.
+func buildDirPattern(name string) *regexp.Regexp {
+	return regexp.MustCompile(`^\.` + regexp.QuoteMeta(name) + `\.build-([0-9]+)-[0-9]+(\.old)?$`)
+}
+
+// legacyBuildDirPattern matches the build directories of nvboot before the
+// process id was in their name: whether one is in use cannot be told.
+func legacyBuildDirPattern(name string) *regexp.Regexp {
+	return regexp.MustCompile(`^\.` + regexp.QuoteMeta(name) + `\.build-[0-9]+(\.old)?$`)
+}
+
+// removeStale removes the build directories of the output name in parent
+// that a killed build left: only those named as buildDir names them, whose
+// process is gone and, for a build directory, whose lock is free (a builder
+// in another pid namespace holds it). Failures are reported, not fatal: the
+// build goes on beside them.
+func removeStale(parent, name string, logf func(string, ...any)) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	pat, legacy := buildDirPattern(name), legacyBuildDirPattern(name)
+	for _, e := range ents {
+		p := filepath.Join(parent, e.Name())
+		if legacy.MatchString(e.Name()) && e.IsDir() {
+			logf("%s: left by an older nvboot's build of %s; remove it by hand if no build is running", p, name)
+			continue
+		}
+		m := pat.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || processAlive(pid) {
+			continue
+		}
+		if m[2] == "" {
+			f, err := lockDir(p, true)
+			if err != nil {
+				continue // in use, or not ours to judge
+			}
+			err = os.RemoveAll(p)
+			f.Close()
+			if err != nil {
+				logf("removing %s, left by an interrupted build: %v", p, err)
+				continue
+			}
+		} else if err := os.RemoveAll(p); err != nil {
+			logf("removing %s, left by an interrupted build: %v", p, err)
+			continue
+		}
+		logf("removed %s, left by an interrupted build (process %d)", p, pid)
+	}
+}
+
+// processAlive reports whether process pid exists (or may: anything but
+// "no such process" counts as alive).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return !errors.Is(err, syscall.ESRCH)
+}
