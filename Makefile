@@ -29,7 +29,7 @@ kernel: deps
 # power-on-to-service time side by side (see README.md).
 DEMO_RUNS ?= 3
 demo: deps build kernel
-	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(BIN)/nvboot measure -layouts off2f,elf -runs $(DEMO_RUNS) -storage sd -charts out/demo
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(BIN)/nvboot measure -layouts off2f,elf -runs $(DEMO_RUNS) -storage sd -charts out/charts
 
 # Program start alone (no appliance): ELF vs OFF2F vs whole ELF on DAX vs tmpfs.
 demo-exec: deps build kernel

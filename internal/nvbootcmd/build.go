@@ -29,7 +29,7 @@ config for one, makes the build refuse DIR and leave it as it is. A failed
 build leaves nothing.`
 
 const buildExamples = `  nvboot build -o out/demo
-  nvboot build -config image.json -layout elf -o out/elf
+  nvboot build -config appliance.json -layout elf -o out/elf
   nvboot build -json -o out/demo | jq .TextBytes`
 
 func build(ctx context.Context, c *cli.Context) error {

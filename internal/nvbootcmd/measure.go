@@ -17,8 +17,8 @@ import (
 const measureDescription = `Builds the image once per layout, boots each once untimed (the first boot
 of a device: the service creates its state) and powers it off cleanly, then
 cold-boots each N times, interleaved (off2f, elf, ... then again, each round
-starting one layout further on), on the
-same storage model, every boot from a fresh copy of that pmem.
+starting one layout further on), on the same storage model, every boot from
+a fresh copy of that pmem.
 Each boot is timed from power-on (QEMU started) to the first HTTP answer of
 the first service with a ForwardPort, with the stages between taken from
 nvinit's serial markers:
@@ -33,9 +33,11 @@ nvinit's serial markers:
   ready     the service accepts connections (its WaitFor)
   service   the host's first request is answered
 
-It prints a table (median, min, max of each stage, ratio to elf); with -json
-one object instead: {"bench":"measure","ratios":{...},"results":[...]},
-ratios as "<stage span>.<layout>_vs_<baseline>". With -charts DIR it then
+It prints a table (median, min, max of each stage) and the ratios of off2f
+to every other layout measured, for power_on_to_service and init_to_service,
+named "<span>.off2f_vs_<layout>" with the layout's dash dropped (e.g.
+power_on_to_service.off2f_vs_elf, init_to_service.off2f_vs_daxelf); with
+-json one object instead: {"bench":"measure","ratios":{...},"results":[...]}. With -charts DIR it then
 writes a boot chart (SVG) per layout into DIR (created, and checked to be
 writable, before anything is built or booted).`
 
@@ -45,7 +47,7 @@ const measureExamples = `  nvboot measure -runs 5 -storage sd
 
 func measure(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot measure", "nvboot measure [-layouts L,...] [-runs N] [-storage P] [-json]", measureDescription, measureExamples)
-	layouts := fs.String("layouts", "off2f,elf,initramfs,dax-elf", "layouts to compare, comma-separated (elf is the baseline)")
+	layouts := fs.String("layouts", "off2f,elf,initramfs,dax-elf", "layouts to compare, comma-separated (off2f is compared with each other one)")
 	runs := fs.Int("runs", 5, "cold boots per layout")
 	storage := fs.String("storage", "sd", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
