@@ -29,7 +29,8 @@ type Config struct {
 	Packages []string
 	// PackageConfig holds per-package settings, keyed by the Packages entry.
 	PackageConfig map[string]PackageConfig `json:",omitempty"`
-	// KernelPath is the bzImage; empty: the cached build of kernel-config/.
+	// KernelPath is the bzImage, relative to the config file's directory
+	// unless absolute; empty: the cached build of kernel-config/.
 	KernelPath string `json:",omitempty"`
 	// NoBootTrims keeps the kernel's ACPI interrupt routing and PS/2
 	// probing, which nvboot otherwise turns off (acpi=noirq i8042.noaux

@@ -113,7 +113,12 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer)
 	if in.root, err = moduleRoot(ctx, src); err != nil {
 		return nil, err
 	}
-	if in.kernel, err = kernelPath(ctx, kernel, in.cfg.KernelPath, in.root, log); err != nil {
+	fromConfig := in.cfg.KernelPath
+	if fromConfig != "" && !filepath.IsAbs(fromConfig) {
+		// Relative to the config file, as its local packages are.
+		fromConfig = filepath.Join(in.cfgDir, fromConfig)
+	}
+	if in.kernel, err = kernelPath(ctx, kernel, fromConfig, in.root, log); err != nil {
 		return nil, err
 	}
 	return in, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -405,5 +406,24 @@ func TestInterrupted(t *testing.T) {
 	err = Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e, Args: []string{"build"}})
 	if !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("usage error became %v", err)
+	}
+}
+
+// A config's KernelPath is relative to the config file, as its local
+// packages are, not to the current directory.
+func TestConfigKernelPathRelative(t *testing.T) {
+	dir := t.TempDir()
+	k := fakeKernel(t)
+	os.MkdirAll(filepath.Join(dir, "k"), 0o755)
+	b, _ := os.ReadFile(k)
+	os.WriteFile(filepath.Join(dir, "k", "bzImage"), b, 0o644)
+	cfg := filepath.Join(dir, "appliance.json")
+	os.WriteFile(cfg, []byte(`{"Packages":["github.com/nvboot/nvboot/examples/kv"],"KernelPath":"k/bzImage"}`), 0o644)
+	in, err := loadInputs(context.Background(), cfg, "../..", "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "k", "bzImage"); in.kernel != want {
+		t.Errorf("kernel %s, want %s", in.kernel, want)
 	}
 }
