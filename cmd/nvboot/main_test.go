@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 )
 
 // SIGTERM, SIGHUP and SIGINT in the middle of a build (mke2fs running) stop
@@ -21,11 +22,7 @@ func TestBuildSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds nvboot, nvinit and kv")
 	}
-	for _, tool := range []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (make deps)", tool)
-		}
-	}
+	buildtest.NeedTools(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -34,10 +31,7 @@ func TestBuildSignals(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	kernel := filepath.Join(t.TempDir(), "bzImage")
-	k := bytes.Repeat([]byte("nvboot kernel "), 4096)
-	copy(k[0x202:], "HdrS")
-	os.WriteFile(kernel, k, 0o644)
+	kernel := buildtest.FakeKernel(t)
 	// build runs nvboot build into parent/out and sends sig once the line
 	// containing at comes; it returns the exit code and stderr.
 	build := func(t *testing.T, parent, at string, sig syscall.Signal) (int, string) {

@@ -12,33 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/internal/nvinit"
 	"github.com/nvboot/nvboot/off2f"
 )
-
-func needTools(t *testing.T, tools ...string) {
-	t.Helper()
-	for _, tool := range append([]string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (make deps)", tool)
-		}
-	}
-}
-
-// fakeKernel stands in for the bzImage: the build checks its boot-protocol
-// signature ("HdrS" at 0x202) and copies it.
-func fakeKernel(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "bzImage")
-	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
-	copy(b[0x202:], "HdrS")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func moduleRoot(t *testing.T) string {
 	root, err := filepath.Abs("../..")
@@ -61,8 +40,8 @@ func TestBuildIsReproducible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
 	}
-	needTools(t)
-	k := fakeKernel(t)
+	buildtest.NeedTools(t)
+	k := buildtest.FakeKernel(t)
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	buildLayout(t, config.Demo(), OFF2F, a, k)
 	buildLayout(t, config.Demo(), OFF2F, b, k)
@@ -89,7 +68,7 @@ func TestBuildIsReproducible(t *testing.T) {
 // which checks the filesystem on the way.
 func extractRoot(t *testing.T, dir string, im *Image) string {
 	t.Helper()
-	needTools(t, "sgdisk", "fsck.erofs")
+	buildtest.NeedTools(t, "sgdisk", "fsck.erofs")
 	out, err := exec.Command("sgdisk", "-v", filepath.Join(dir, im.Disk)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "No problems found") {
 		t.Fatalf("sgdisk -v: %v\n%s", err, out)
@@ -176,8 +155,8 @@ func TestLayouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
 	}
-	needTools(t)
-	k := fakeKernel(t)
+	buildtest.NeedTools(t)
+	k := buildtest.FakeKernel(t)
 	for _, l := range Layouts {
 		t.Run(string(l), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
@@ -270,8 +249,8 @@ func TestLayouts(t *testing.T) {
 // Bad input names the input and the reason, and leaves no output directory
 // and no temporary directory behind.
 func TestBuildBadInput(t *testing.T) {
-	needTools(t)
-	k := fakeKernel(t)
+	buildtest.NeedTools(t)
+	k := buildtest.FakeKernel(t)
 	demo := func(f func(c *config.Config)) *config.Config {
 		c := config.Demo()
 		f(c)
@@ -318,8 +297,8 @@ func TestBuildOutputDirectory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
 	}
-	needTools(t)
-	k := fakeKernel(t)
+	buildtest.NeedTools(t)
+	k := buildtest.FakeKernel(t)
 	out := filepath.Join(t.TempDir(), "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 )
 
@@ -99,7 +100,7 @@ func TestBuildInterrupted(t *testing.T) {
 		}
 		cancel()
 	}
-	_, err := Build(ctx, Options{Config: config.Demo(), Layout: OFF2F, Out: out, Kernel: fakeKernel(t), ModuleRoot: moduleRoot(t), Logf: logf})
+	_, err := Build(ctx, Options{Config: config.Demo(), Layout: OFF2F, Out: out, Kernel: buildtest.FakeKernel(t), ModuleRoot: moduleRoot(t), Logf: logf})
 	if !checked {
 		t.Fatalf("the build logged nothing: %v", err)
 	}

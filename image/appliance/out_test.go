@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 )
 
@@ -177,9 +178,9 @@ func TestBuildRelativePaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
 	}
-	needTools(t)
+	buildtest.NeedTools(t)
 	root := moduleRoot(t)
-	k := fakeKernel(t)
+	k := buildtest.FakeKernel(t)
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	relRoot, err := filepath.Rel(cwd, root)
@@ -229,7 +230,7 @@ func TestBuildRelativePaths(t *testing.T) {
 // Only an x86 bzImage passes as the kernel; the error names the path.
 func TestCheckKernel(t *testing.T) {
 	dir := t.TempDir()
-	good := fakeKernel(t)
+	good := buildtest.FakeKernel(t)
 	link := filepath.Join(dir, "link")
 	os.Symlink(good, link)
 	text := filepath.Join(dir, "notes.txt")

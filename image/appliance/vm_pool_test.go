@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -19,7 +20,7 @@ func TestAppliancePooledService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
-	needTools(t)
+	buildtest.NeedTools(t)
 	k := vmtest.Kernel(t)
 	abs := func(p string) string {
 		a, err := filepath.Abs(p)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -29,7 +30,7 @@ func TestApplianceStateProvisioning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
-	needTools(t, "e2fsck")
+	buildtest.NeedTools(t, "e2fsck")
 	k := vmtest.Kernel(t)
 	dir := filepath.Join(t.TempDir(), "img")
 	im := buildLayout(t, probeConfig(t), OFF2F, dir, k)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/vm"
 	"github.com/nvboot/nvboot/vm/vmtest"
@@ -211,7 +212,7 @@ func TestApplianceLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
-	needTools(t)
+	buildtest.NeedTools(t)
 	k := vmtest.Kernel(t)
 	dir := filepath.Join(t.TempDir(), "v1")
 	im := buildLayout(t, probeConfig(t), OFF2F, dir, k)

@@ -10,14 +10,13 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -296,14 +295,7 @@ func TestRunAccelKVMUnusable(t *testing.T) {
 // command line and checks the JSON result and the table on the target.
 func TestFlashCommand(t *testing.T) {
 	dir := t.TempDir()
-	img := filepath.Join(dir, "img")
-	os.Mkdir(img, 0o755)
-	os.WriteFile(filepath.Join(img, appliance.ManifestFile), []byte(`{"Layout":"off2f"}`), 0o644)
-	part := filepath.Join(dir, "part")
-	os.WriteFile(part, bytes.Repeat([]byte("nvboot"), 200000), 0o644)
-	if _, err := gpt.Write(filepath.Join(img, appliance.DiskFile), "t", []gpt.Partition{{Name: "root", Type: gpt.TypeLinuxData, Src: part}}); err != nil {
-		t.Fatal(err)
-	}
+	img := testImage(t, dir)
 	target := filepath.Join(dir, "card.img")
 	os.WriteFile(target, make([]byte, 8<<20), 0o644)
 	out, stderr, err := execute("flash", "-json", img, target)
@@ -333,35 +325,18 @@ func TestFlashCommand(t *testing.T) {
 	}
 }
 
-// fakeKernel is a file with a bzImage's boot-protocol header signature
-// ("HdrS" at 0x202): what the build checks before copying it in.
-func fakeKernel(t *testing.T) string {
-	t.Helper()
-	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
-	copy(b[0x202:], "HdrS")
-	p := filepath.Join(t.TempDir(), "bzImage")
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // nvboot build -src CHECKOUT -o DIR, both relative, run from outside the
 // checkout builds; a failure leaves no .DIR.build-* behind anywhere.
 func TestBuildRelativePaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Go programs and filesystems")
 	}
-	for _, tool := range []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (make deps)", tool)
-		}
-	}
+	buildtest.NeedTools(t)
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := fakeKernel(t)
+	k := buildtest.FakeKernel(t)
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	src, _ := filepath.Rel(cwd, root)
@@ -396,7 +371,7 @@ func TestInterrupted(t *testing.T) {
 	var o, e bytes.Buffer
 	parent := t.TempDir()
 	err := Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &o, Stderr: &e,
-		Args: []string{"build", "-src", root, "-kernel", fakeKernel(t), "-o", filepath.Join(parent, "out")}})
+		Args: []string{"build", "-src", root, "-kernel", buildtest.FakeKernel(t), "-o", filepath.Join(parent, "out")}})
 	if err == nil || err.Error() != "interrupted (terminated signal received)" {
 		t.Errorf("err = %v", err)
 	}
@@ -413,7 +388,7 @@ func TestInterrupted(t *testing.T) {
 // packages are, not to the current directory.
 func TestConfigKernelPathRelative(t *testing.T) {
 	dir := t.TempDir()
-	k := fakeKernel(t)
+	k := buildtest.FakeKernel(t)
 	os.MkdirAll(filepath.Join(dir, "k"), 0o755)
 	b, _ := os.ReadFile(k)
 	os.WriteFile(filepath.Join(dir, "k", "bzImage"), b, 0o644)
