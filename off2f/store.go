@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // ManifestName is the file at the root of a text store that lists the hashes the
@@ -102,7 +104,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("writing %s: %w", path, bareErr(err))
 	}
-	return syncDir(dir)
+	return dirsync.Sync(dir)
 }
 
 // tempMark is what names a temporary file of WriteFileAtomic:
@@ -169,18 +171,6 @@ func writeSparse(f *os.File, data []byte) error {
 		}
 	}
 	return f.Truncate(int64(len(data)))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 func isHashName(s string) bool { return len(s) == 64 && isLowerHex(s) }
@@ -339,14 +329,14 @@ func (s Store) GC(manifests []string) (removed []Entry, err error) {
 	for _, e := range drop {
 		if err := os.Remove(filepath.Join(s.Dir, e.Name)); err != nil {
 			if len(removed) > 0 {
-				syncDir(s.Dir)
+				dirsync.Sync(s.Dir)
 			}
 			return removed, fmt.Errorf("store gc: %w", err)
 		}
 		removed = append(removed, e)
 	}
 	if len(removed) > 0 {
-		return removed, syncDir(s.Dir)
+		return removed, dirsync.Sync(s.Dir)
 	}
 	return removed, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/pheap/pmem"
 )
 
@@ -147,25 +148,12 @@ func create(path string, size int64) (h *Heap, err error) {
 		unix.Munmap(m.b)
 		return nil, err
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil { // its name
+	if err := dirsync.Sync(filepath.Dir(path)); err != nil { // its name
 		unix.Munmap(m.b)
 		return nil, err
 	}
 	h.closer = closer(f, m)
 	return h, nil
-}
-
-// syncDir makes the directory entries in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Open opens an existing heap file, rolling back a transaction a crash

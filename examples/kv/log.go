@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // logStore is the key-value state of -state mode: a map in memory, made
@@ -131,12 +133,7 @@ func (s *logStore) writeHeader() error {
 	if err := s.f.Sync(); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(s.path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return dirsync.Sync(filepath.Dir(s.path))
 }
 
 func fileType(m fs.FileMode) string {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // chunk is the unit of writing and verifying: big enough for a card's
@@ -449,7 +450,7 @@ func (w *writer) file(ctx context.Context, t Target) (*Result, error) {
 		return nil, fmt.Errorf("flash target %s: %w (%s)", target, err, left)
 	}
 	renamed = true
-	if err := syncDir(filepath.Dir(t.real)); err != nil {
+	if err := dirsync.Sync(filepath.Dir(t.real)); err != nil {
 		return nil, fmt.Errorf("flash target %s: written and verified, but syncing its directory: %w", target, err)
 	}
 	return res, nil
@@ -569,15 +570,6 @@ func unchanged(t Target) error {
 		return errors.New("it changed")
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // wipeTables zeroes the old primary and backup GPT (and the MBR) first, so

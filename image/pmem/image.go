@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // WriteImage writes a pmem image of size bytes to path: the PFN info block,
@@ -71,7 +73,7 @@ func WriteImage(path string, size int64, fsImage string) error {
 		return fmt.Errorf("pmem image %s: %w", path, err)
 	}
 	ok = true
-	return syncDir(filepath.Dir(path))
+	return dirsync.Sync(filepath.Dir(path))
 }
 
 // copySparse copies src to dst at off, skipping all-zero 64 KiB blocks (dst
@@ -103,15 +105,6 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // ReadInfo reads and checks the info block of the pmem image at path.

@@ -1,0 +1,22 @@
+// Package dirsync makes a directory's entries durable: fsync of a file
+// created, renamed or removed there does not persist its name; fsync of the
+// directory does.
+package dirsync
+
+import (
+	"fmt"
+	"os"
+)
+
+// Sync fsyncs the directory dir.
+func Sync(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
