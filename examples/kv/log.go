@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/internal/dirsync"
+	"github.com/nvboot/nvboot/internal/filemode"
 )
 
 // logStore is the key-value state of -state mode: a map in memory, made
@@ -80,7 +80,7 @@ func (s *logStore) open() error {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fileType(st.Mode()))
+		return fmt.Errorf("not a regular file (%s)", filemode.Describe(st.Mode()))
 	}
 	if err := unix.Flock(int(s.f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
@@ -134,20 +134,6 @@ func (s *logStore) writeHeader() error {
 		return err
 	}
 	return dirsync.Sync(filepath.Dir(s.path))
-}
-
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
 }
 
 // replay applies every whole record after the header and returns the offset

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/internal/filemode"
 )
 
 // CheckExecutable says why path cannot be started as a program, or nil: it
@@ -24,7 +26,7 @@ func CheckExecutable(path string) error {
 		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s, not a program", describeMode(fi.Mode()))
+		return fmt.Errorf("%s, not a program", filemode.Describe(fi.Mode()))
 	}
 	if fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("not executable (mode %v)", fi.Mode().Perm())

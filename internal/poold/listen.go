@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nvboot/nvboot/internal/filemode"
 )
 
 // Listener is poold's API socket. Close stops listening and removes the
@@ -84,7 +86,7 @@ func removeStale(path string) error {
 		return err
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("not a socket (%s), poold leaves it as it is", describeMode(fi.Mode()))
+		return fmt.Errorf("not a socket (%s), poold leaves it as it is", filemode.Describe(fi.Mode()))
 	}
 	d := net.Dialer{Timeout: 5 * time.Second}
 	c, err := d.Dial("unixpacket", path)
@@ -105,20 +107,4 @@ func removeStale(path string) error {
 		return fmt.Errorf("removing the stale socket: %w", err)
 	}
 	return nil
-}
-
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a regular file"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return m.Type().String()
 }
