@@ -59,15 +59,17 @@ func (s *StateSetup) Run() (provisioned bool, err error) {
 		// Nothing to provision from: no switch either, nothing written.
 		return false, fmt.Errorf("%s does not mount on %s (%v) and no State.Image is configured to provision it from; left as it is", dev, dir, merr)
 	}
-	blank, err := s.ensureFsdax()
+	blank, checked, err := s.ensureFsdax()
 	if err != nil {
 		return false, err
 	}
 	was := "was blank"
 	if !blank {
-		blank, err = isBlank(dev)
-		if err != nil {
-			return false, fmt.Errorf("%s does not mount on %s (%v), and reading it failed (%v); left as it is", dev, dir, merr, err)
+		if !checked {
+			blank, err = isBlank(dev)
+			if err != nil {
+				return false, fmt.Errorf("%s does not mount on %s (%v), and reading it failed (%v); left as it is", dev, dir, merr, err)
+			}
 		}
 		if !blank {
 			ours, why := s.interrupted()
@@ -94,49 +96,56 @@ func (s *StateSetup) Run() (provisioned bool, err error) {
 // when the raw device is blank: the switch writes an info block into the
 // namespace and moves the data start past it, which would lose what a raw
 // namespace holds. blank says the device is known blank now: the fsdax
-// device lies inside the blank raw one, after the info block.
-func (s *StateSetup) ensureFsdax() (blank bool, err error) {
+// device lies inside the blank raw one, after the info block. checked says
+// the device was read for it (a raw namespace), so blank is the answer
+// either way and the caller need not read it again.
+func (s *StateSetup) ensureFsdax() (blank, checked bool, err error) {
 	c := &s.Config
 	ns := c.NamespaceOrDefault()
 	if ns == "" || s.Fsdax == nil {
-		return false, nil
+		return false, false, nil
 	}
 	if !s.Fsdax.IsNamespace(ns) {
-		return false, nil // not an nvdimm namespace: a memmap= region, a test
+		return false, false, nil // not an nvdimm namespace: a memmap= region, a test
 	}
 	holder, err := s.Fsdax.Holder(ns)
 	if err != nil || holder != "" {
-		return false, err // fsdax (pfn), or btt or devdax: not ours to change
+		return false, false, err // fsdax (pfn), or btt or devdax: not ours to change
 	}
 	if err := waitFor(c.Device, s.DeviceWait); err != nil {
-		return false, fmt.Errorf("state: waiting for %s: %w", c.Device, err)
+		return false, false, fmt.Errorf("state: waiting for %s: %w", c.Device, err)
 	}
 	// The blank check reads Device and the switch changes ns: they must be
 	// one device (a raw namespace's disk is its child in sysfs), or a
 	// misconfigured Namespace would switch a namespace nobody looked at.
 	disk := filepath.Join(s.Fsdax.Sys, "bus/nd/devices", ns, "block", filepath.Base(c.Device))
 	if _, err := os.Stat(disk); err != nil {
-		return false, fmt.Errorf("state: %s is not the block device of the raw namespace %s (no %s); not switching it", c.Device, ns, disk)
+		return false, false, fmt.Errorf("state: %s is not the block device of the raw namespace %s (no %s); not switching it", c.Device, ns, disk)
 	}
-	blank, err = isBlank(c.Device)
+	// One read of the device: with a valid PFN info block (a switch that
+	// failed after the kernel wrote it gave the namespace back raw), blank
+	// but for that block.
+	info := hasInfoBlock(c.Device)
+	if info {
+		blank, err = blankExcept(c.Device, pmem.InfoOffset, pmem.InfoOffset+pmem.InfoSize)
+	} else {
+		blank, err = isBlank(c.Device)
+	}
 	if err != nil {
-		return false, fmt.Errorf("%s is a raw namespace; reading %s: %w", ns, c.Device, err)
+		return false, false, fmt.Errorf("%s is a raw namespace; reading %s: %w", ns, c.Device, err)
 	}
-	if !blank && onlyInfoBlock(c.Device) {
-		// A switch that failed after the kernel wrote its info block (the
-		// namespace was given back raw): nothing else is there.
+	if blank && info {
 		s.logf("state: %s holds nothing but an fsdax info block (a switch that did not complete); switching it again", c.Device)
-		blank = true
 	}
 	if !blank {
 		s.logf("state: %s is a raw namespace and %s is not blank: not switched to fsdax (the switch would move the data start), left as it is", ns, c.Device)
-		return false, nil
+		return false, true, nil
 	}
 	if _, err := s.Fsdax.Ensure(ns); err != nil {
-		return false, fmt.Errorf("state: switching the blank raw %s (%s) to fsdax: %w", ns, c.Device, err)
+		return false, true, fmt.Errorf("state: switching the blank raw %s (%s) to fsdax: %w", ns, c.Device, err)
 	}
 	s.logf("state: %s was raw and blank; switched to fsdax", ns)
-	return true, waitFor(c.Device, s.DeviceWait)
+	return true, true, waitFor(c.Device, s.DeviceWait)
 }
 
 func (s *StateSetup) mount() error {
@@ -312,9 +321,9 @@ func blankExcept(dev string, from, to int64) (bool, error) {
 	}
 }
 
-// onlyInfoBlock reports whether dev holds a valid PFN info block and nothing
-// else: every other byte zero.
-func onlyInfoBlock(dev string) bool {
+// hasInfoBlock reports whether dev holds a valid PFN info block at its
+// offset.
+func hasInfoBlock(dev string) bool {
 	f, err := os.Open(dev)
 	if err != nil {
 		return false
@@ -325,11 +334,8 @@ func onlyInfoBlock(dev string) bool {
 	if err != nil {
 		return false
 	}
-	if _, err := pmem.Parse(b, 0); err != nil {
-		return false
-	}
-	blank, err := blankExcept(dev, pmem.InfoOffset, pmem.InfoOffset+pmem.InfoSize)
-	return err == nil && blank
+	_, err = pmem.Parse(b, 0)
+	return err == nil
 }
 
 var zeros = make([]byte, 1<<20)
