@@ -155,7 +155,7 @@ func RunScript(ctx context.Context, c Config, s Script) (*ScriptResult, error) {
 			}
 		}
 	}
-	return res, fmt.Errorf("vm: the guest script did not finish (%v); console:\n%s", waitErr, tail(res.Console, 40))
+	return res, fmt.Errorf("vm: the guest script did not finish (%v); console:\n%s", waitErr, m.ConsoleTail(40))
 }
 
 // tail returns the last n lines of s.

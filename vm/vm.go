@@ -177,16 +177,6 @@ func cpuModel(accel string) string {
 	return "max" // TCG: every feature it emulates (CLWB, CLFLUSHOPT for pheap)
 }
 
-// ChooseAccel returns "kvm" when KVM really works here and "tcg" otherwise,
-// with the reason when it is TCG.
-func ChooseAccel(qemu string) (accel, why string) {
-	if ok, why := KVMUsable(qemu); ok {
-		return "kvm", ""
-	} else {
-		return "tcg", why
-	}
-}
-
 // Start powers the machine on.
 func Start(ctx context.Context, c Config) (*Machine, error) {
 	qemu := c.QEMU
@@ -195,7 +185,10 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	}
 	accel := c.Accel
 	if accel == "" {
-		accel, _ = ChooseAccel(qemu)
+		var err error
+		if accel, _, err = ChooseAccel(qemu); err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
 	}
 	args, err := c.args(accel)
 	if err != nil {

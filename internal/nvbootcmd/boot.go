@@ -146,7 +146,7 @@ func prepare(ctx context.Context, dir string, im *appliance.Image, dst string, o
 	case <-sv.m.Done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("first boot: no power-off; console:\n%s", lastLines(sv.m.Console(), 25))
+		return fmt.Errorf("first boot: no power-off; console:\n%s", sv.m.ConsoleTail(25))
 	}
 }
 
@@ -183,7 +183,7 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 	answered, err := firstAnswer(ctx, m, base+"/")
 	if err != nil {
 		m.Kill()
-		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(m.Console(), 25))
+		return nil, fmt.Errorf("%w; console:\n%s", err, m.ConsoleTail(25))
 	}
 	return &served{m: m, svc: svc, base: base, answered: answered}, nil
 }
