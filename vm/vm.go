@@ -31,6 +31,10 @@ type Config struct {
 	MemMiB  int    // RAM; default 256
 	CPUs    int    // default 1
 	Accel   string // "kvm" or "tcg"; "" picks KVM when usable, else TCG
+	// CPURate, when set, runs the device clock (ClockDevice): TCG counting
+	// CPURate guest instructions per second of guest time (see ICountShift).
+	// 0 is the wall clock.
+	CPURate int64
 	Disks   []Disk
 	NVDIMMs []NVDIMM
 	// Forwards are host TCP ports forwarded to the guest (user networking,
@@ -109,6 +113,20 @@ func (c Config) args(accel string) ([]string, error) {
 	}
 	a := []string{
 		"-machine", machine, "-accel", accel, "-cpu", cpuModel(accel), "-smp", fmt.Sprint(cpus),
+	}
+	if c.CPURate != 0 {
+		if accel != "tcg" {
+			return nil, fmt.Errorf("vm: the device clock (a CPU rate) needs -accel tcg: KVM runs at the host's speed, not at a counted rate")
+		}
+		shift, err := ICountShift(c.CPURate)
+		if err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
+		// sleep=on: an idle guest's time passes as the host's, so a
+		// throttled disk's waits count as they would on a device.
+		a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift))
+	}
+	a = append(a,
 		// No PCI hotplug on an appliance board: without it the DSDT loses the
 		// per-slot hotplug methods, and the kernel's ACPI init (AML parsing and
 		// PCI enumeration, the biggest initcall) takes about 40 % less time.
@@ -118,8 +136,8 @@ func (c Config) args(accel string) ([]string, error) {
 		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
 		"-kernel", c.Kernel,
-		"-append", strings.TrimSpace("console=ttyS0 " + c.Cmdline),
-	}
+		"-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel)+c.Cmdline),
+	)
 	if c.Initrd != "" {
 		a = append(a, "-initrd", c.Initrd)
 	}
@@ -170,6 +188,19 @@ func (c Config) args(accel string) ([]string, error) {
 	return append(a, c.Extra...), nil
 }
 
+// machineCmdline is what the kernel needs to know about the emulated
+// machine. Under TCG the local APIC has no TSC-deadline mode, so the kernel
+// would calibrate the APIC timer against the PIT: 100 ms of busy waiting
+// (HZ/10 ticks) that no CPU with a TSC-deadline timer, every x86 core of
+// the last decade, spends. noapictimer skips it; with one CPU the HPET
+// serves as the clock event device instead.
+func machineCmdline(accel string) string {
+	if accel == "tcg" {
+		return "noapictimer "
+	}
+	return ""
+}
+
 func cpuModel(accel string) string {
 	if accel == "kvm" {
 		return "host"
@@ -184,6 +215,9 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 		qemu = "qemu-system-x86_64"
 	}
 	accel := c.Accel
+	if accel == "" && c.CPURate != 0 {
+		accel = "tcg" // the instruction counter exists only under TCG
+	}
 	if accel == "" {
 		var err error
 		if accel, _, err = ChooseAccel(qemu); err != nil {

@@ -18,6 +18,7 @@ type BootOptions struct {
 	PmemDir string
 	MemMiB  int    // default 512
 	Accel   string // "": KVM when it really works, else TCG
+	CPURate int64  // the device clock's instructions per second; 0: the wall clock (see vm.Config)
 	Console io.Writer
 	Stdin   io.Reader
 	// ExtraCmdline is appended to the image's kernel command line.
@@ -33,6 +34,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		Cmdline:  im.Cmdline,
 		MemMiB:   o.MemMiB,
 		Accel:    o.Accel,
+		CPURate:  o.CPURate,
 		Disks:    []vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}},
 		Forwards: o.Forwards,
 		Console:  o.Console,

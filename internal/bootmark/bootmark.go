@@ -7,6 +7,16 @@
 // uptime_us is CLOCK_BOOTTIME in microseconds: time since the kernel started,
 // so the host can place the kernel's start on its own clock (the line's
 // arrival time minus the uptime) and split power-on-to-service into stages.
+//
+// The kernel-handover mark is stamped with the kernel log's clock instead
+// (the time of its "Run /sbin/nvinit as init process" record), which is
+// close to the uptime but not the same clock. Three more marks tie both to
+// power-on when QEMU counts instructions as time (the device clock, see
+// PlaceGuest):
+//
+//	NVBOOT-MARK tsc <ticks> <uptime_us>       the TSC and the uptime, read together
+//	NVBOOT-MARK kmsg-tsc <ticks> <log_us>     the TSC written into a kernel log record, and its time
+//	NVBOOT-MARK answered <port> <uptime_us>   the first HTTP answer from port, seen in the guest
 package bootmark
 
 import (
@@ -27,6 +37,19 @@ const (
 	ServiceStart = "service-start" // arg: service name
 	ServiceReady = "service-ready" // arg: service name
 	Shutdown     = "shutdown"
+	// TSC carries the time-stamp counter as its argument, read with the
+	// uptime: under QEMU's -icount the TSC counts nanoseconds of guest time
+	// since power-on (reset), firmware and kernel loading included.
+	TSC = "tsc"
+	// Handover is when the kernel ran init, on the kernel log's clock.
+	Handover = "kernel-handover"
+	// KmsgTSC carries the TSC written into a kernel log record, stamped
+	// with that record's time (the kernel log's clock).
+	KmsgTSC = "kmsg-tsc"
+	// Answered carries the port whose service first answered an HTTP
+	// request from inside the guest (nvinit asks when the kernel command
+	// line has nvboot.answer=PORT).
+	Answered = "answered"
 )
 
 // Mark is one parsed marker.

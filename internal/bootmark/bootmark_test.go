@@ -73,3 +73,38 @@ func TestPlace(t *testing.T) {
 		t.Errorf("init at %v, want 1.24s", got)
 	}
 }
+
+func TestPlaceGuest(t *testing.T) {
+	ms := time.Millisecond
+	marks := []Mark{
+		// The kernel log's clock read 42 ms when the TSC said 100 ms since
+		// power-on.
+		{Name: Handover, Uptime: 40 * ms},
+		{Name: KmsgTSC, Arg: "100000000", Uptime: 42 * ms},
+		{Name: Init, Uptime: 121 * ms},
+		// CLOCK_BOOTTIME runs 20 ms ahead of the log's clock.
+		{Name: TSC, Arg: "100500000", Uptime: 62500 * time.Microsecond},
+		{Name: Answered, Arg: "8080", Uptime: 150 * ms},
+		{Name: Init, Uptime: 500 * ms}, // a second init (a re-exec) does not move the first
+	}
+	tl, err := PlaceGuest(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]time.Duration{Handover: 98 * ms, Init: 159 * ms, "answered:8080": 188 * ms} {
+		if got := tl.Stages[k]; got != want {
+			t.Errorf("%s at %v, want %v", k, got, want)
+		}
+	}
+	tsc := Mark{Name: TSC, Arg: "100000000", Uptime: 5 * ms}
+	for _, bad := range [][]Mark{
+		{{Name: Init, Uptime: ms}},
+		{tsc},
+		{tsc, {Name: KmsgTSC, Arg: "x1", Uptime: 5 * ms}},
+		{tsc, {Name: KmsgTSC, Arg: "-1", Uptime: 5 * ms}},
+	} {
+		if _, err := PlaceGuest(bad); err == nil {
+			t.Errorf("PlaceGuest(%+v): no error", bad)
+		}
+	}
+}

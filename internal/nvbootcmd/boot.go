@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +46,17 @@ type bootResult struct {
 // o.PmemDir (empty: the image's own), waits for
 // the first HTTP answer on the first forwarded service port, and cuts the
 // power. The run directory keeps the pmem copies.
-func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, timeout time.Duration) (*bootResult, error) {
+//
+// On the wall clock the host times the answer and places the guest's marks
+// by their arrival (bootmark.Place). On the device clock (o.CPURate set)
+// every stage comes from the guest's clock (bootmark.PlaceGuest): nvinit
+// times the first answer from inside (nvboot.answer=PORT) and the host's
+// own request, sent once the guest has seen it, only confirms that the
+// service answers through the network.
+//
+// entry is when the firmware handed over to the kernel (kernelEntry), for
+// the device clock; the wall clock takes it from the marks.
+func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, entry, timeout time.Duration) (*bootResult, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -65,12 +76,14 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	}
 	m, svc, answered := sv.m, sv.svc, sv.answered
 	defer m.Kill()
-	// The marks printed before the answer are on their way; give them a
-	// moment to arrive (the answer proves they were written).
-	time.Sleep(50 * time.Millisecond)
+	if o.CPURate == 0 {
+		// The marks printed before the answer are on their way; give them
+		// a moment to arrive (the answer proves they were written).
+		time.Sleep(50 * time.Millisecond)
+	}
 	m.Kill()
 	m.Wait(context.Background())
-	res := &bootResult{Stages: map[string]time.Duration{StageService: answered}, Console: m.Console(), Accel: m.Accel}
+	res := &bootResult{Stages: map[string]time.Duration{}, Console: m.Console(), Accel: m.Accel}
 	var marks []bootmark.Stamped
 	for _, l := range m.Lines() {
 		if mk, ok := bootmark.Parse(l.Text); ok {
@@ -80,9 +93,28 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	if len(marks) == 0 {
 		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", lastLines(res.Console, 25))
 	}
-	tl := bootmark.Place(marks)
+	var tl bootmark.Timeline
+	if o.CPURate != 0 {
+		ms := make([]bootmark.Mark, len(marks))
+		for i, s := range marks {
+			ms[i] = s.Mark
+		}
+		if tl, err = bootmark.PlaceGuest(ms); err != nil {
+			return nil, err
+		}
+		t, ok := tl.Stages[bootmark.Answered+":"+strconv.Itoa(svc.ForwardPort)]
+		if !ok {
+			return nil, fmt.Errorf("no %s mark for port %d: nvinit did not time the first answer; console:\n%s",
+				bootmark.Answered, svc.ForwardPort, lastLines(res.Console, 25))
+		}
+		res.Stages[StageService] = t
+		tl.KernelStart = entry
+	} else {
+		tl = bootmark.Place(marks)
+		res.Stages[StageService] = answered
+	}
 	res.Stages[StageKernel] = tl.KernelStart
-	for key, stage := range map[string]string{"kernel-handover": StageHandover, bootmark.Init: StageInit,
+	for key, stage := range map[string]string{bootmark.Handover: StageHandover, bootmark.Init: StageInit,
 		bootmark.Store: StageStore, "state": StageState, bootmark.ServiceReady + ":" + svc.Name: StageReady} {
 		if t, ok := tl.Stages[key]; ok {
 			res.Stages[stage] = t
@@ -100,6 +132,26 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	}
 	res.Stages[StageLoaded] = load
 	return res, nil
+}
+
+// kernelEntry measures when the firmware hands over to the image's kernel
+// under the device clock (vm.KernelEntry), on the machine bootOnce boots.
+func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
+	cfg, err := appliance.VMConfig(dir, im, o)
+	if err != nil {
+		return 0, err
+	}
+	if svc, ok := probeService(im); ok {
+		// The same devices as the timed boots: a network card brings the
+		// firmware an option ROM to run.
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		cfg.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+		cfg.Cmdline += fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort)
+	}
+	return vm.KernelEntry(ctx, cfg)
 }
 
 // firmwareLoad is how long reading the kernel and the initramfs takes at
@@ -160,7 +212,9 @@ type served struct {
 
 // serve boots the image with the first forwarded service's port on a free
 // host port and waits for its first HTTP answer. ctx bounds the boot (QEMU
-// dies with it); the caller kills the machine when done with it.
+// dies with it); the caller kills the machine when done with it. Under the
+// device clock the guest times its own first answer and the host asks only
+// after that, so its requests add no work to the guest while it boots.
 func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
 	svc, ok := probeService(im)
 	if !ok {
@@ -171,6 +225,9 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 		return nil, err
 	}
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+	if o.CPURate != 0 {
+		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
+	}
 	cfg, err := appliance.VMConfig(dir, im, o)
 	if err != nil {
 		return nil, err
@@ -180,6 +237,13 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 		return nil, err
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if o.CPURate != 0 {
+		want := bootmark.Prefix + bootmark.Answered + " " + strconv.Itoa(svc.ForwardPort) + " "
+		if _, err := m.ExpectString(ctx, want); err != nil {
+			m.Kill()
+			return nil, fmt.Errorf("the guest did not see %s answer: %w; console:\n%s", svc.Name, err, m.ConsoleTail(25))
+		}
+	}
 	answered, err := firstAnswer(ctx, m, base+"/")
 	if err != nil {
 		m.Kill()

@@ -1,6 +1,7 @@
 package nvbootcmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -19,30 +20,40 @@ of a device: the service creates its state) and powers it off cleanly, then
 cold-boots each N times, interleaved (off2f, elf, ... then again, each round
 starting one layout further on), on the same storage model, every boot from
 a fresh copy of that pmem.
-Each boot is timed from power-on (QEMU started) to the first HTTP answer of
-the first service with a ForwardPort, with the stages between taken from
-nvinit's serial markers:
+Each boot is timed from power-on to the first HTTP answer of the first
+service with a ForwardPort, with the stages between taken from nvinit's
+serial markers:
 
   loaded    kernel (and initramfs) read from storage: modeled from the
             storage profile's bandwidth, since QEMU loads them from host files
-  kernel    the guest kernel starts (firmware and QEMU's own load before it)
+  kernel    the firmware hands over to the kernel (device clock: measured
+            by booting a copy of the kernel whose first instruction reports
+            the guest's clock; wall clock: estimated from the marks)
   handover  the kernel runs init
   init      nvinit's first instruction of main
   store     the text store is mounted (or the fallback chosen)
   state     the state filesystem is mounted
   ready     the service accepts connections (its WaitFor)
-  service   the host's first request is answered
+  service   the first request is answered (device clock: asked and timed
+            by nvinit inside the guest, then confirmed from the host)
 
 It prints a table (median, min, max of each stage) and the ratios of off2f
 to every other layout measured, for power_on_to_service and init_to_service,
 named "<span>.off2f_vs_<layout>" with the layout's dash dropped (e.g.
-power_on_to_service.off2f_vs_elf, init_to_service.off2f_vs_daxelf); with
--json one object instead: {"bench":"measure","ratios":{...},"results":[...]}. With -charts DIR it then
-writes a boot chart (SVG) per layout into DIR (created, and checked to be
-writable, before anything is built or booted).`
+power_on_to_service.off2f_vs_elf, init_to_service.off2f_vs_daxelf), and
+spread_max: over every stage of every layout, the largest (max - min) /
+median of its runs. With -json one object instead:
+{"bench":"measure","env":{...,"clock","cpu_rate"},"ratios":{...},"results":[...]}.
+With -charts DIR it then writes a boot chart (SVG) per layout into DIR
+(created, and checked to be writable, before anything is built or booted).
+
+` + clockHelp + `
+Where KVM really works the wall clock on KVM is the default; elsewhere the
+device clock.`
 
 const measureExamples = `  nvboot measure -runs 5 -storage sd
-  nvboot measure -layouts off2f,elf -runs 3 -charts out/demo
+  nvboot measure -clock device -cpu-rate 5e8 -layouts off2f,elf -runs 3   # a 500-MIPS core
+  nvboot measure -layouts off2f,elf -runs 3 -charts out/charts
   nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
 
 func measure(ctx context.Context, c *cli.Context) error {
@@ -55,7 +66,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
 	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
-	accel := fs.String("accel", "", "kvm or tcg; empty: KVM when it really works here")
+	mf := addMachineFlags(fs, "")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
@@ -70,7 +81,8 @@ func measure(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return cli.Usagef("-storage: %v", err)
 	}
-	if err := checkAccel(*accel); err != nil {
+	mach, err := mf.resolve()
+	if err != nil {
 		return err
 	}
 	var ls []appliance.Layout
@@ -117,11 +129,24 @@ func measure(ctx context.Context, c *cli.Context) error {
 	for _, l := range ls {
 		log.printf("%s: first boot, to create the service's state (not timed)", l)
 		if err := prepare(ctx, filepath.Join(dir, string(l)), images[l], filepath.Join(dir, "prepared", string(l)),
-			appliance.BootOptions{Storage: prof, Accel: *accel}); err != nil {
+			appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate}); err != nil {
 			return fmt.Errorf("%s: %w", l, err)
 		}
 	}
-	rep := &report{Storage: prof, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
+	entries := map[appliance.Layout]time.Duration{}
+	if mach.Clock == vm.ClockDevice {
+		for _, l := range ls {
+			e, err := kernelEntry(ctx, filepath.Join(dir, string(l)), images[l],
+				appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate, PmemDir: filepath.Join(dir, "prepared", string(l))})
+			if err != nil {
+				return fmt.Errorf("%s: %w", l, err)
+			}
+			entries[l] = e
+			log.printf("%s: the firmware hands over to the kernel %.1f ms after power-on", l, ms(e))
+		}
+	}
+	log.printf("%s; storage %s", mach.String(cmp.Or(mach.Accel, "chosen at start")), prof.About)
+	rep := &report{Storage: prof, Machine: mach, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
 	for r := 1; r <= *runs; r++ {
 		// Each round starts one layout further on, so no layout always
 		// boots first (or right after the same neighbour).
@@ -129,7 +154,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 			l := ls[(i+r-1)%len(ls)]
 			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
 			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
-				appliance.BootOptions{Storage: prof, Accel: *accel, PmemDir: filepath.Join(dir, "prepared", string(l))}, 3*time.Minute)
+				appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate, PmemDir: filepath.Join(dir, "prepared", string(l))}, entries[l], 3*time.Minute)
 			if err != nil {
 				return fmt.Errorf("%s boot %d: %w", l, r, err)
 			}

@@ -69,6 +69,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-mem", "0", "x"}, "-mem 0: want at least"},
 		{[]string{"run", "-mem", "100000000", "x"}, "more than this host's"},
 		{[]string{"run", "-accel", "bogus", "x"}, `-accel "bogus": want kvm or tcg`},
+		{[]string{"measure", "-clock", "sundial"}, `-clock "sundial": want device or wall`},
+		{[]string{"measure", "-clock", "device", "-cpu-rate", "3e8"}, "-cpu-rate: cpu rate 300000000"},
+		{[]string{"measure", "-clock", "device", "-cpu-rate", "0"}, "power of two"},
+		{[]string{"measure", "-clock", "wall", "-cpu-rate", "500000000"}, "-cpu-rate is for -clock device"},
+		{[]string{"measure", "-clock", "device", "-accel", "tcg", "-runs", "0"}, "-runs 0"},
+		{[]string{"run", "-clock", "device", "-cpu-rate", "7", "x"}, "-cpu-rate"},
+		{[]string{"run", "-clock", "device", "-cpu-rate", "fast", "x"}, "want a whole number of instructions per second"},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,7 @@ import (
 type report struct {
 	Storage vm.Storage
 	Accel   string
+	Machine machine // the clock
 	Layouts []appliance.Layout
 	Runs    map[appliance.Layout][]*bootResult
 }
@@ -88,9 +90,43 @@ func (r *report) median(l appliance.Layout, what string) (float64, bool) {
 	return stats("", v).Median, true
 }
 
-// ratios compare off2f with every other layout measured, for both spans.
+// RatioSpread names the reproducibility figure: over every stage of every
+// layout, the largest (max - min) / median of its runs.
+const RatioSpread = "spread_max"
+
+// spread is RatioSpread, with the stage it came from ("layout.stage").
+// Stages at less than a millisecond (the modeled load on unthrottled
+// storage, 0) are left out: their spread is noise around nothing.
+func (r *report) spread() (float64, string) {
+	worst, where := 0.0, ""
+	for _, l := range r.Layouts {
+		if len(r.Runs[l]) < 2 {
+			continue
+		}
+		for _, st := range Stages {
+			v := r.values(l, st)
+			if len(v) < 2 {
+				continue
+			}
+			s := benchjson.Stats("", "ms", v)
+			if s.Median < 1 {
+				continue
+			}
+			if f := (s.Max - s.Min) / s.Median; f > worst || where == "" {
+				worst, where = f, string(l)+"."+st
+			}
+		}
+	}
+	return worst, where
+}
+
+// ratios compare off2f with every other layout measured, for both spans,
+// and give the spread of the runs.
 func (r *report) ratios() map[string]float64 {
 	out := map[string]float64{}
+	if sp, where := r.spread(); where != "" {
+		out[RatioSpread] = round(sp, 4)
+	}
 	for _, base := range r.Layouts {
 		if base == appliance.OFF2F {
 			continue
@@ -120,13 +156,22 @@ func (r *report) results() []benchjson.Result {
 
 func (r *report) output() output {
 	return output{Bench: "measure", Ratios: r.ratios(), Results: r.results(),
-		Env: map[string]string{"storage": r.Storage.About, "accel": r.Accel}}
+		Env: r.env()}
+}
+
+// env describes how the boots ran: storage, accelerator and clock.
+func (r *report) env() map[string]string {
+	e := map[string]string{"storage": r.Storage.About, "accel": r.Accel, "clock": r.Machine.Clock}
+	if r.Machine.Clock == vm.ClockDevice {
+		e["cpu_rate"] = strconv.FormatInt(r.Machine.CPURate, 10)
+	}
+	return e
 }
 
 // writeTable prints one row per stage, a column group per layout.
 func (r *report) writeTable(w io.Writer) error {
-	fmt.Fprintf(w, "nvboot measure: %s, QEMU %s; ms since power-on, median (min-max) of %d cold boots\n\n",
-		r.Storage.About, r.Accel, len(r.Runs[r.Layouts[0]]))
+	fmt.Fprintf(w, "nvboot measure: %s; %s; ms since power-on, median (min-max) of %d cold boots\n\n",
+		r.Storage.About, r.Machine.String(r.Accel), len(r.Runs[r.Layouts[0]]))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"stage"}
 	for _, l := range r.Layouts {
@@ -160,7 +205,12 @@ func (r *report) writeTable(w io.Writer) error {
 	sort.Strings(keys)
 	fmt.Fprintln(w)
 	for _, k := range keys {
-		fmt.Fprintf(w, "%-42s %.3f\n", k, rat[k])
+		fmt.Fprintf(w, "%-42s %.3f", k, rat[k])
+		if k == RatioSpread {
+			_, where := r.spread()
+			fmt.Fprintf(w, "   (%s)", where)
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }
@@ -195,7 +245,7 @@ func (r *report) chart(l appliance.Layout) []byte {
 	h := 60 + rowH*float64(len(bars)+1)
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, h)
 	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14">nvboot measure: %s layout, median of %d cold boots (%s, %s)</text>`+"\n",
-		l, len(r.Runs[l]), r.Storage.Name, r.Accel)
+		l, len(r.Runs[l]), r.Storage.Name, r.Machine.String(r.Accel))
 	colors := []string{"#8da0cb", "#66c2a5", "#fc8d62", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494"}
 	for i, br := range bars {
 		y := 40 + rowH*float64(i)

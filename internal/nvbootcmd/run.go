@@ -28,12 +28,15 @@ Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
 shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
 has not powered off 10 s later.
 
--mem, -accel and the forwarded host ports are checked before QEMU starts:
-a host port already in use is an error naming it.`
+-mem, -accel, -clock and the forwarded host ports are checked before QEMU
+starts: a host port already in use is an error naming it.
+
+` + clockHelp + ``
 
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
-  nvboot run -storage nvme out/demo`
+  nvboot run -storage nvme out/demo
+  nvboot run -clock device -append "initcall_debug loglevel=7" out/demo   # profile the boot on the guest's clock`
 
 func runCmd(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot run", "nvboot run [-storage P] [-port H:G ...] DIR", runDescription, runExamples)
@@ -41,7 +44,8 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	var ports portList
 	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
 	mem := fs.Int("mem", 512, "guest RAM in `MiB` (at least 64, at most the host's)")
-	accel := fs.String("accel", "", "kvm or tcg; empty: KVM when it really works here")
+	mf := addMachineFlags(fs, vm.ClockWall)
+	appendCmd := fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -56,7 +60,8 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if err := checkMem(*mem); err != nil {
 		return err
 	}
-	if err := checkAccel(*accel); err != nil {
+	mach, err := mf.resolve()
+	if err != nil {
 		return err
 	}
 	im, err := appliance.ReadImage(dir)
@@ -81,7 +86,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	in, inject := io.Pipe()
 	go func() { io.Copy(inject, c.Stdin) }()
 	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: prof, Forwards: fwd, MemMiB: *mem,
-		Accel: *accel, Console: c.Stdout, Stdin: in})
+		Accel: mach.Accel, CPURate: mach.CPURate, Console: c.Stdout, Stdin: in, ExtraCmdline: *appendCmd})
 	if err != nil {
 		return err
 	}
@@ -94,7 +99,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	for _, f := range fwd {
 		fmt.Fprintf(c.Stderr, "nvboot run: host 127.0.0.1:%d -> guest :%d\n", f.Host, f.Guest)
 	}
-	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; 'poweroff' or Ctrl-C to stop\n", dir, m.Accel, prof.Name)
+	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name)
 	select {
 	case <-m.Done():
 		return m.Wait(context.Background())

@@ -59,6 +59,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 			con.Logf("%v", err)
 		}
 		reopenConsole()
+		markTSC(con)
 		markHandover(con)
 		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
 		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
@@ -111,6 +112,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 		if err := ConfigureNetwork(cfg.Network); err != nil {
 			con.Logf("%v", err)
 		}
+		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		startAnswerProbe(actx, con, "/proc/cmdline")
 	}
 	action := b.supervise(ctx, cfg)
 	Unmount(m, mounted, con.Logf)

@@ -5,29 +5,47 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nvboot/nvboot/internal/bootmark"
 )
 
 // HandoverMark names the moment the kernel ran init. The kernel logs it
 // ("Run /sbin/nvinit as init process") even under `quiet`, stamped with its
 // own clock; nvinit finds the record in /dev/kmsg and prints it as a mark,
 // so `nvboot measure` can split kernel time from init-to-service time.
-const HandoverMark = "kernel-handover"
+const HandoverMark = bootmark.Handover
 
 // FindHandover reads kmsg records ("prio,seq,usec,flags;text") and returns
 // the time of the kernel's "Run <init> as init process" record. Only a
 // record naming init (nvinit's argv[0], which the kernel sets to the path
 // it ran) counts: in a container, /dev/kmsg holds the host's own boot.
 func FindHandover(r io.Reader, init string) (time.Duration, bool) {
-	want := "Run " + init + " as init process"
+	t := FindRecords(r, "Run "+init+" as init process")
+	d, ok := t[0]
+	return d, ok
+}
+
+// FindRecords reads kmsg records and returns the time of the first record
+// whose text is texts[i], keyed by i.
+func FindRecords(r io.Reader, texts ...string) map[int]time.Duration {
+	found := map[int]time.Duration{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 8192), 1<<20)
 	for sc.Scan() {
 		head, text, ok := strings.Cut(sc.Text(), ";")
-		if !ok || text != want {
+		if !ok {
+			continue
+		}
+		i := slices.Index(texts, text)
+		if i < 0 {
+			continue
+		}
+		if _, seen := found[i]; seen {
 			continue
 		}
 		f := strings.Split(head, ",")
@@ -38,14 +56,30 @@ func FindHandover(r io.Reader, init string) (time.Duration, bool) {
 		if err != nil || us < 0 {
 			continue
 		}
-		return time.Duration(us) * time.Microsecond, true
+		found[i] = time.Duration(us) * time.Microsecond
 	}
-	return 0, false
+	return found
 }
 
-// markHandover prints the handover mark from /dev/kmsg; nothing when the
-// record is not there (the ring buffer overflowed, or no /dev).
+// KmsgTSCMark carries the TSC read when nvinit wrote a record into the
+// kernel log, stamped with that record's time: it ties the kernel's log
+// clock (which the handover mark uses, and whose zero is the kernel's
+// clock start) to the TSC, and so, under the device clock, to power-on.
+const KmsgTSCMark = bootmark.KmsgTSC
+
+// markHandover prints the handover mark from /dev/kmsg, and the kmsg-tsc
+// mark from a record it writes there first; nothing when a record is not
+// there (the ring buffer overflowed, or no /dev).
 func markHandover(con *Console) {
+	var clockText, tsc string
+	if haveTSC {
+		if w, err := syscall.Open("/dev/kmsg", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
+			tsc = strconv.FormatUint(readTSC(), 10)
+			clockText = "nvinit: tsc " + tsc
+			syscall.Write(w, []byte("<6>"+clockText+"\n")) // <6>: info, kept off a quiet console
+			syscall.Close(w)
+		}
+	}
 	// Raw syscalls: an *os.File opened O_NONBLOCK would park in Go's poller
 	// at the end of the log instead of returning EAGAIN.
 	fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -53,8 +87,12 @@ func markHandover(con *Console) {
 		return
 	}
 	defer syscall.Close(fd)
-	if d, ok := FindHandover(&kmsgReader{fd: fd}, os.Args[0]); ok {
+	found := FindRecords(&kmsgReader{fd: fd}, "Run "+os.Args[0]+" as init process", clockText)
+	if d, ok := found[0]; ok {
 		con.Line(FormatMark(HandoverMark, "", d))
+	}
+	if d, ok := found[1]; ok && clockText != "" {
+		con.Line(FormatMark(KmsgTSCMark, tsc, d))
 	}
 }
 

@@ -49,3 +49,11 @@ func TestConsoleCommands(t *testing.T) {
 		t.Fatalf("logged %v", logged)
 	}
 }
+
+func TestFindRecords(t *testing.T) {
+	kmsg := "6,1,0,-;Linux version 6.1\n6,300,812345,-;Run /sbin/nvinit as init process\n14,301,812400,-;nvinit: tsc 99\n14,302,900000,-;nvinit: tsc 99\n"
+	got := FindRecords(strings.NewReader(kmsg), "Run /sbin/nvinit as init process", "nvinit: tsc 99", "absent")
+	if len(got) != 2 || got[0] != 812345*time.Microsecond || got[1] != 812400*time.Microsecond {
+		t.Fatalf("FindRecords = %v", got)
+	}
+}

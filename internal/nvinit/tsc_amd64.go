@@ -1,0 +1,6 @@
+package nvinit
+
+// readTSC returns the CPU's time-stamp counter (RDTSC).
+func readTSC() uint64
+
+const haveTSC = true
