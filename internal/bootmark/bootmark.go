@@ -7,6 +7,8 @@
 // uptime_us is CLOCK_BOOTTIME in microseconds: time since the kernel started,
 // so the host can place the kernel's start on its own clock (the line's
 // arrival time minus the uptime) and split power-on-to-service into stages.
+//
+// Design: docs/DESIGN.md#measuring-method.
 package bootmark
 
 import (
