@@ -1,5 +1,7 @@
 // Package kernelconfig holds the appliance kernel's config fragments; its test
 // checks that every option they set survives into the final .config.
+//
+// Design: docs/DESIGN.md#kernel.
 package kernelconfig
 
 import (

@@ -8,7 +8,9 @@
  * kernel's stack. Anything wrong: try the fallback copy; failing that, one line on
  * stderr and exit 127. It never maps text whose header does not match the note.
  *
- * Freestanding: no libc, no allocation, no relocations (checked by the Makefile). */
+ * Freestanding: no libc, no allocation, no relocations (checked by the Makefile).
+ *
+ * Design: docs/DESIGN.md#off2f-format-and-loader. */
 #include "sys.h"
 #include "off2f.h"
 

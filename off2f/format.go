@@ -5,6 +5,8 @@
 //
 // The byte layouts below are shared with the loader (loader/off2f.h); the test
 // TestFormatFrozen pins every size and offset so a change cannot slip in.
+//
+// Design: docs/DESIGN.md#off2f-format-and-loader.
 package off2f
 
 import (

@@ -84,4 +84,6 @@
 // The byte formats (superblock, log, root table, allocator metadata,
 // block headers) are described field by field in layout.go and frozen by
 // layout_test.go.
+//
+// Design: docs/DESIGN.md#pheap.
 package pheap

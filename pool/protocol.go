@@ -3,6 +3,8 @@
 // the init that parks a program started by poold until it is activated
 // (park.go), and Reusable, by which a program lets one process serve
 // activation after activation (reuse.go).
+//
+// Design: docs/DESIGN.md#poold.
 package pool
 
 import (

@@ -6,6 +6,8 @@
 //
 // QEMU runs with KVM only when KVM can really run a guest here (see
 // KVMUsable); otherwise with TCG.
+//
+// Design: docs/DESIGN.md#vm-runner-and-measuring.
 package vm
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
-// result is one raw figure (DESIGN.md, "Measuring").
+// result is one raw figure (docs/DESIGN.md#measuring-method).
 type result = benchjson.Result
 
 // output is the -json object: the ratios the issue names, the raw figures,

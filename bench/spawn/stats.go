@@ -4,7 +4,7 @@ import (
 	"slices"
 )
 
-// Result is one raw figure of the benchmark (DESIGN.md "Measuring").
+// Result is one raw figure of the benchmark (docs/DESIGN.md#measuring-method).
 type Result struct {
 	Name   string  `json:"name"`
 	Unit   string  `json:"unit"`

@@ -18,6 +18,8 @@
 // builds from before the stamp, by an image.json that is nvboot's (strictly
 // an Image). Anything else there, such as the user's own image config named
 // image.json beside their sources, is refused and left as it is.
+//
+// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package appliance
 
 import (

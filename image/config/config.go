@@ -3,6 +3,8 @@
 // Packages, PackageConfig with flags, environment and readiness), so a
 // gokrazy user reads it without a manual; nvboot's own parts (pmem sizes, the
 // text store) have their own fields.
+//
+// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package config
 
 import (

@@ -12,6 +12,8 @@
 // and verified, so an interrupted flash leaves the old file as it was; the
 // GPT backup moves to the end of a bigger device; and what was written is
 // read back past the page cache and compared.
+//
+// Design: docs/DESIGN.md#flashing.
 package flash
 
 import (

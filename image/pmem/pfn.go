@@ -6,6 +6,8 @@
 //
 // It serves label-less namespaces: QEMU's NVDIMM without label-size, or a
 // memmap=SIZE!START region, whose namespace uuid is all zeros.
+//
+// Design: docs/DESIGN.md#pmem-images-the-host-written-pfn-block.
 package pmem
 
 import (

@@ -17,6 +17,8 @@
 //	NVBOOT-MARK tsc <ticks> <uptime_us>       the TSC and the uptime, read together
 //	NVBOOT-MARK kmsg-tsc <ticks> <log_us>     the TSC written into a kernel log record, and its time
 //	NVBOOT-MARK answered <port> <uptime_us>   the first HTTP answer from port, seen in the guest
+//
+// Design: docs/DESIGN.md#measuring-method.
 package bootmark
 
 import (

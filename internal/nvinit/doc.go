@@ -7,4 +7,6 @@
 //
 // Everything that touches the machine goes through a path or an injected
 // function, so the logic runs in host tests without root.
+//
+// Design: docs/DESIGN.md#nvinit.
 package nvinit

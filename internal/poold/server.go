@@ -1,5 +1,7 @@
 // Package poold is the process pool daemon: per-program pools of parked
-// processes, handed out over a unix socket API. See DESIGN.md "poold".
+// processes, handed out over a unix socket API.
+//
+// Design: docs/DESIGN.md#poold.
 package poold
 
 import (

@@ -19,6 +19,8 @@
 // Stores are found by comparing cache lines at each fence, not by trapping
 // each store, so a line written twice between fences has only its old and its
 // newest content as candidates; the intermediate value is not tried.
+//
+// Design: docs/DESIGN.md#pheap.
 package crashsim
 
 import (
