@@ -78,6 +78,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 	}
 
 	var mounted []string // to take down at the end, state first
+	var texts TextChecker
 	if ts := cfg.TextStore; ts.Device != "" {
 		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
 			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
@@ -92,6 +93,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 		}
 		if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
 			mounted = append(mounted, ts.DirOrDefault())
+			// Texts are checked (read whole) only for a service that
+			// failed, never at boot: see Supervisor.checkText.
+			texts = &TextRepair{Store: ts, Mounter: m}
 		}
 	}
 	con.Mark("store", "")
@@ -116,7 +120,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 		defer cancel()
 		startAnswerProbe(actx, con, "/proc/cmdline")
 	}
-	action := b.supervise(ctx, cfg)
+	action := b.supervise(ctx, cfg, texts)
 	Unmount(m, mounted, con.Logf)
 	if !b.PID1 {
 		return action
@@ -134,7 +138,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, cfg *Config) Action {
+func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker) Action {
 	sigs := b.Signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 1)
@@ -171,7 +175,7 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config) Action {
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
-		Poweroff: cfg.Poweroff, Grace: b.Grace}
+		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts}
 	err := s.Run(sctx)
 	stop()
 	<-watched

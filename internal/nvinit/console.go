@@ -76,3 +76,53 @@ func (p *prefixWriter) Close() error {
 	}
 	return nil
 }
+
+// tailLines keeps the last lines a service wrote (tailKeep of them, each cut
+// at tailWidth bytes), for the line that says why it is not restarted. Its
+// writer is the output's copier; its reader Run's goroutine.
+type tailLines struct {
+	mu      sync.Mutex
+	lines   []string
+	partial []byte // the last line, until its newline
+}
+
+const (
+	tailKeep  = 3
+	tailWidth = 160
+)
+
+func (t *tailLines) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(b)
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			t.partial = append(t.partial, b[:min(len(b), tailWidth-min(len(t.partial), tailWidth))]...)
+			break
+		}
+		t.partial = append(t.partial, b[:min(i, tailWidth-min(len(t.partial), tailWidth))]...)
+		t.add(string(bytes.TrimSuffix(t.partial, []byte("\r"))))
+		t.partial = t.partial[:0]
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+func (t *tailLines) add(l string) {
+	if len(t.lines) == tailKeep {
+		t.lines = append(t.lines[:0], t.lines[1:]...)
+	}
+	t.lines = append(t.lines, l)
+}
+
+// last returns the kept lines, an unterminated last one included.
+func (t *tailLines) last() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := append([]string(nil), t.lines...)
+	if len(t.partial) > 0 {
+		out = append(out[max(0, len(out)-tailKeep+1):], string(t.partial))
+	}
+	return out
+}

@@ -2,7 +2,10 @@
 // filesystems, makes the OFF2F text store current (provisioning it from the
 // image when blank or stale), mounts the state filesystem (provisioning it
 // from its template only when the device is blank), starts and
-// supervises the services, reaps orphans and shuts the machine down cleanly.
+// supervises the services (rewriting a service's damaged text from the root
+// filesystem's copy when it fails, and leaving it stopped, with a line
+// saying why, after MaxFailedStarts failed starts in a row), reaps orphans
+// and shuts the machine down cleanly.
 // Each stage prints a NVBOOT-MARK line on the console for `nvboot measure`.
 //
 // Everything that touches the machine goes through a path or an injected

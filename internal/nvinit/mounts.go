@@ -34,6 +34,7 @@ const (
 	msNoDev   = syscall.MS_NODEV
 	msNoExec  = syscall.MS_NOEXEC
 	msRdonly  = syscall.MS_RDONLY
+	msRemount = syscall.MS_REMOUNT
 	mntDetach = syscall.MNT_DETACH
 )
 

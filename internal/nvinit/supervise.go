@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -35,6 +38,18 @@ const (
 	BackoffMax   = 30 * time.Second
 	HealthyAfter = 10 * time.Second
 )
+
+// MaxFailedStarts is how many failed starts in a row make the supervisor
+// stop restarting a service. A start failed when it did not fork, or its run
+// failed (a non-zero status or a signal) before it lasted HealthyAfter,
+// whether or not it was marked ready meanwhile (a service may answer before
+// it can serve); a run that lasted HealthyAfter ends the streak. Eight
+// starts wait 0.1+0.2+...+6.4 = 12.7 s of backoff between them, longer
+// than HealthyAfter: what clears by itself at boot (a socket or a device
+// not there yet, a slow neighbour under TCG) has cleared by then, and what
+// has not (a damaged heap, a missing file, a bad flag) would only fill the
+// console while the backoff grew to BackoffMax, forever.
+const MaxFailedStarts = 8
 
 // NextBackoff returns the delay after prev (0: the first restart).
 func NextBackoff(prev time.Duration) time.Duration {
@@ -72,6 +87,10 @@ type Supervisor struct {
 	// PoolSocket is poold's socket for services with Pool set; empty:
 	// pool.DefaultSocket.
 	PoolSocket string
+	// Texts checks the text of a service that failed; nil: never checked.
+	Texts TextChecker
+
+	afterDial func() // tests: runs between a readiness dial and its mark
 
 	events   chan func()
 	ran      chan struct{} // closed when Run returns
@@ -86,6 +105,10 @@ type svc struct {
 	backoff     time.Duration
 	stopTimer   func() bool // pending restart
 	cancelReady context.CancelFunc
+	ready       bool       // this run was marked ready
+	out         *tailLines // this run's last lines of output
+	failures    int        // failed starts in a row: see MaxFailedStarts
+	textChecked bool       // the text was checked since the streak began
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -139,15 +162,18 @@ func (s *Supervisor) idle() bool {
 
 func (s *Supervisor) start(sv *svc) {
 	sv.stopTimer = nil
+	sv.ready = false
 	// Read the clock before the marker: a run lasts from the moment the
 	// console says it started.
 	sv.started = s.Clock.Now()
 	s.Console.Mark("service-start", sv.Name)
+	tail := &tailLines{}
+	sv.out = tail
 	out := s.Console.Prefixed(sv.Name)
 	r, w, err := os.Pipe()
 	if err != nil {
 		s.Console.Logf("%s: starting: %v", sv.Name, err)
-		s.failed(sv)
+		s.failed(sv, fmt.Sprintf("failed starting: %v", err))
 		return
 	}
 	env := s.Env
@@ -185,14 +211,14 @@ func (s *Supervisor) start(sv *svc) {
 	}
 	w.Close()
 	go func() {
-		io.Copy(out, r)
+		io.Copy(io.MultiWriter(out, tail), r)
 		r.Close()
 		out.Close()
 		close(drained)
 	}()
 	if err != nil {
 		s.Console.Logf("%s: starting %s: %v", sv.Name, sv.Path, err)
-		s.failed(sv)
+		s.failed(sv, fmt.Sprintf("failed starting %s: %v", sv.Path, err))
 		return
 	}
 	sv.pid = pid
@@ -200,32 +226,46 @@ func (s *Supervisor) start(sv *svc) {
 		// Ready once started: said here, so the mark comes before the
 		// service's exit and never after Run returned.
 		s.Console.Mark("service-ready", sv.Name)
+		sv.ready = true
 		sv.cancelReady = func() {}
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sv.cancelReady = cancel
-	go s.waitReady(ctx, sv.Name, sv.WaitFor)
+	go s.waitReady(ctx, sv, pid)
 }
 
 // waitReady dials WaitFor until it answers, then marks the service ready
-// on Run's goroutine, unless its run ended meanwhile (ctx cancelled by
-// exited, also run there: the mark never follows the exit).
-func (s *Supervisor) waitReady(ctx context.Context, name, waitFor string) {
+// on Run's goroutine if the process still runs: not when its run ended
+// meanwhile (ctx cancelled by exited, also run there: the mark never
+// follows the exit line), nor when it has exited and its exit is still on
+// the way (a zombie, or reaped while its last output drains).
+//
+// A dial shows only that something listens (the kernel completes the
+// handshake before the program accepts), and nothing nvinit can check
+// without knowing the protocol shows more; a service must listen once it
+// can serve. One that dies soon after its mark is not trusted for it: the
+// run counts as a failed start (see MaxFailedStarts) and its exit line says
+// it had been marked ready.
+func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 	poll := s.Poll
 	if poll == 0 {
 		poll = 5 * time.Millisecond
 	}
-	network, addr := waitForAddr(waitFor)
+	network, addr := waitForAddr(sv.WaitFor)
 	d := net.Dialer{Timeout: time.Second}
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		if c, err := d.DialContext(ctx, network, addr); err == nil {
 			c.Close()
+			if s.afterDial != nil {
+				s.afterDial()
+			}
 			s.post(func() {
-				if ctx.Err() == nil {
-					s.Console.Mark("service-ready", name)
+				if ctx.Err() == nil && processRuns(pid) {
+					sv.ready = true
+					s.Console.Mark("service-ready", sv.Name)
 				}
 			})
 			return
@@ -242,13 +282,26 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 	ran := s.Clock.Now().Sub(sv.started)
 	sv.pid = 0
 	sv.cancelReady()
-	s.Console.Logf("%s %s", sv.Name, describeExit(ws))
+	ok := ws.Exited() && ws.ExitStatus() == 0
+	healthy := ran >= HealthyAfter
+	how := describeExit(ws)
+	if !ok && !healthy && sv.ready && sv.WaitFor != "" {
+		// Said, because the mark above it on the console looks healthy.
+		s.Console.Logf("%s %s after it was marked ready, within %v of its start: a failed start all the same", sv.Name, how, HealthyAfter)
+	} else {
+		s.Console.Logf("%s %s", sv.Name, how)
+	}
 	if s.stopping {
 		return
 	}
-	ok := ws.Exited() && ws.ExitStatus() == 0
-	if ran >= HealthyAfter {
-		sv.backoff = 0
+	if healthy {
+		sv.backoff, sv.failures, sv.textChecked = 0, 0, false
+	}
+	if !ok && !healthy {
+		sv.failures++
+	}
+	if s.Texts != nil && textSuspect(sv, ws, healthy) {
+		s.checkText(sv)
 	}
 	switch sv.RestartOrDefault() {
 	case RestartNever:
@@ -258,15 +311,41 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 			return
 		}
 	}
+	if sv.failures >= MaxFailedStarts {
+		s.giveUp(sv, how, sv.out.last())
+		return
+	}
 	s.scheduleRestart(sv)
 }
 
-// failed handles a start that did not fork: the same backoff as a crash, so a
-// missing binary does not spin.
-func (s *Supervisor) failed(sv *svc) {
-	if sv.RestartOrDefault() != RestartNever && !s.stopping {
-		s.scheduleRestart(sv)
+// failed handles a start that did not fork (how says why): the same backoff
+// and count as a crash, so a missing binary does not spin.
+func (s *Supervisor) failed(sv *svc, how string) {
+	if sv.RestartOrDefault() == RestartNever || s.stopping {
+		return
 	}
+	if sv.failures++; sv.failures >= MaxFailedStarts {
+		s.giveUp(sv, how, nil)
+		return
+	}
+	s.scheduleRestart(sv)
+}
+
+// giveUp leaves sv stopped after MaxFailedStarts failed starts, saying on
+// one line which service, how its last start failed, its last lines of
+// output and what to do: the line someone at the console acts on.
+func (s *Supervisor) giveUp(sv *svc, how string, last []string) {
+	said := "it printed nothing"
+	if len(last) > 0 {
+		q := make([]string, len(last))
+		for i, l := range last {
+			q[i] = strconv.Quote(l)
+		}
+		said = "its last lines: " + strings.Join(q, " / ")
+	}
+	s.Console.Logf("%s: not restarting it: %d failed starts in a row (none lasted %v); the last one %s, %s. "+
+		"Fix the cause, then reboot (type reboot on this console) to start %s again",
+		sv.Name, sv.failures, HealthyAfter, how, said, sv.Name)
 }
 
 func (s *Supervisor) scheduleRestart(sv *svc) {
@@ -279,6 +358,28 @@ func (s *Supervisor) scheduleRestart(sv *svc) {
 			}
 		})
 	})
+}
+
+// processRuns reports whether pid is a process that has not exited: it
+// exists and is not a zombie. Without /proc it trusts kill(2) alone.
+func processRuns(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist) || !procMounted()
+	}
+	// "pid (comm) S ...": comm may hold anything, the state follows its
+	// last ')'.
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	return i < 0 || i+2 >= len(st) || st[i+2] != 'Z' && st[i+2] != 'X'
+}
+
+func procMounted() bool {
+	_, err := os.Stat("/proc/self/stat")
+	return err == nil
 }
 
 // describeExit says how a process ended, for the console log.

@@ -137,14 +137,16 @@ func TestSupervisorBackoff(t *testing.T) {
 	s := &Supervisor{Clock: clock, Services: []Service{{Name: "f", Path: "/bin/false"}}}
 	out, _, _ := harness(t, s)
 	var got []time.Duration
-	for range 11 {
+	// Every restart until the supervisor gives up (see
+	// TestSupervisorGivesUpAfterFailedStarts).
+	for range MaxFailedStarts - 1 {
 		out.expect(t, "NVBOOT-MARK service-start f ")
 		out.expect(t, "nvinit: f exited with status 1")
 		got = append(got, clock.expectDelay(t))
 		clock.Fire()
 	}
 	want := []time.Duration{}
-	for d := time.Duration(0); len(want) < 11; {
+	for d := time.Duration(0); len(want) < MaxFailedStarts-1; {
 		d = NextBackoff(d)
 		want = append(want, d)
 	}
