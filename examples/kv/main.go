@@ -11,6 +11,10 @@
 //	                     "ok", the failure, or "off" (see -check-on-open)
 //	GET    /healthz      200 "ok" (readiness)
 //
+// kv listens only once its state is open, so an open port means it can
+// serve (nvinit's WaitFor tcp:PORT relies on it); a state it cannot open
+// fails the start before the port was ever open.
+//
 // Opening the heap costs the same for any amount of data (no loading).
 // -check-on-open adds pheap's full check at start, which reads every block
 // (3 ms for a full 64 MiB heap on the development machine, more under
@@ -42,10 +46,14 @@ const (
 )
 
 func main() {
-	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stderr), os.Stderr, "kv"))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(cli.ExitCode(run(ctx, os.Args[1:], os.Stderr), os.Stderr, "kv"))
 }
 
-func run(args []string, stderr io.Writer) error {
+// run is kv with its command line; it serves until ctx is done (main:
+// SIGTERM or an interrupt), then shuts down and returns nil.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":8080", "TCP `address` to serve HTTP on")
@@ -94,12 +102,14 @@ Examples:
 	} else if *heapPath == "" {
 		return cli.Usagef("-heap: want a file")
 	}
-	// The listener first: a bad -listen leaves no new state file behind.
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
+	// A bad or busy -listen must leave no new state file behind (a heap is
+	// 64 MiB), so the address is tried before the state is opened; but kv
+	// listens only once the state is open: nvinit's WaitFor tcp:PORT takes
+	// the first accepted connection for "ready", and a kv that listened and
+	// then failed to open a damaged heap looked ready at every restart.
+	if err := tryListen(*listen); err != nil {
 		return err
 	}
-	defer ln.Close()
 	var st store
 	where := *heapPath
 	if *state != "" {
@@ -127,15 +137,30 @@ Examples:
 		st = hs
 	}
 	defer st.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("-listen %s: %w", *listen, err)
+	}
+	defer ln.Close()
 	srv := &http.Server{Handler: handler(st)}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
 	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), where, len(st.Keys("")))
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
+}
+
+// tryListen checks that kv can listen on addr (a valid address, a port
+// that is free and allowed) without keeping the port open. Another program
+// may still take the port before kv listens for good: kv then fails with
+// its state opened, which leaves a state file but no wrong readiness.
+func tryListen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("-listen %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 func handler(st store) http.Handler {
