@@ -57,7 +57,7 @@ func testAPI(t *testing.T, open func(string) (store, error)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler(st))
+	srv := httptest.NewServer(handler(st, defaultInflight))
 	defer srv.Close()
 	u := srv.URL
 	steps := []struct {
