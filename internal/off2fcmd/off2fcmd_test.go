@@ -245,6 +245,33 @@ func TestConvertBadInputWritesNothing(t *testing.T) {
 	}
 }
 
+// An input that is not an executable (a script, an empty file, a Go
+// package that is not main) is refused with the file named, what it is and
+// what convert wants, nothing written; not the ELF reader's "bad magic
+// number '[35 33 47 98]'" or a bare "EOF".
+func TestConvertNotELF(t *testing.T) {
+	dir := t.TempDir()
+	store, out := filepath.Join(dir, "store"), filepath.Join(dir, "out")
+	for _, tc := range []struct{ name, content, want string }{
+		{"script.sh", "#!/bin/sh\necho hi\n", "a script (#!/bin/sh)"},
+		{"empty", "", "an empty file"},
+		{"lib.a", "!<arch>\n__.PKGDEF       0           0     0     644     10        `\n", "a package that is not main"},
+	} {
+		in := filepath.Join(dir, tc.name)
+		os.WriteFile(in, []byte(tc.content), 0o755)
+		_, _, err := runCmd(t, "convert", "-store", store, "-o", out, in)
+		if err == nil || !strings.Contains(err.Error(), in) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "static x86-64 ELF executables") {
+			t.Errorf("convert %s: %v, want an error naming it, %q and what convert wants", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("convert %s left %s behind", tc.name, out)
+		}
+		if _, err := os.Stat(store); err == nil {
+			t.Errorf("convert %s created the store", tc.name)
+		}
+	}
+}
+
 // A bad -o is found before anything is written: no text in the store, no
 // store directory created, and the error names -o and the path, not a
 // temporary file. A failure while writing the header file takes back the
