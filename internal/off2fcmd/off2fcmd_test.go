@@ -198,7 +198,9 @@ func TestInspectTruncatedText(t *testing.T) {
 	}
 }
 
-// verify says a missing text is missing, and names where it looked.
+// verify says a missing text is missing, and names where it looked, once:
+// the output has the checks that passed, the error the ones that failed
+// (it printed "missing (no such file)" and then "text file ... is missing").
 func TestVerifyMissingText(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gcc")
@@ -209,8 +211,20 @@ func TestVerifyMissingText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err := runCmd(t, "verify", hdr)
-	if err == nil || err.Error() != "verify "+hdr+": text file "+text+" is missing" || !strings.Contains(out, text+": missing") {
-		t.Errorf("verify with the text gone: %v\n%s", err, out)
+	if err == nil || err.Error() != "verify "+hdr+": text file "+text+" is missing" || strings.Contains(out, text) {
+		t.Errorf("verify with the text gone: %v, output %q: want the error once, in the error", err, out)
+	}
+	// A fallback copy that matches is reported as such; the missing text
+	// still only in the error.
+	fb := filepath.Join(dir, "fallback")
+	hdr2 := filepath.Join(dir, "hello2.off2f")
+	if _, _, err := runCmd(t, "convert", "-store", filepath.Join(dir, "store2"), "-fallback", fb, "-o", hdr2, filepath.Join(dir, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "store2"))
+	out, _, err = runCmd(t, "verify", hdr2)
+	if err == nil || !strings.Contains(err.Error(), "is missing") || strings.Contains(out, "missing") || !strings.Contains(out, "fallback") || !strings.Contains(out, ": ok") {
+		t.Errorf("verify with the text gone, the fallback there: %v, output %q", err, out)
 	}
 	out, _, err = runCmd(t, "verify", "-json", hdr)
 	var vr verifyResult

@@ -57,9 +57,13 @@ Exits 1 if anything does not match.`,
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.Stdout, "%s: text %s: %s\n", path, res.Text, okOr(res.Error))
-		if res.Fallback != "" {
-			fmt.Fprintf(c.Stdout, "%s: fallback %s: %s\n", path, res.Fallback, okOr(res.FallbackError))
+		// The checks that passed; the ones that failed are in the error
+		// below, said once.
+		if res.Error == "" {
+			fmt.Fprintf(c.Stdout, "%s: text %s: ok\n", path, res.Text)
+		}
+		if res.Fallback != "" && res.FallbackError == "" {
+			fmt.Fprintf(c.Stdout, "%s: fallback %s: ok\n", path, res.Fallback)
 		}
 	}
 	var problems []string
@@ -86,13 +90,6 @@ type verifyResult struct {
 	Missing       bool   `json:"missing,omitempty"` // no text file at Text
 	Error         string `json:"error,omitempty"`
 	FallbackError string `json:"fallback_error,omitempty"`
-}
-
-func okOr(e string) string {
-	if e == "" {
-		return "ok"
-	}
-	return e
 }
 
 func checkTextFile(h *off2f.Header, path string) error {
