@@ -153,6 +153,35 @@ func TestStoreGCCommand(t *testing.T) {
 	}
 }
 
+// ls refuses a directory that is not a text store, as gc does (it said
+// "0 text files" with exit 0); a store with MANIFEST, leftovers and
+// directories (lost+found) is listed, an empty one too.
+func TestStoreLsCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a store\n"), 0o644)
+	for _, args := range [][]string{{"store", "ls", dir}, {"store", "ls", "-json", dir}} {
+		out, _, err := runCmd(t, args...)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "readme.txt")) || !strings.Contains(err.Error(), "does not look like a text store") || out != "" {
+			t.Errorf("%q of a directory that is not a store: %v, output %q", args, err, out)
+		}
+	}
+	store := t.TempDir()
+	if out, _, err := runCmd(t, "store", "ls", store); err != nil || out != "0 text files, 0 bytes\n" {
+		t.Errorf("ls of an empty store: %v %q", err, out)
+	}
+	a := strings.Repeat("a", 64)
+	os.WriteFile(filepath.Join(store, a), append(off2f.TextMagic[:], a...), 0o444)
+	os.WriteFile(filepath.Join(store, off2f.ManifestName), []byte(a+"\n"), 0o644)
+	os.WriteFile(filepath.Join(store, "."+a+".off2f-tmp-0123456789abcdef"), []byte("partial"), 0o600)
+	os.Mkdir(filepath.Join(store, "lost+found"), 0o700)
+	if out, _, err := runCmd(t, "store", "ls", store); err != nil || !strings.Contains(out, a) || !strings.Contains(out, "1 text files") {
+		t.Errorf("ls of a store: %v %q", err, out)
+	}
+	if _, _, err := runCmd(t, "store", "ls", filepath.Join(dir, "readme.txt")); err == nil || !strings.Contains(err.Error(), "readme.txt") {
+		t.Errorf("ls of a file: %v", err)
+	}
+}
+
 // convertHello converts a static hello into dir: the header file, the store
 // and the text's path in it.
 func convertHello(t *testing.T, dir string) (hdr, store, text string) {
