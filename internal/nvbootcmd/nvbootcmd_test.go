@@ -81,6 +81,20 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// An unknown flag is said once, after the synopsis: powercut printed the
+// flag package's line, its whole help and then the error again.
+func TestUnknownFlagSaidOnce(t *testing.T) {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
+		_, stderr, err := execute(verb, "-bogus")
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-bogus") {
+			t.Errorf("%s -bogus: %v, want a usage error naming -bogus", verb, err)
+		}
+		if !strings.HasPrefix(stderr, "Usage: nvboot "+verb) || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "-bogus") {
+			t.Errorf("%s -bogus: stderr %q, want the synopsis line only (the error is printed by main)", verb, stderr)
+		}
+	}
+}
+
 func TestBadInputNamesIt(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
