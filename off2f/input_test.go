@@ -41,6 +41,10 @@ func TestNotELFSaysWhatItIs(t *testing.T) {
 					t.Errorf("Convert: %v: says %q", err, bad)
 				}
 			}
+			// verify and inspect read a header file the same way.
+			if _, err := off2f.ParseHeader(c.raw); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "bad magic number") {
+				t.Errorf("ParseHeader: %v, want an error saying %q", err, c.want)
+			}
 			path := filepath.Join(t.TempDir(), c.name)
 			if err := os.WriteFile(path, c.raw, 0o644); err != nil {
 				t.Fatal(err)
