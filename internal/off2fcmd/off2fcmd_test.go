@@ -315,6 +315,57 @@ func TestConvertNotELF(t *testing.T) {
 	}
 }
 
+// A header file whose loader (PT_INTERP) does not exist on this host fails
+// to exec here with a bare "no such file or directory" from the kernel:
+// convert and verify say so, naming the loader, and how to convert for
+// this host. A loader that exists gets no such note.
+func TestLoaderMissingOnHost(t *testing.T) {
+	if _, err := os.Stat(off2f.DefaultLoader); err == nil {
+		t.Skipf("%s exists on this host", off2f.DefaultLoader)
+	}
+	exe, err := os.Executable() // this test: a static Go program unless cgo linked it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(exe); err != nil {
+		t.Fatal(err)
+	} else if _, err := off2f.Convert(raw, off2f.Options{}); err != nil {
+		t.Skipf("the test binary does not convert: %v", err)
+	}
+	dir := t.TempDir()
+	store, hdr := filepath.Join(dir, "store"), filepath.Join(dir, "prog.off2f")
+	_, stderr, err := runCmd(t, "convert", "-store", store, "-o", hdr, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{off2f.DefaultLoader + " does not exist on this host", hdr, "no such file or directory", "-loader"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("convert with the default loader: stderr %q, want %q", stderr, want)
+		}
+	}
+	out, stderr, err := runCmd(t, "verify", "-store", store, hdr)
+	if err != nil || !strings.Contains(out, ": ok") || !strings.Contains(stderr, off2f.DefaultLoader+" does not exist on this host") {
+		t.Errorf("verify: %v, stdout %q, stderr %q: want ok, and the loader named missing", err, out, stderr)
+	}
+	out, _, err = runCmd(t, "verify", "-json", "-store", store, hdr)
+	var vr struct {
+		OK            bool `json:"ok"`
+		LoaderMissing bool `json:"loader_missing"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &vr) != nil || !vr.OK || !vr.LoaderMissing {
+		t.Errorf("verify -json: %v %s", err, out)
+	}
+
+	loader := filepath.Join(dir, "ld-off2f") // exists: no note
+	os.WriteFile(loader, []byte("stand-in"), 0o755)
+	if _, stderr, err := runCmd(t, "convert", "-loader", loader, "-store", store, "-o", hdr, exe); err != nil || stderr != "" {
+		t.Errorf("convert with a loader that exists: %v, stderr %q", err, stderr)
+	}
+	if _, stderr, err := runCmd(t, "verify", "-store", store, hdr); err != nil || stderr != "" {
+		t.Errorf("verify with a loader that exists: %v, stderr %q", err, stderr)
+	}
+}
+
 // A bad -o is found before anything is written: no text in the store, no
 // store directory created, and the error names -o and the path, not a
 // temporary file. A failure while writing the header file takes back the

@@ -52,6 +52,9 @@ Exits 1 if anything does not match.`,
 		}
 	}
 	res.OK = res.Error == "" && res.FallbackError == ""
+	// Not a mismatch, but why a header file that verifies may not run here.
+	note := loaderNote(path, h.Interp)
+	res.LoaderMissing = note != ""
 	if *jsonOut {
 		if err := cli.JSON(c.Stdout, res); err != nil {
 			return err
@@ -65,6 +68,9 @@ Exits 1 if anything does not match.`,
 		if res.Fallback != "" && res.FallbackError == "" {
 			fmt.Fprintf(c.Stdout, "%s: fallback %s: ok\n", path, res.Fallback)
 		}
+	}
+	if note != "" {
+		fmt.Fprintf(c.Stderr, "off2f: %s\n", note)
 	}
 	var problems []string
 	switch {
@@ -90,6 +96,9 @@ type verifyResult struct {
 	Missing       bool   `json:"missing,omitempty"` // no text file at Text
 	Error         string `json:"error,omitempty"`
 	FallbackError string `json:"fallback_error,omitempty"`
+	// LoaderMissing: the loader the header names does not exist on this
+	// host; the program runs only where it does.
+	LoaderMissing bool `json:"loader_missing,omitempty"`
 }
 
 func checkTextFile(h *off2f.Header, path string) error {
