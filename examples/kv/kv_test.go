@@ -669,3 +669,42 @@ func TestDamagedHeapFailsStart(t *testing.T) {
 		t.Fatalf("damaged heap: %v, want an error naming %s and %v", err, path, pheap.ErrNotHeap)
 	}
 }
+
+// The probe of -listen before the state is opened binds the port without
+// listening: while it holds the port nothing can connect (a probe that
+// listened could accept nvinit's WaitFor dial, a false ready). A port
+// another program listens on is busy for it (TestRunUsage), and a port
+// probed is free again at once.
+func TestListenProbeAcceptsNothing(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":0"} {
+		fd, err := bindOnly(addr)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var port int
+		switch sa := sa.(type) {
+		case *syscall.SockaddrInet4:
+			port = sa.Port
+		case *syscall.SockaddrInet6:
+			port = sa.Port
+		}
+		bound := fmt.Sprintf("127.0.0.1:%d", port)
+		if c, err := net.Dial("tcp", bound); err == nil {
+			c.Close()
+			t.Errorf("%s: a connection to %s was accepted while the probe held it", addr, bound)
+		}
+		syscall.Close(fd)
+		ln, err := net.Listen("tcp", bound)
+		if err != nil {
+			t.Fatalf("%s: listening on %s after the probe: %v", addr, bound, err)
+		}
+		if err := tryListen(bound); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("%s: probing %s while it is listened on: %v, want address already in use", addr, bound, err)
+		}
+		ln.Close()
+	}
+}

@@ -166,15 +166,3 @@ Examples:
 	}
 	return nil
 }
-
-// tryListen checks that kv can listen on addr (a valid address, a port
-// that is free and allowed) without keeping the port open. Another program
-// may still take the port before kv listens for good: kv then fails with
-// its state opened, which leaves a state file but no wrong readiness.
-func tryListen(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("-listen %s: %w", addr, err)
-	}
-	return ln.Close()
-}
