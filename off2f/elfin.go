@@ -6,6 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrUnsupported marks inputs OFF2F does not convert (dynamic executables, shared
@@ -37,7 +41,7 @@ func parseProgram(raw []byte) (*program, error) {
 		if bytes.HasPrefix(raw, []byte(elf.ELFMAG)) {
 			return nil, unsupported("malformed or truncated ELF file (%d bytes): %v", len(raw), err)
 		}
-		return nil, unsupported("not an ELF file: %v", err)
+		return nil, unsupported("%s, not an ELF file: %s", describeNonELF(raw, int64(len(raw))), wantedInput)
 	}
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
 		return nil, unsupported("%v %v ELF; OFF2F handles 64-bit little-endian", f.Class, f.Data)
@@ -199,6 +203,13 @@ func align4(x uint64) uint64 { return (x + 3) &^ 3 }
 func ReadOnlyBytes(path string) (uint64, error) {
 	f, err := elf.Open(path)
 	if err != nil {
+		var fe *elf.FormatError
+		if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if kind, ok := describeFile(path); ok {
+				return 0, fmt.Errorf("%s is %s, not an ELF file: %s", path, kind, wantedInput)
+			}
+			return 0, fmt.Errorf("%s: malformed or truncated ELF file: %w", path, err)
+		}
 		return 0, err
 	}
 	defer f.Close()
@@ -209,4 +220,76 @@ func ReadOnlyBytes(path string) (uint64, error) {
 		}
 	}
 	return n, nil
+}
+
+// wantedInput is what OFF2F converts, for errors about other inputs.
+const wantedInput = "OFF2F converts static x86-64 ELF executables (Go: CGO_ENABLED=0 go build of a main package; C: gcc -static)"
+
+// describeFile says what the file at path holds when it is not ELF (ok),
+// or ok false when it starts as an ELF file does (then it is a malformed
+// one) or cannot be read.
+func describeFile(path string) (kind string, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", false
+	}
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	if bytes.HasPrefix(head[:n], []byte(elf.ELFMAG)) {
+		return "", false
+	}
+	return describeNonELF(head[:n], st.Size()), true
+}
+
+// describeNonELF says what a file of size bytes that starts with head
+// holds, when it is not ELF: by its first bytes, the kinds of files that
+// are handed to off2f convert or built by nvboot build by mistake. The ELF
+// reader's own words ("bad magic number '[35 33 47 98]'", a bare "EOF")
+// tell a user nothing.
+func describeNonELF(head []byte, size int64) string {
+	switch {
+	case size == 0:
+		return "an empty file"
+	case bytes.HasPrefix(head, []byte("#!")):
+		line, _, _ := bytes.Cut(head, []byte("\n"))
+		line = bytes.TrimSpace(line)
+		if len(line) > 60 {
+			line = append(line[:60:60], "..."...)
+		}
+		return fmt.Sprintf("a script (%s)", line)
+	case bytes.HasPrefix(head, []byte("!<arch>\n")):
+		return "an ar archive (what go build writes for a package that is not main, or a static library)"
+	case bytes.HasPrefix(head, TextMagic[:]):
+		return "an OFF2F text file (from a text store; convert the original executable)"
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return "gzip-compressed data"
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
+		return "a zip archive"
+	case looksLikeText(head):
+		return "a text file"
+	case size == 1:
+		return "1 byte of data"
+	}
+	return fmt.Sprintf("%d bytes of data (starting % x)", size, head[:min(len(head), 4)])
+}
+
+// looksLikeText says whether b reads as text: UTF-8 of printable characters and
+// white space (b may end inside a character: it is a file's head).
+func looksLikeText(b []byte) bool {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			return len(b) < utf8.UTFMax && !utf8.FullRune(b)
+		}
+		if !unicode.IsPrint(r) && !unicode.IsSpace(r) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

@@ -21,6 +21,9 @@ type Header struct {
 func ParseHeader(raw []byte) (*Header, error) {
 	f, err := elf.NewFile(bytes.NewReader(raw))
 	if err != nil {
+		if !bytes.HasPrefix(raw, []byte(elf.ELFMAG)) {
+			return nil, formatErr("%s, not an ELF file: want an OFF2F header file (what off2f convert writes)", describeNonELF(raw, int64(len(raw))))
+		}
 		return nil, formatErr("not an ELF file: %v", err)
 	}
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {

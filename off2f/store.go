@@ -192,8 +192,10 @@ type Entry struct {
 	Leftover bool `json:"leftover,omitempty"`
 }
 
-// List returns the text files in the store, sorted by name. Temporary files of
-// interrupted writes and other names are not text files and are not listed.
+// List returns the text files in the store, sorted by name; the MANIFEST,
+// leftovers of interrupted writes and directories are not listed. A
+// directory holding anything else is not a text store: an error, as GC
+// refuses it (an empty listing would say "a store with no text").
 func (s Store) List() ([]Entry, error) {
 	des, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -201,7 +203,11 @@ func (s Store) List() ([]Entry, error) {
 	}
 	var out []Entry
 	for _, de := range des {
-		if !de.Type().IsRegular() || !isHashName(de.Name()) {
+		isText, _, err := s.classify(de)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", s.Dir, err)
+		}
+		if !isText {
 			continue
 		}
 		info, err := de.Info()
@@ -299,13 +305,13 @@ func (s Store) GC(manifests []string) (removed []Entry, err error) {
 	texts, kept := 0, 0
 	for _, de := range des {
 		name := de.Name()
-		if de.IsDir() || name == ManifestName && de.Type().IsRegular() {
-			continue
-		}
 		path := filepath.Join(s.Dir, name)
-		isText, leftover := isHashName(name) && de.Type().IsRegular(), IsLeftover(name) && de.Type().IsRegular()
+		isText, leftover, err := s.classify(de)
+		if err != nil {
+			return nil, fmt.Errorf("store gc %s: %w; refusing (nothing removed)", s.Dir, err)
+		}
 		if !isText && !leftover {
-			return nil, fmt.Errorf("store gc %s: %s is not a text file (named by its 64-hex-digit hash), %s or a leftover of an interrupted write; refusing: this does not look like a text store (nothing removed)", s.Dir, path, ManifestName)
+			continue
 		}
 		info, err := de.Info()
 		if err != nil {
@@ -339,6 +345,23 @@ func (s Store) GC(manifests []string) (removed []Entry, err error) {
 		return removed, dirsync.Sync(s.Dir)
 	}
 	return removed, nil
+}
+
+// classify says what a store's directory entry is: a text file (a regular
+// file named by its hash), a leftover of an interrupted write, or neither
+// (a directory, such as lost+found or a dax-elf store's bin, or the
+// MANIFEST). Anything else is an error: the directory is not a text store.
+func (s Store) classify(de fs.DirEntry) (isText, leftover bool, err error) {
+	name, regular := de.Name(), de.Type().IsRegular()
+	switch {
+	case de.IsDir(), name == ManifestName && regular:
+		return false, false, nil
+	case isHashName(name) && regular:
+		return true, false, nil
+	case IsLeftover(name) && regular:
+		return false, true, nil
+	}
+	return false, false, fmt.Errorf("%s is not a text file (named by its 64-hex-digit hash), %s or a leftover of an interrupted write: this does not look like a text store", filepath.Join(s.Dir, name), ManifestName)
 }
 
 // checkTextMagic says whether path starts as an OFF2F text file does.

@@ -3,17 +3,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -54,7 +57,7 @@ func testAPI(t *testing.T, open func(string) (store, error)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler(st))
+	srv := httptest.NewServer(handler(st, defaultInflight))
 	defer srv.Close()
 	u := srv.URL
 	steps := []struct {
@@ -409,7 +412,7 @@ func TestLogLocked(t *testing.T) {
 // The command line: extra arguments, a heap flag with -state and empty
 // files are usage errors (exit 2), and a failed start makes no state file:
 // neither the heap nor the log of a rejected command line, nor a new heap
-// when -listen is bad.
+// when -listen is bad or its port busy.
 func TestRunUsage(t *testing.T) {
 	dir := t.TempDir()
 	heap, log := filepath.Join(dir, "kv.heap"), filepath.Join(dir, "kv.log")
@@ -423,16 +426,24 @@ func TestRunUsage(t *testing.T) {
 		{"-listen", "127.0.0.1:0", "-heap", ""},
 		{"-bogus"},
 	} {
-		err := run(args, io.Discard)
+		err := run(context.Background(), args, io.Discard)
 		if !errors.Is(err, cli.ErrUsage) || cli.ExitCode(err, io.Discard, "kv") != 2 {
 			t.Errorf("%q: %v, want a usage error (exit 2)", args, err)
 		}
 	}
+	// A busy port, as a bad address, is found before the state is made.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	for _, args := range [][]string{
 		{"-listen", "no-such-host-nvboot.invalid:x", "-heap", heap},
 		{"-listen", "256.0.0.1:80", "-state", log},
+		{"-listen", busy.Addr().String(), "-heap", heap},
+		{"-listen", busy.Addr().String(), "-state", log},
 	} {
-		if err := run(args, io.Discard); err == nil || errors.Is(err, cli.ErrUsage) {
+		if err := run(context.Background(), args, io.Discard); err == nil || errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v, want a listen error", args, err)
 		}
 	}
@@ -534,4 +545,166 @@ func killKeepsAcknowledged(t *testing.T, bin, flag, state string, round int) {
 		}
 	}
 	t.Logf("round %d: %d acknowledged puts, all there after SIGKILL", round, acked)
+}
+
+// lineWatcher is a stderr that calls on with each whole line kv writes,
+// in kv's goroutine: what on sees is the state kv is in when it says it.
+type lineWatcher struct {
+	mu  sync.Mutex
+	buf []byte
+	on  func(line string)
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		w.on(line)
+	}
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// kv accepts connections only once its state is open: nvinit's WaitFor
+// tcp:PORT takes the first accepted connection for readiness, and a kv
+// that listened before it opened a damaged heap looked ready at every
+// restart. The heap check's line is written once the heap is open and
+// before kv serves: then, no connection may succeed; after "serving on",
+// requests are answered.
+func TestListensOnlyOnceOpen(t *testing.T) {
+	for _, s := range []struct{ name, flag, file string }{
+		{"heap", "-heap", "kv.heap"},
+		{"log", "-state", "kv.log"},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), s.file)
+			if s.name == "heap" {
+				st, err := openHeapStore(path, 1<<20, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Close()
+			} else {
+				// A torn last record makes kv say so once the log is open.
+				whole, _ := fourKeyLog(t, path)
+				os.WriteFile(path, whole[:len(whole)-3], 0o644)
+			}
+			addr := freeAddr(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var openLines int
+			serving := make(chan struct{})
+			stderr := &lineWatcher{on: func(line string) {
+				switch {
+				case strings.HasPrefix(line, "kv: heap check"), strings.HasPrefix(line, "kv: state file"):
+					openLines++
+					if c, err := net.Dial("tcp", addr); err == nil {
+						c.Close()
+						t.Errorf("%q said, and %s accepts a connection before kv serves", line, addr)
+					}
+				case strings.HasPrefix(line, "kv: serving on "):
+					close(serving)
+				}
+			}}
+			args := []string{"-listen", addr, s.flag, path}
+			if s.name == "heap" {
+				args = append(args, "-check-on-open")
+			}
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, stderr) }()
+			select {
+			case <-serving:
+			case err := <-done:
+				t.Fatalf("kv %q: %v", args, err)
+			}
+			if openLines != 1 {
+				t.Errorf("%d lines about the open state before serving, want 1", openLines)
+			}
+			if code, body := do(t, "GET", "http://"+addr+"/healthz", ""); code != 200 {
+				t.Errorf("healthz: %d %q", code, body)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run after cancel: %v", err)
+			}
+		})
+	}
+}
+
+// A damaged heap header fails the start with the file and the reason, and
+// kv never listens (nvinit restarts a failed service; it must not count it
+// ready on the way).
+func TestDamagedHeapFailsStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kv.heap")
+	st, err := openHeapStore(path, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("XXXX"), 0)
+	f.Close()
+	addr := freeAddr(t)
+	err = run(context.Background(), []string{"-listen", addr, "-heap", path}, io.Discard)
+	if !errors.Is(err, pheap.ErrNotHeap) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("damaged heap: %v, want an error naming %s and %v", err, path, pheap.ErrNotHeap)
+	}
+}
+
+// The probe of -listen before the state is opened binds the port without
+// listening: while it holds the port nothing can connect (a probe that
+// listened could accept nvinit's WaitFor dial, a false ready). A port
+// another program listens on is busy for it (TestRunUsage), and a port
+// probed is free again at once.
+func TestListenProbeAcceptsNothing(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":0"} {
+		fd, err := bindOnly(addr)
+		if err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		sa, err := syscall.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var port int
+		switch sa := sa.(type) {
+		case *syscall.SockaddrInet4:
+			port = sa.Port
+		case *syscall.SockaddrInet6:
+			port = sa.Port
+		}
+		bound := fmt.Sprintf("127.0.0.1:%d", port)
+		if c, err := net.Dial("tcp", bound); err == nil {
+			c.Close()
+			t.Errorf("%s: a connection to %s was accepted while the probe held it", addr, bound)
+		}
+		syscall.Close(fd)
+		ln, err := net.Listen("tcp", bound)
+		if err != nil {
+			t.Fatalf("%s: listening on %s after the probe: %v", addr, bound, err)
+		}
+		if err := tryListen(bound); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("%s: probing %s while it is listened on: %v, want address already in use", addr, bound, err)
+		}
+		ln.Close()
+	}
 }

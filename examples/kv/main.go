@@ -2,14 +2,24 @@
 // survives power cuts. The state is a persistent heap (package pheap) used in
 // place, nothing loaded at start; -state keeps it in an fsync'ed log instead.
 //
-//	PUT    /kv/<key>     body = value; 204 once it is durable (keys up to
-//	                     64 KiB, values up to 1 MiB)
-//	GET    /kv/<key>     200 with the value, or 404
+//	PUT    /kv/<key>     body = value; 204 once it is durable; 413 past
+//	                     1 MiB, 507 when the store is full, 503 with
+//	                     Retry-After when -inflight bytes of values are
+//	                     being received
+//	GET    /kv/<key>     200 with the value, or 404 (HEAD: no body)
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
 //	GET    /stats        JSON: keys, heap size and use, mode, and "check":
 //	                     "ok", the failure, or "off" (see -check-on-open)
 //	GET    /healthz      200 "ok" (readiness)
+//
+// A key is /-separated segments of up to 64 KiB in all, none empty, "." or
+// "..", of UTF-8 without control characters (key.go has the grammar); a
+// key outside it is a 400 that says why. No request is redirected.
+//
+// kv listens only once its state is open, so an open port means it can
+// serve (nvinit's WaitFor tcp:PORT relies on it); a state it cannot open
+// fails the start before the port was ever open.
 //
 // Opening the heap costs the same for any amount of data (no loading).
 // -check-on-open adds pheap's full check at start, which reads every block
@@ -21,8 +31,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,7 +38,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/nvboot/nvboot/internal/cli"
@@ -39,13 +46,22 @@ import (
 const (
 	maxKey   = 64 << 10 // bytes of a key
 	maxValue = 1 << 20  // bytes of a value
+
+	// defaultInflight is -inflight's default: the bytes of request bodies
+	// held at once, 16 of the largest values (a 128 MiB guest was OOM
+	// with 200 of them).
+	defaultInflight = 16 << 20
 )
 
 func main() {
-	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stderr), os.Stderr, "kv"))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(cli.ExitCode(run(ctx, os.Args[1:], os.Stderr), os.Stderr, "kv"))
 }
 
-func run(args []string, stderr io.Writer) error {
+// run is kv with its command line; it serves until ctx is done (main:
+// SIGTERM or an interrupt), then shuts down and returns nil.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("kv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":8080", "TCP `address` to serve HTTP on")
@@ -53,14 +69,19 @@ func run(args []string, stderr io.Writer) error {
 	size := sizeFlag(64 << 20)
 	fs.Var(&size, "size", "`bytes` of a heap created by -heap (suffix KiB, MiB, GiB)")
 	state := fs.String("state", "", "keep the state in this append-only log `file` instead of a heap")
+	inflight := sizeFlag(defaultInflight)
+	fs.Var(&inflight, "inflight", "`bytes` of request bodies held in memory at once (suffix KiB, MiB, GiB); a PUT past it gets 503 and Retry-After")
 	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, free list and counter; leaks) and report it in GET /stats; its time grows with the data")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
+		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-inflight 16MiB] [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
 
 An HTTP key-value store whose every acknowledged write survives a power cut
 (the nvboot demo service). PUT /kv/KEY stores the body and answers 204 once
-it is durable; GET /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P, GET /stats,
-GET /healthz.
+it is durable; GET (HEAD) /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P,
+GET /stats, GET /healthz. A KEY is /-separated segments, none empty, "."
+or "..", of UTF-8 without control characters, 64 KiB at most (%%2F is
+refused: / is written as it is); a value is 1 MiB at most. kv listens once
+its state is open.
 
 Flags:
 `)
@@ -94,12 +115,17 @@ Examples:
 	} else if *heapPath == "" {
 		return cli.Usagef("-heap: want a file")
 	}
-	// The listener first: a bad -listen leaves no new state file behind.
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
+	if inflight < maxValue {
+		return cli.Usagef("-inflight %s: want at least %s, the largest value, or no PUT of it could ever be stored", inflight.String(), sizeText(maxValue))
+	}
+	// A bad or busy -listen must leave no new state file behind (a heap is
+	// 64 MiB), so the address is tried before the state is opened; but kv
+	// listens only once the state is open: nvinit's WaitFor tcp:PORT takes
+	// the first accepted connection for "ready", and a kv that listened and
+	// then failed to open a damaged heap looked ready at every restart.
+	if err := tryListen(*listen); err != nil {
 		return err
 	}
-	defer ln.Close()
 	var st store
 	where := *heapPath
 	if *state != "" {
@@ -127,71 +153,16 @@ Examples:
 		st = hs
 	}
 	defer st.Close()
-	srv := &http.Server{Handler: handler(st)}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("-listen %s: %w", *listen, err)
+	}
+	defer ln.Close()
+	srv := &http.Server{Handler: handler(st, int64(inflight))}
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
 	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), where, len(st.Keys("")))
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
-}
-
-func handler(st store) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(st.Stats())
-	})
-	mux.HandleFunc("GET /kv", func(w http.ResponseWriter, r *http.Request) {
-		for _, k := range st.Keys(r.URL.Query().Get("prefix")) {
-			fmt.Fprintln(w, k)
-		}
-	})
-	mux.HandleFunc("/kv/{key...}", func(w http.ResponseWriter, r *http.Request) {
-		key := r.PathValue("key")
-		if key == "" || strings.ContainsAny(key, "\n") {
-			http.Error(w, "bad key", http.StatusBadRequest)
-			return
-		}
-		if len(key) > maxKey {
-			http.Error(w, fmt.Sprintf("key of %d bytes: want at most %d", len(key), maxKey), http.StatusBadRequest)
-			return
-		}
-		switch r.Method {
-		case http.MethodPut:
-			val, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxValue))
-			if err != nil {
-				http.Error(w, "value too large or unreadable: "+err.Error(), http.StatusRequestEntityTooLarge)
-				return
-			}
-			if err := st.Put(key, val); err != nil {
-				http.Error(w, "not stored: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.WriteHeader(http.StatusNoContent)
-		case http.MethodGet:
-			v, err := st.Get(key)
-			if err != nil {
-				http.NotFound(w, r)
-				return
-			}
-			w.Write(v)
-		case http.MethodDelete:
-			switch err := st.Delete(key); {
-			case errors.Is(err, errNotFound):
-				http.NotFound(w, r)
-			case err != nil:
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-			default:
-				w.WriteHeader(http.StatusNoContent)
-			}
-		default:
-			w.Header().Set("Allow", "GET, PUT, DELETE")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		}
-	})
-	return mux
 }

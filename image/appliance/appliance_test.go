@@ -265,6 +265,7 @@ func TestBuildBadInput(t *testing.T) {
 	}{
 		{"invalid config", demo(func(c *config.Config) { c.Hostname = "-bad" }), OFF2F, k, "Hostname"},
 		{"missing service source", demo(func(c *config.Config) { c.Packages = append(c.Packages, "./no-such-service") }), OFF2F, k, "no-such-service"},
+		{"library package", demo(func(c *config.Config) { c.Packages = append(c.Packages, "github.com/nvboot/nvboot/internal/filemode") }), OFF2F, k, "is package filemode, not package main"},
 		{"service that does not build", demo(func(c *config.Config) { c.Packages = append(c.Packages, "github.com/nvboot/nvboot/no/such/pkg") }), OFF2F, k, "no/such/pkg"},
 		{"text store too small", demo(func(c *config.Config) { c.TextStoreMiB = 4 }), OFF2F, k, "TextStoreMiB 4"},
 		{"unknown layout", config.Demo(), Layout("zip"), k, `layout "zip"`},

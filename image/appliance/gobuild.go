@@ -57,7 +57,43 @@ func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string,
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("building %s (%s): go %s: %w\n%s", name, pkg, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
+	// go build -o of a package that is not main writes an ar archive and
+	// succeeds; read as a program, it said "bad magic number
+	// '[33 60 97 114]'". The check is on the output, so that a build that
+	// works costs no extra go list.
+	if isArchive(dst) {
+		what := "a package that is not main"
+		if n := packageName(ctx, cmd.Dir, cmd.Env, target); n != "" {
+			what = "package " + n + ", not package main"
+		}
+		return fmt.Errorf("service %s: %s is %s: a service is a program (package main with func main); list the program's package in Packages, not a library", name, pkg, what)
+	}
 	return nil
+}
+
+// isArchive says whether the file at path is an ar archive ("!<arch>\n"),
+// as go build writes for a package that is not main.
+func isArchive(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 8)
+	n, _ := f.Read(magic)
+	return string(magic[:n]) == "!<arch>\n"
+}
+
+// packageName is the Go package name of target (go list), "" if it cannot
+// be told.
+func packageName(ctx context.Context, dir string, env []string, target string) string {
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.Name}}", target)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func isLocal(pkg string) bool {

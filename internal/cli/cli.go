@@ -33,22 +33,30 @@ func Usagef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
 }
 
-// flagOutput is the output of a flag set made by FlagSet: the flag
-// package's errors go to stderr; Parse prints the help asked for with -h
-// to stdout, so that 'nvboot build -h | less' shows it.
+// flagOutput is the output of a flag set made by FlagSet: what it is
+// given goes to stderr; Parse prints the help asked for with -h to stdout,
+// so that 'nvboot build -h | less' shows it, and keeps the flag package's
+// own error line off it (quiet): the error is returned, and main prints it.
 type flagOutput struct {
 	c              *Context
 	stdout, stderr io.Writer
+	synopsis       string
+	quiet          bool
 }
 
-func (o *flagOutput) Write(p []byte) (int, error) { return o.stderr.Write(p) }
+func (o *flagOutput) Write(p []byte) (int, error) {
+	if o.quiet {
+		return len(p), nil
+	}
+	return o.stderr.Write(p)
+}
 
 // FlagSet makes a flag set whose -h prints the synopsis, the description, the
 // flags and the examples to stdout (and whose usage errors print them to
 // stderr).
 func FlagSet(c *Context, name, synopsis, description, examples string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	o := &flagOutput{c: c, stdout: c.Stdout, stderr: c.Stderr}
+	o := &flagOutput{c: c, stdout: c.Stdout, stderr: c.Stderr, synopsis: synopsis}
 	if o.stdout == nil {
 		o.stdout = os.Stdout
 	}
@@ -73,8 +81,11 @@ func FlagSet(c *Context, name, synopsis, description, examples string) *flag.Fla
 }
 
 // Parse parses args; -h prints the help to stdout and is reported as
-// flag.ErrHelp so main exits 0. It notes the arguments left over that look
-// like flags, for Dispatch's hint that flags go before arguments.
+// flag.ErrHelp so main exits 0. A bad flag prints the synopsis to stderr
+// and returns the usage error, for main to print once (the whole help and
+// the flag package's line before it buried the error under a page). It
+// notes the arguments left over that look like flags, for Dispatch's hint
+// that flags go before arguments.
 func Parse(fs *flag.FlagSet, args []string) error {
 	o, ok := fs.Output().(*flagOutput)
 	if !ok {
@@ -83,7 +94,9 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	o.c.stray = nil
 	usage := fs.Usage
 	fs.Usage = func() {} // called by fs.Parse; printed below, where it belongs
+	o.quiet = true
 	err := parse(fs, args)
+	o.quiet = false
 	fs.Usage = usage
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -91,7 +104,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 		fs.SetOutput(o)
 	case err != nil:
-		fs.Usage()
+		fmt.Fprintf(o.stderr, "Usage: %s\n", o.synopsis)
 	default:
 		o.c.stray = strayFlags(args, fs.Args())
 	}

@@ -77,6 +77,27 @@ func TestUsageErrorsToStderr(t *testing.T) {
 	}
 }
 
+// TestFlagErrorSaidOnce: a flag error prints the synopsis and, through
+// ExitCode, the error once; not the flag package's line, the whole help
+// and the error again.
+func TestFlagErrorSaidOnce(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		said string // in the error, once
+	}{{[]string{"copy", "-bogus", "a", "b"}, "-bogus"}, {[]string{"copy", "-yes=maybe", "a", "b"}, `"maybe"`}} {
+		args := c.args
+		_, errOut, _, err := run(args...)
+		var exit bytes.Buffer
+		if ExitCode(err, &exit, "prog") != 2 {
+			t.Errorf("%q: %v, want exit 2", args, err)
+		}
+		errOut += exit.String()
+		if !strings.HasPrefix(errOut, "Usage: prog copy [-yes] SRC DST\n") || strings.Contains(errOut, "Examples:") || strings.Count(errOut, c.said) != 1 {
+			t.Errorf("%q: stderr\n%s\nwant the synopsis, then the error once", args, errOut)
+		}
+	}
+}
+
 // TestFlagsAfterArguments: Go's flag package stops at the first argument, so
 // a flag after it is an argument; the usage error says so.
 func TestFlagsAfterArguments(t *testing.T) {

@@ -62,6 +62,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run"}, "want one image directory"},
 		{[]string{"run", "-storage", "floppy", "x"}, `storage profile "floppy"`},
 		{[]string{"run", "-port", "80", "x"}, "HOSTPORT:GUESTPORT"},
+		{[]string{"run", "-port", "99999:8080", "x"}, "host port 99999 is out of range: want 1 to 65535"},
+		{[]string{"run", "-port", "8080:0", "x"}, "guest port 0 is out of range: want 1 to 65535"},
+		{[]string{"run", "-port", "x:8080", "x"}, `host port "x" is not a number`},
 		{[]string{"measure", "-runs", "0"}, "-runs 0"},
 		{[]string{"measure", "-layouts", "off2f,zip"}, `layout "zip"`},
 		{[]string{"measure", "-accel", "bogus"}, `-accel "bogus"`},
@@ -81,6 +84,20 @@ func TestUsageErrors(t *testing.T) {
 		_, _, err := execute(tt.args...)
 		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("nvboot %q: err %v, want a usage error naming %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// An unknown flag is said once, after the synopsis: powercut printed the
+// flag package's line, its whole help and then the error again.
+func TestUnknownFlagSaidOnce(t *testing.T) {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
+		_, stderr, err := execute(verb, "-bogus")
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-bogus") {
+			t.Errorf("%s -bogus: %v, want a usage error naming -bogus", verb, err)
+		}
+		if !strings.HasPrefix(stderr, "Usage: nvboot "+verb) || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "-bogus") {
+			t.Errorf("%s -bogus: stderr %q, want the synopsis line only (the error is printed by main)", verb, stderr)
 		}
 	}
 }

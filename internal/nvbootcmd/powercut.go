@@ -136,7 +136,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if !last {
 			pc.res.Cuts++
 		}
-		log.printf("boot %d/%d: %d acknowledged writes checked, %d lost so far, %d heap checks failed", i+1, *n+1, len(pc.acked), pc.res.Lost, pc.res.HeapCheckFailures)
+		log.printf("%s", pc.progress(i+1, *n+1))
 	}
 	if *asJSON {
 		if err := cli.JSON(c.Stdout, pc.res); err != nil {
@@ -247,6 +247,9 @@ type cutter struct {
 	acked map[string]string
 	maybe map[string][]string
 	res   powercutResult
+	// checked is the number of keys the last boot checked, ackedAtCheck
+	// res.Acked then.
+	checked, ackedAtCheck int
 }
 
 func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm string, prof vm.Storage, last bool, round int) error {
@@ -273,15 +276,8 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm
 	} else {
 		pc.res.HeapChecks++
 	}
-	for k, want := range pc.acked {
-		got, code, err := get(client, base+"/kv/"+k)
-		if err != nil {
-			return fmt.Errorf("GET %s: %w", k, err)
-		}
-		if code != 200 || got != want && !contains(pc.maybe[k], got) {
-			pc.res.Lost++
-			pc.res.Problems = append(pc.res.Problems, fmt.Sprintf("boot %d: %s = %q (HTTP %d), acknowledged %q", round+1, k, got, code, want))
-		}
+	if err := pc.checkAcked(client, base, round); err != nil {
+		return err
 	}
 	if last {
 		return nil
@@ -315,9 +311,7 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm
 			resp.Body.Close()
 			mu.Lock()
 			if resp.StatusCode == http.StatusNoContent {
-				pc.acked[k] = v
-				pc.maybe[k] = nil
-				pc.res.Acked++
+				pc.ack(k, v)
 			}
 			delete(inflight, k)
 			mu.Unlock()
@@ -333,6 +327,43 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm
 		pc.res.Unacked++
 	}
 	return nil
+}
+
+// checkAcked reads back every key written so far: its last acknowledged
+// value, or one whose PUT was cut before its answer, must be there.
+func (pc *cutter) checkAcked(client *http.Client, base string, round int) error {
+	pc.checked, pc.ackedAtCheck = len(pc.acked), pc.res.Acked
+	for k, want := range pc.acked {
+		got, code, err := get(client, base+"/kv/"+k)
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", k, err)
+		}
+		if code != 200 || got != want && !contains(pc.maybe[k], got) {
+			pc.res.Lost++
+			pc.res.Problems = append(pc.res.Problems, fmt.Sprintf("boot %d: %s = %q (HTTP %d), acknowledged %q", round+1, k, got, code, want))
+		}
+	}
+	return nil
+}
+
+// ack records a write that got its 204: the value the key must have from
+// now on.
+func (pc *cutter) ack(k, v string) {
+	pc.acked[k] = v
+	pc.maybe[k] = nil
+	pc.res.Acked++
+}
+
+// progress is the line printed after boot of boots: the keys this boot
+// checked, and apart the writes acknowledged after the check, which only
+// the next boot checks (one count of both said the first boot had checked
+// writes it had just made).
+func (pc *cutter) progress(boot, boots int) string {
+	line := fmt.Sprintf("boot %d/%d: %d keys checked (%d lost so far), %d heap checks failed", boot, boots, pc.checked, pc.res.Lost, pc.res.HeapCheckFailures)
+	if n := pc.res.Acked - pc.ackedAtCheck; n > 0 {
+		line += fmt.Sprintf("; %d writes acknowledged before the cut, checked at the next boot", n)
+	}
+	return line
 }
 
 func get(c *http.Client, url string) (string, int, error) {

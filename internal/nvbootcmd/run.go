@@ -186,11 +186,30 @@ func (p *portList) String() string {
 
 func (p *portList) Set(v string) error {
 	h, g, ok := strings.Cut(v, ":")
-	hp, err1 := strconv.Atoi(h)
-	gp, err2 := strconv.Atoi(g)
-	if !ok || err1 != nil || err2 != nil || hp < 1 || hp > 65535 || gp < 1 || gp > 65535 {
-		return fmt.Errorf("%q: want HOSTPORT:GUESTPORT", v)
+	if !ok {
+		return fmt.Errorf("%q: want HOSTPORT:GUESTPORT, e.g. 18080:8080", v)
+	}
+	hp, err := parsePort("host", h)
+	if err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	gp, err := parsePort("guest", g)
+	if err != nil {
+		return fmt.Errorf("%q: %w", v, err)
 	}
 	*p = append(*p, vm.Forward{Host: hp, Guest: gp})
 	return nil
+}
+
+// parsePort reads a TCP port number; which ("host", "guest") names it in
+// the error, which says whether it is no number or out of range.
+func parsePort(which, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s port %q is not a number: want HOSTPORT:GUESTPORT, e.g. 18080:8080", which, s)
+	}
+	if n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%s port %d is out of range: want 1 to 65535", which, n)
+	}
+	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,7 +31,10 @@ func (c *Console) Logf(format string, args ...any) {
 }
 
 // Prefixed returns a writer that puts "<prefix>: " before every line it
-// passes to the console. Close flushes a last unterminated line.
+// passes to the console, but for a line that starts with it already: a Go
+// command names itself in its messages ("kv: serving on :8080"), and the
+// console showed "kv: kv: serving on :8080". Close flushes a last
+// unterminated line.
 func (c *Console) Prefixed(prefix string) io.WriteCloser {
 	return &prefixWriter{c: c, prefix: prefix + ": "}
 }
@@ -66,7 +70,11 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 }
 
 func (p *prefixWriter) flush() {
-	p.c.Line(p.prefix + string(bytes.TrimSuffix(p.buf, []byte("\r"))))
+	line := string(bytes.TrimSuffix(p.buf, []byte("\r")))
+	if !strings.HasPrefix(line, p.prefix) {
+		line = p.prefix + line
+	}
+	p.c.Line(line)
 	p.buf = p.buf[:0]
 }
 

@@ -64,6 +64,15 @@ func TestPrefixed(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}
+	// A service that names itself, as Go commands do ("kv: serving on",
+	// "kv: <error>" from main), is not named twice.
+	b.Reset()
+	w = c.Prefixed("kv")
+	w.Write([]byte("kv: serving on :8080\nkv:no space\nkvx: other\n"))
+	w.Close()
+	if want := "kv: serving on :8080\nkv: kv:no space\nkv: kvx: other\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
 	b.Reset()
 	w = c.Prefixed("x")
 	w.Write([]byte(strings.Repeat("a", 2*maxLine+10)))

@@ -27,7 +27,12 @@ run added. A -store or -fallback DIR that does not exist is created (and the
 output says so); the default -store (the appliance's) must exist.
 
 IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
--static-pie, busybox-static). Dynamic executables are refused.`,
+-static-pie, busybox-static). Dynamic executables are refused.
+
+OUT runs where its -loader exists: the default is the appliance's path. When
+it does not exist on this host, convert says so (run here, OUT's exec would
+fail with a bare "no such file or directory"); to run OUT here, give -loader
+the path of ld-off2f (make build writes bin/ld-off2f).`,
 		`  off2f convert -store /nv/text -o hello.off2f hello
   off2f convert -loader $PWD/bin/ld-off2f -store /mnt/pmem/text -fallback /var/lib/off2f -o app app
   off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -o init nvinit`)
@@ -138,6 +143,10 @@ IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
 	if err := off2f.WriteFileAtomic(*out, conv.Header, 0o755); err != nil {
 		return fail(fmt.Errorf("-o: %w", err))
 	}
+	if note := loaderNote(*out, *loader); note != "" {
+		res.LoaderMissing = true
+		fmt.Fprintf(c.Stderr, "off2f: %s\n", note)
+	}
 	if *jsonOut {
 		return cli.JSON(c.Stdout, res)
 	}
@@ -162,6 +171,9 @@ type convertResult struct {
 	Text       string       `json:"text"`
 	TextSize   int          `json:"text_size"`
 	Stored     []storedText `json:"stored"`
+	// LoaderMissing: the loader (-loader) does not exist on this host, so
+	// the header file does not run here (see loaderNote).
+	LoaderMissing bool `json:"loader_missing,omitempty"`
 }
 
 type storedText struct {
@@ -215,4 +227,16 @@ func recordedPath(explicit, dir string) (string, error) {
 		return "", fmt.Errorf("resolving %s: %w", dir, err)
 	}
 	return abs, nil
+}
+
+// loaderNote says, when the loader a header file names (its PT_INTERP) does
+// not exist on this host, that the program cannot run here, and why: the
+// kernel's exec then fails with ENOENT, "no such file or directory",
+// naming neither the loader nor the header file. "" when the loader is
+// there (or whether it is cannot be told).
+func loaderNote(header, loader string) string {
+	if _, err := os.Stat(loader); !errors.Is(err, iofs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("note: the loader %s does not exist on this host, so %s runs only where it does (the appliance); run here, its exec fails with a bare \"no such file or directory\". To run it on this host, convert with -loader PATH of ld-off2f (make build writes bin/ld-off2f: -loader $PWD/bin/ld-off2f).", loader, header)
 }

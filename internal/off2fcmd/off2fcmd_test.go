@@ -153,6 +153,35 @@ func TestStoreGCCommand(t *testing.T) {
 	}
 }
 
+// ls refuses a directory that is not a text store, as gc does (it said
+// "0 text files" with exit 0); a store with MANIFEST, leftovers and
+// directories (lost+found) is listed, an empty one too.
+func TestStoreLsCommand(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("not a store\n"), 0o644)
+	for _, args := range [][]string{{"store", "ls", dir}, {"store", "ls", "-json", dir}} {
+		out, _, err := runCmd(t, args...)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "readme.txt")) || !strings.Contains(err.Error(), "does not look like a text store") || out != "" {
+			t.Errorf("%q of a directory that is not a store: %v, output %q", args, err, out)
+		}
+	}
+	store := t.TempDir()
+	if out, _, err := runCmd(t, "store", "ls", store); err != nil || out != "0 text files, 0 bytes\n" {
+		t.Errorf("ls of an empty store: %v %q", err, out)
+	}
+	a := strings.Repeat("a", 64)
+	os.WriteFile(filepath.Join(store, a), append(off2f.TextMagic[:], a...), 0o444)
+	os.WriteFile(filepath.Join(store, off2f.ManifestName), []byte(a+"\n"), 0o644)
+	os.WriteFile(filepath.Join(store, "."+a+".off2f-tmp-0123456789abcdef"), []byte("partial"), 0o600)
+	os.Mkdir(filepath.Join(store, "lost+found"), 0o700)
+	if out, _, err := runCmd(t, "store", "ls", store); err != nil || !strings.Contains(out, a) || !strings.Contains(out, "1 text files") {
+		t.Errorf("ls of a store: %v %q", err, out)
+	}
+	if _, _, err := runCmd(t, "store", "ls", filepath.Join(dir, "readme.txt")); err == nil || !strings.Contains(err.Error(), "readme.txt") {
+		t.Errorf("ls of a file: %v", err)
+	}
+}
+
 // convertHello converts a static hello into dir: the header file, the store
 // and the text's path in it.
 func convertHello(t *testing.T, dir string) (hdr, store, text string) {
@@ -198,7 +227,9 @@ func TestInspectTruncatedText(t *testing.T) {
 	}
 }
 
-// verify says a missing text is missing, and names where it looked.
+// verify says a missing text is missing, and names where it looked, once:
+// the output has the checks that passed, the error the ones that failed
+// (it printed "missing (no such file)" and then "text file ... is missing").
 func TestVerifyMissingText(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gcc")
@@ -209,8 +240,20 @@ func TestVerifyMissingText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, err := runCmd(t, "verify", hdr)
-	if err == nil || err.Error() != "verify "+hdr+": text file "+text+" is missing" || !strings.Contains(out, text+": missing") {
-		t.Errorf("verify with the text gone: %v\n%s", err, out)
+	if err == nil || err.Error() != "verify "+hdr+": text file "+text+" is missing" || strings.Contains(out, text) {
+		t.Errorf("verify with the text gone: %v, output %q: want the error once, in the error", err, out)
+	}
+	// A fallback copy that matches is reported as such; the missing text
+	// still only in the error.
+	fb := filepath.Join(dir, "fallback")
+	hdr2 := filepath.Join(dir, "hello2.off2f")
+	if _, _, err := runCmd(t, "convert", "-store", filepath.Join(dir, "store2"), "-fallback", fb, "-o", hdr2, filepath.Join(dir, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "store2"))
+	out, _, err = runCmd(t, "verify", hdr2)
+	if err == nil || !strings.Contains(err.Error(), "is missing") || strings.Contains(out, "missing") || !strings.Contains(out, "fallback") || !strings.Contains(out, ": ok") {
+		t.Errorf("verify with the text gone, the fallback there: %v, output %q", err, out)
 	}
 	out, _, err = runCmd(t, "verify", "-json", hdr)
 	var vr verifyResult
@@ -242,6 +285,84 @@ func TestConvertBadInputWritesNothing(t *testing.T) {
 		if des, _ := os.ReadDir(store); len(des) != 0 {
 			t.Errorf("convert %s left %d files in the store", tc.in, len(des))
 		}
+	}
+}
+
+// An input that is not an executable (a script, an empty file, a Go
+// package that is not main) is refused with the file named, what it is and
+// what convert wants, nothing written; not the ELF reader's "bad magic
+// number '[35 33 47 98]'" or a bare "EOF".
+func TestConvertNotELF(t *testing.T) {
+	dir := t.TempDir()
+	store, out := filepath.Join(dir, "store"), filepath.Join(dir, "out")
+	for _, tc := range []struct{ name, content, want string }{
+		{"script.sh", "#!/bin/sh\necho hi\n", "a script (#!/bin/sh)"},
+		{"empty", "", "an empty file"},
+		{"lib.a", "!<arch>\n__.PKGDEF       0           0     0     644     10        `\n", "a package that is not main"},
+	} {
+		in := filepath.Join(dir, tc.name)
+		os.WriteFile(in, []byte(tc.content), 0o755)
+		_, _, err := runCmd(t, "convert", "-store", store, "-o", out, in)
+		if err == nil || !strings.Contains(err.Error(), in) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "static x86-64 ELF executables") {
+			t.Errorf("convert %s: %v, want an error naming it, %q and what convert wants", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("convert %s left %s behind", tc.name, out)
+		}
+		if _, err := os.Stat(store); err == nil {
+			t.Errorf("convert %s created the store", tc.name)
+		}
+	}
+}
+
+// A header file whose loader (PT_INTERP) does not exist on this host fails
+// to exec here with a bare "no such file or directory" from the kernel:
+// convert and verify say so, naming the loader, and how to convert for
+// this host. A loader that exists gets no such note.
+func TestLoaderMissingOnHost(t *testing.T) {
+	if _, err := os.Stat(off2f.DefaultLoader); err == nil {
+		t.Skipf("%s exists on this host", off2f.DefaultLoader)
+	}
+	exe, err := os.Executable() // this test: a static Go program unless cgo linked it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(exe); err != nil {
+		t.Fatal(err)
+	} else if _, err := off2f.Convert(raw, off2f.Options{}); err != nil {
+		t.Skipf("the test binary does not convert: %v", err)
+	}
+	dir := t.TempDir()
+	store, hdr := filepath.Join(dir, "store"), filepath.Join(dir, "prog.off2f")
+	_, stderr, err := runCmd(t, "convert", "-store", store, "-o", hdr, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{off2f.DefaultLoader + " does not exist on this host", hdr, "no such file or directory", "-loader"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("convert with the default loader: stderr %q, want %q", stderr, want)
+		}
+	}
+	out, stderr, err := runCmd(t, "verify", "-store", store, hdr)
+	if err != nil || !strings.Contains(out, ": ok") || !strings.Contains(stderr, off2f.DefaultLoader+" does not exist on this host") {
+		t.Errorf("verify: %v, stdout %q, stderr %q: want ok, and the loader named missing", err, out, stderr)
+	}
+	out, _, err = runCmd(t, "verify", "-json", "-store", store, hdr)
+	var vr struct {
+		OK            bool `json:"ok"`
+		LoaderMissing bool `json:"loader_missing"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &vr) != nil || !vr.OK || !vr.LoaderMissing {
+		t.Errorf("verify -json: %v %s", err, out)
+	}
+
+	loader := filepath.Join(dir, "ld-off2f") // exists: no note
+	os.WriteFile(loader, []byte("stand-in"), 0o755)
+	if _, stderr, err := runCmd(t, "convert", "-loader", loader, "-store", store, "-o", hdr, exe); err != nil || stderr != "" {
+		t.Errorf("convert with a loader that exists: %v, stderr %q", err, stderr)
+	}
+	if _, stderr, err := runCmd(t, "verify", "-store", store, hdr); err != nil || stderr != "" {
+		t.Errorf("verify with a loader that exists: %v, stderr %q", err, stderr)
 	}
 }
 

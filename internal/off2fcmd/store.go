@@ -27,7 +27,8 @@ manifest lists one text hash per line (# comments ok); an image's store has one
 at DIR/MANIFEST. gc checks before it removes anything, and refuses without a
 manifest, with a manifest that lists no hash, when it would remove every text
 file, and on a directory holding anything else than text files named by hash,
-MANIFEST, leftovers and directories (not a text store).
+MANIFEST, leftovers and directories (not a text store); ls refuses such a
+directory too.
 
 Flags may come before or after ls/gc and DIR.`,
 		`  off2f store ls /nv/text

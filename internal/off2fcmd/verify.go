@@ -52,15 +52,25 @@ Exits 1 if anything does not match.`,
 		}
 	}
 	res.OK = res.Error == "" && res.FallbackError == ""
+	// Not a mismatch, but why a header file that verifies may not run here.
+	note := loaderNote(path, h.Interp)
+	res.LoaderMissing = note != ""
 	if *jsonOut {
 		if err := cli.JSON(c.Stdout, res); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.Stdout, "%s: text %s: %s\n", path, res.Text, okOr(res.Error))
-		if res.Fallback != "" {
-			fmt.Fprintf(c.Stdout, "%s: fallback %s: %s\n", path, res.Fallback, okOr(res.FallbackError))
+		// The checks that passed; the ones that failed are in the error
+		// below, said once.
+		if res.Error == "" {
+			fmt.Fprintf(c.Stdout, "%s: text %s: ok\n", path, res.Text)
 		}
+		if res.Fallback != "" && res.FallbackError == "" {
+			fmt.Fprintf(c.Stdout, "%s: fallback %s: ok\n", path, res.Fallback)
+		}
+	}
+	if note != "" {
+		fmt.Fprintf(c.Stderr, "off2f: %s\n", note)
 	}
 	var problems []string
 	switch {
@@ -86,13 +96,9 @@ type verifyResult struct {
 	Missing       bool   `json:"missing,omitempty"` // no text file at Text
 	Error         string `json:"error,omitempty"`
 	FallbackError string `json:"fallback_error,omitempty"`
-}
-
-func okOr(e string) string {
-	if e == "" {
-		return "ok"
-	}
-	return e
+	// LoaderMissing: the loader the header names does not exist on this
+	// host; the program runs only where it does.
+	LoaderMissing bool `json:"loader_missing,omitempty"`
 }
 
 func checkTextFile(h *off2f.Header, path string) error {
