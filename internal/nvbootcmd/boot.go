@@ -80,6 +80,12 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 		// The marks printed before the answer are on their way; give them
 		// a moment to arrive (the answer proves they were written).
 		time.Sleep(50 * time.Millisecond)
+	} else {
+		// nvinit polls WaitFor every 5 ms and the answer every 1 ms, so
+		// the ready mark can follow the answered one: wait for it.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m.ExpectString(rctx, bootmark.Prefix+bootmark.ServiceReady+" "+svc.Name+" ")
+		cancel()
 	}
 	m.Kill()
 	m.Wait(context.Background())

@@ -186,6 +186,9 @@ func TestReport(t *testing.T) {
 	if got := rat["init_to_service.off2f_vs_elf"]; got != 0.214 {
 		t.Errorf("init_to_service.off2f_vs_elf = %v, want 300/1400 rounded", got)
 	}
+	if got := rat[RatioSpread]; got != 0.1818 {
+		t.Errorf("%s = %v, want (1200-1000)/1100 rounded: the worst stage over both layouts", RatioSpread, got)
+	}
 	var found bool
 	for _, res := range r.results() {
 		if res.Name == "elf.service" {
