@@ -19,6 +19,8 @@
 package main
 
 import (
+	"github.com/nvboot/nvboot/vm"
+
 	"context"
 	"errors"
 	"flag"
@@ -56,6 +58,7 @@ type config struct {
 	TmpfsDir string   // host tmpfs: programs, the measurer, the tmpfs layout, the host text store
 	Kernel   string   // guest kernel; default $NVBOOT_KERNEL, then kernel-config/build.sh
 	Keep     bool     // keep the work directories
+	CPURate  int64    // VM: the device clock's instructions per second; 0: the wall clock
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -78,6 +81,7 @@ Examples:
   go run ./bench/exec -vm=false                # host only, a few minutes
   go run ./bench/exec -storage sd,emmc,nvme -keep
   go run ./bench/exec -quick -json             # what the test runs
+  go run ./bench/exec -host=false -cpu-rate 1e9   # VM on the device clock: a 1-GIPS core
 `)
 	}
 	storage := "sd,nvme"
@@ -92,11 +96,18 @@ Examples:
 	fs.StringVar(&c.TmpfsDir, "tmpfs-dir", "/dev/shm", "host `dir` on tmpfs for the tmpfs layouts and the host text store")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then kernel-config/build.sh)")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directories (printed on stderr)")
+	rate := fs.Float64("cpu-rate", 0, "VM: run the guests on the device clock (QEMU -icount) at this many `instructions/s` (1e9 divided by a power of two), so their timings are a device's, not the emulator's; 0: the wall clock")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (try -h)", fs.Args())
+	}
+	if *rate != 0 {
+		c.CPURate = int64(*rate)
+		if _, err := vm.ICountShift(c.CPURate); err != nil || float64(c.CPURate) != *rate {
+			return nil, fmt.Errorf("-cpu-rate %g: want 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)", *rate)
+		}
 	}
 	for _, s := range strings.Split(storage, ",") {
 		if s = strings.TrimSpace(s); s != "" {

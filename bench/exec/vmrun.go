@@ -105,7 +105,7 @@ mount -t ext4 -o ro /dev/vda %[2]s
 grep -E ' (%[1]s|%[2]s) ' /proc/mounts
 /bin/measure /plan.json
 `, guestNV, guestProg)}
-	cfg := vm.Config{Kernel: kernel, MemMiB: 1024, NVDIMMs: []vm.NVDIMM{{Path: pmem}},
+	cfg := vm.Config{Kernel: kernel, MemMiB: 1024, NVDIMMs: []vm.NVDIMM{{Path: pmem}}, CPURate: c.CPURate,
 		Disks: []vm.Disk{{Path: progImg, Storage: storage, ReadOnly: true}, {Path: nvImg, ReadOnly: true}}}
 	log.printf("vm-%s: %s; layouts %s", profile, storage.About, layoutNames(layouts))
 	log.printf("vm-%s: %d cold / %d warm runs per case, make loop %d x %d starts; booting", profile, k.Cold, k.Warm, k.Make, 2*k.MakeIters)
@@ -123,7 +123,11 @@ grep -E ' (%[1]s|%[2]s) ' /proc/mounts
 	if !strings.Contains(res.Console, "dax=always") {
 		return nil, fmt.Errorf("the NVDIMM filesystem is not mounted with dax=always; console:\n%s", lastLines(res.Console, 30))
 	}
-	return &place{Name: "vm-" + profile, Storage: "QEMU virtio disk, " + storage.About + "; text store on ext4 dax=always on an emulated NVDIMM (" + res.Machine.Accel + ")",
+	clock := res.Machine.Accel
+	if c.CPURate != 0 {
+		clock = fmt.Sprintf("device clock at %g instructions/s", float64(c.CPURate))
+	}
+	return &place{Name: "vm-" + profile, Storage: "QEMU virtio disk, " + storage.About + "; text store on ext4 dax=always on an emulated NVDIMM (" + clock + ")",
 		Layouts: names(layouts), Plan: pl, Records: recs}, nil
 }
 
