@@ -51,6 +51,9 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 
 // resolve checks the flags (and KVM, when asked for) before anything starts.
 func (f *machineFlags) resolve() (machine, error) {
+	if *f.clock == vm.ClockDevice && *f.accel == "kvm" {
+		return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
+	}
 	if err := checkAccel(*f.accel); err != nil {
 		return machine{}, err
 	}

@@ -79,6 +79,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"measure", "-clock", "device", "-accel", "tcg", "-runs", "0"}, "-runs 0"},
 		{[]string{"run", "-clock", "device", "-cpu-rate", "7", "x"}, "-cpu-rate"},
 		{[]string{"run", "-clock", "device", "-cpu-rate", "fast", "x"}, "want a whole number of instructions per second"},
+		{[]string{"powercut", "-clock", "device", "-accel", "kvm"}, "-clock device with -accel kvm"},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)

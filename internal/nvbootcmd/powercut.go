@@ -69,12 +69,17 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
+	mf := addMachineFlags(fs, vm.ClockWall)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
 	if *n < 1 || fs.NArg() > 1 {
 		return cli.Usagef("want -n of at least 1 and at most one image directory")
+	}
+	mach, err := mf.resolve()
+	if err != nil {
+		return err
 	}
 	prof, err := vm.Profile(*storage)
 	if err != nil {
@@ -130,7 +135,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		res: powercutResult{Seed: *seed}}
 	for i := 0; i <= *n; i++ {
 		last := i == *n
-		if err := pc.round(ctx, dir, im, pm, prof, last, i); err != nil {
+		if err := pc.round(ctx, dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm, Accel: mach.Accel, CPURate: mach.CPURate}, last, i); err != nil {
 			return fmt.Errorf("boot %d: %w", i+1, err)
 		}
 		if !last {
@@ -252,10 +257,10 @@ type cutter struct {
 	checked, ackedAtCheck int
 }
 
-func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, pm string, prof vm.Storage, last bool, round int) error {
+func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions, last bool, round int) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	sv, err := serve(ctx, dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm})
+	sv, err := serve(ctx, dir, im, o)
 	if err != nil {
 		return err
 	}
