@@ -235,6 +235,17 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := CheckOut(o.Out); err != nil {
 		return nil, err
 	}
+	// Held to the end: no VM boots the earlier build while its state is
+	// carried over, and none starts on it while it is replaced.
+	unlockOut, err := lockOut(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if unlockOut != nil {
+			unlockOut()
+		}
+	}()
 	// Before minutes of building: a state of another size is refused now.
 	if err := checkStateEarly(&o); err != nil {
 		return nil, err
@@ -270,6 +281,11 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err := os.RemoveAll(b.work); err != nil {
 		return nil, err
+	}
+	if unlockOut == nil { // made since the build began
+		if unlockOut, err = lockOut(o.Out); err != nil {
+			return nil, err
+		}
 	}
 	res := &Result{Image: im, Kept: []string{}, Discarded: []string{}}
 	kept, discarded, err := carryOver(o.Out, tmp, im, o.DiscardState, o.logf)
@@ -339,7 +355,8 @@ func AbsOut(out string) (string, error) {
 }
 
 // CheckOut refuses an output directory that holds something other than an
-// earlier build: replacing it would lose what the user put there. Nothing or
+// earlier build: replacing it would lose what the user put there; and one
+// that is in use (LockImage: a VM running on it, another build). Nothing or
 // an empty directory is fine; a directory is replaced only when every entry is
 // a regular file a build writes, and it carries the stamp or (a build from
 // before the stamp) an image.json nvboot wrote. An image.json that is not
@@ -361,7 +378,7 @@ func CheckOut(out string) error {
 		return fmt.Errorf("output directory %s: %w", out, err)
 	}
 	if len(ents) == 0 {
-		return nil
+		return checkFree(out)
 	}
 	var foreign []string
 	stamped, manifest := false, false
@@ -389,6 +406,17 @@ func CheckOut(out string) error {
 	} else if !stamped {
 		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s or %s): refusing to replace it", out, StampFile, ManifestFile)
 	}
+	return checkFree(out)
+}
+
+// checkFree fails when another process holds the lock of the image
+// directory dir (a VM running on it, a build).
+func checkFree(dir string) error {
+	unlock, err := LockImage(dir)
+	if err != nil {
+		return err
+	}
+	unlock()
 	return nil
 }
 

@@ -36,7 +36,11 @@ naming pmem-state.img, and changes nothing. -discard-state replaces it with a
 blank state instead. pmem-text.img, as the device left it, is kept when the
 new text store is the same as the earlier build's. What was kept or
 discarded is said on stderr, and with -json in "Kept" and "Discarded" beside
-image.json's fields.`
+image.json's fields.
+
+A build holds DIR's lock, the one nvboot run and powercut take while a VM
+runs on DIR: a build into a DIR in use is refused, naming the process that
+holds it.`
 
 const buildExamples = `  nvboot build -o out/demo
   nvboot build -o out/demo                      # again, after nvboot run out/demo: the state is kept

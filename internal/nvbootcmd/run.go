@@ -29,7 +29,11 @@ shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
 has not powered off 10 s later.
 
 -mem, -accel and the forwarded host ports are checked before QEMU starts:
-a host port already in use is an error naming it.`
+a host port already in use is an error naming it.
+
+While it runs, nvboot run holds DIR's lock: a second run of DIR, a
+powercut of it or a build into it is refused, naming the process holding
+it (and a run of a DIR being built or run is refused the same way).`
 
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
@@ -63,6 +67,13 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The guest writes the pmem images in place: no second VM on them,
+	// and no build replacing them, until it is off.
+	unlock, err := appliance.LockImage(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	fwd := []vm.Forward(ports)
 	from := "-port %d:%d"
 	if len(fwd) == 0 {
