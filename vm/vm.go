@@ -2,7 +2,9 @@
 // benchmarks and `nvboot run/measure/powercut` need it: emulated NVDIMMs backed
 // by files (their contents persist across boots: that is the pmem), virtio
 // disks with storage speed models, the serial console captured line by line
-// with the time since power-on, and SIGKILL of QEMU as a power cut.
+// with the time since power-on, and SIGKILL of QEMU as a power cut. A guest
+// kernel panic ends the boot at once (PanicError), instead of leaving QEMU
+// running a guest that will never print again.
 //
 // QEMU runs with KVM only when KVM can really run a guest here (see
 // KVMUsable); otherwise with TCG.
@@ -218,10 +220,13 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
 	}
+	go stopAtPanic(m)
 	go func() {
 		m.read(out, c.Console)
 		err := cmd.Wait()
-		if err != nil && stderr.Len() > 0 {
+		if p := findPanic(m.Lines(), c.Disks); p != nil {
+			err = p // QEMU itself was stopped, or powered off after it
+		} else if err != nil && stderr.Len() > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 		m.mu.Lock()

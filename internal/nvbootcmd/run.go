@@ -28,8 +28,11 @@ Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
 shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
 has not powered off 10 s later.
 
--mem, -accel and the forwarded host ports are checked before QEMU starts:
-a host port already in use is an error naming it.
+-mem, -accel, the forwarded host ports and disk.img (against its partition
+table and image.json: a truncated one would boot into a kernel panic) are
+checked before QEMU starts: a host port already in use is an error naming
+it. A guest kernel panic ends the run at once, the error carrying the panic
+line and its likely cause.
 
 While it runs, nvboot run holds DIR's lock: a second run of DIR, a
 powercut of it or a build into it is refused, naming the process holding
