@@ -183,6 +183,9 @@ func cpuModel(accel string) string {
 func Start(ctx context.Context, c Config) (*Machine, error) {
 	qemu := c.QEMU
 	if qemu == "" {
+		qemu = os.Getenv(QEMUEnv)
+	}
+	if qemu == "" {
 		qemu = "qemu-system-x86_64"
 	}
 	accel := c.Accel
@@ -198,7 +201,11 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test or tool
+	// Never outlive the test or tool (Pdeathsig). A process group of its
+	// own: Ctrl-C in a terminal signals the whole foreground group, and
+	// QEMU ends at once on SIGINT, a power cut; the tool that started it
+	// decides what Ctrl-C does (nvboot run: a clean power-off).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

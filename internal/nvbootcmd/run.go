@@ -25,8 +25,10 @@ port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
 
 Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
-shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
-has not powered off 10 s later.
+shut down cleanly; Ctrl-C (or SIGTERM, SIGHUP) does the same, and cuts the
+power if the guest has not powered off 10 s later; a second Ctrl-C cuts it
+at once. (QEMU runs in a process group of its own: the terminal's Ctrl-C
+reaches nvboot, not QEMU, which would end on it at once, a power cut.)
 
 -mem, -accel, the forwarded host ports and disk.img (against its partition
 table and image.json: a truncated one would boot into a kernel panic) are
