@@ -56,7 +56,7 @@ func build(ctx context.Context, c *cli.Context) error {
 	kernel := fs.String("kernel", "", "bzImage to use; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout (nvinit and ld-off2f are built from it); empty: the current module")
 	asJSON := fs.Bool("json", false, `print image.json on stdout when done, with "Kept" and "Discarded" (earlier pmem images kept, or discarded by -discard-state)`)
-	discard := fs.Bool("discard-state", false, "replace the device's state in DIR's pmem-state.img with a blank one when it cannot be kept (a changed StateMiB)")
+	discard := fs.Bool("discard-state", false, "start from a blank state: DIR's pmem-state.img, the device's state, is not kept (needed when it cannot be: a changed StateMiB)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
