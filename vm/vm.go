@@ -2,7 +2,9 @@
 // benchmarks and `nvboot run/measure/powercut` need it: emulated NVDIMMs backed
 // by files (their contents persist across boots: that is the pmem), virtio
 // disks with storage speed models, the serial console captured line by line
-// with the time since power-on, and SIGKILL of QEMU as a power cut.
+// with the time since power-on, and SIGKILL of QEMU as a power cut. A guest
+// kernel panic ends the boot at once (PanicError), instead of leaving QEMU
+// running a guest that will never print again.
 //
 // QEMU runs with KVM only when KVM can really run a guest here (see
 // KVMUsable); otherwise with TCG.
@@ -253,6 +255,9 @@ func cpuModel(accel string) string {
 func Start(ctx context.Context, c Config) (*Machine, error) {
 	qemu := c.QEMU
 	if qemu == "" {
+		qemu = os.Getenv(QEMUEnv)
+	}
+	if qemu == "" {
 		qemu = "qemu-system-x86_64"
 	}
 	accel := c.Accel
@@ -271,7 +276,11 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test or tool
+	// Never outlive the test or tool (Pdeathsig). A process group of its
+	// own: Ctrl-C in a terminal signals the whole foreground group, and
+	// QEMU ends at once on SIGINT, a power cut; the tool that started it
+	// decides what Ctrl-C does (nvboot run: a clean power-off).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -293,10 +302,13 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
 	}
+	go stopAtPanic(m)
 	go func() {
 		m.read(out, c.Console)
 		err := cmd.Wait()
-		if err != nil && stderr.Len() > 0 {
+		if p := findPanic(m.Lines(), c.Disks); p != nil {
+			err = p // QEMU itself was stopped, or powered off after it
+		} else if err != nil && stderr.Len() > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 		}
 		m.mu.Lock()

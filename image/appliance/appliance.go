@@ -131,6 +131,9 @@ type Options struct {
 	ConfigDir string
 	// Logf reports progress; nil: quiet.
 	Logf func(format string, args ...any)
+	// DiscardState lets a rebuild replace a pmem-state.img that the device
+	// has used with a blank one (see BuildImage).
+	DiscardState bool
 }
 
 // Image is image.json: what was built and how to boot it.
@@ -149,6 +152,12 @@ type Image struct {
 	TextBytes uint64
 	// Partitions of the disk image, in order (vda1, vda2, ...).
 	Partitions []Partition
+	// TextSHA256 and StateSHA256 are the sha256 of pmem-text.img and
+	// pmem-state.img as this build made them (hex). The files differ from
+	// them once a device has used them, or when a rebuild kept the ones
+	// a device had used. Empty: an image built before they were recorded.
+	TextSHA256  string `json:",omitempty"`
+	StateSHA256 string `json:",omitempty"`
 }
 
 // Partition is where a partition lies in the disk image, in bytes.
@@ -187,8 +196,22 @@ func ReadImage(dir string) (*Image, error) {
 	return &im, nil
 }
 
-// Build builds the image into o.Out.
+// Build builds the image into o.Out (BuildImage, image.json only).
 func Build(ctx context.Context, o Options) (*Image, error) {
+	res, err := BuildImage(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return res.Image, nil
+}
+
+// BuildImage builds the image into o.Out. Over an earlier build there, it
+// keeps the earlier pmem-state.img when a device has used it (the device's
+// state) and the new build's state can take it over, and refuses with an
+// error wrapping ErrStateNotKept when it cannot (unless o.DiscardState); it
+// keeps the earlier pmem-text.img, as the device left it, when the text
+// store is unchanged. The Result says which.
+func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if o.Config == nil {
 		return nil, errors.New("appliance: no config")
 	}
@@ -212,6 +235,21 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 		o.Kernel = absPath(o.Kernel)
 	}
 	if err := CheckOut(o.Out); err != nil {
+		return nil, err
+	}
+	// Held to the end: no VM boots the earlier build while its state is
+	// carried over, and none starts on it while it is replaced.
+	unlockOut, err := lockOut(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if unlockOut != nil {
+			unlockOut()
+		}
+	}()
+	// Before minutes of building: a state of another size is refused now.
+	if err := checkStateEarly(&o); err != nil {
 		return nil, err
 	}
 	if err := CheckKernel(o.Kernel); err != nil {
@@ -246,11 +284,22 @@ func Build(ctx context.Context, o Options) (*Image, error) {
 	if err := os.RemoveAll(b.work); err != nil {
 		return nil, err
 	}
+	if unlockOut == nil { // made since the build began
+		if unlockOut, err = lockOut(o.Out); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Image: im, Kept: []string{}, Discarded: []string{}}
+	kept, discarded, err := carryOver(o.Out, tmp, im, o.DiscardState, o.logf)
+	if err != nil {
+		return nil, err
+	}
+	res.Kept, res.Discarded = append(res.Kept, kept...), append(res.Discarded, discarded...)
 	if err := replaceDir(tmp, o.Out); err != nil {
 		return nil, err
 	}
 	ok = true
-	return im, nil
+	return res, nil
 }
 
 // CheckKernel checks that path is an x86 bzImage: a regular file (or a
@@ -308,7 +357,8 @@ func AbsOut(out string) (string, error) {
 }
 
 // CheckOut refuses an output directory that holds something other than an
-// earlier build: replacing it would lose what the user put there. Nothing or
+// earlier build: replacing it would lose what the user put there; and one
+// that is in use (LockImage: a VM running on it, another build). Nothing or
 // an empty directory is fine; a directory is replaced only when every entry is
 // a regular file a build writes, and it carries the stamp or (a build from
 // before the stamp) an image.json nvboot wrote. An image.json that is not
@@ -330,7 +380,7 @@ func CheckOut(out string) error {
 		return fmt.Errorf("output directory %s: %w", out, err)
 	}
 	if len(ents) == 0 {
-		return nil
+		return checkFree(out)
 	}
 	var foreign []string
 	stamped, manifest := false, false
@@ -358,6 +408,17 @@ func CheckOut(out string) error {
 	} else if !stamped {
 		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s or %s): refusing to replace it", out, StampFile, ManifestFile)
 	}
+	return checkFree(out)
+}
+
+// checkFree fails when another process holds the lock of the image
+// directory dir (a VM running on it, a build).
+func checkFree(dir string) error {
+	unlock, err := LockImage(dir)
+	if err != nil {
+		return err
+	}
+	unlock()
 	return nil
 }
 

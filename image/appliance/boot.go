@@ -27,8 +27,12 @@ type BootOptions struct {
 
 // VMConfig is the QEMU machine for the image in dir: the kernel booted
 // directly (what the EFI system partition would hand over), the disk image as
-// vda, pmem0 the text store, pmem1 the state.
+// vda, pmem0 the text store, pmem1 the state. The disk image is checked
+// first (CheckDisk): a truncated one would boot into a kernel panic.
 func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
+	if err := CheckDisk(dir, im); err != nil {
+		return vm.Config{}, err
+	}
 	c := vm.Config{
 		Kernel:   filepath.Join(dir, im.Kernel),
 		Cmdline:  im.Cmdline,

@@ -132,7 +132,7 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		return nil, err
 	}
 	// pmem1: the state filesystem, empty.
-	stateSize := pmemSize(int64(b.Config.StateMiBOrDefault())<<20-pmem.Align) - pmem.Align
+	stateSize, _ := stateSizes(b.Config)
 	stateDir, stateImg := filepath.Join(b.work, "state"), filepath.Join(b.work, "state.ext4")
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
 		return nil, err
@@ -142,6 +142,12 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		return nil, fmt.Errorf("state filesystem: %w", err)
 	}
 	if err := b.pmemImage(StatePmemFile, stateImg, stateSize); err != nil {
+		return nil, err
+	}
+	if im.TextSHA256, err = sha256File(filepath.Join(b.dir, TextPmemFile)); err != nil {
+		return nil, err
+	}
+	if im.StateSHA256, err = sha256File(filepath.Join(b.dir, StatePmemFile)); err != nil {
 		return nil, err
 	}
 	// The provisioning source: nvinit writes it onto a blank state device.
@@ -483,6 +489,20 @@ func gzipFile(dst, src string, perm os.FileMode) error {
 		return err
 	}
 	return os.Chmod(dst, perm)
+}
+
+// sha256File is the sha256 of the file at path, in hex.
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // copyFile copies src to dst with mode perm.

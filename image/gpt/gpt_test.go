@@ -76,3 +76,43 @@ func TestGUIDString(t *testing.T) {
 		t.Errorf("ESP type formats as %s", s)
 	}
 }
+
+// Read gives back what Write laid out; a damaged table is an error.
+func TestRead(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root.img")
+	os.WriteFile(root, bytes.Repeat([]byte("R"), 3<<20), 0o644)
+	img := filepath.Join(dir, "disk.img")
+	lay, err := Write(img, "seed", []Partition{{Name: "ESP", Type: TypeESP, Size: 8 << 20}, {Name: "root", Type: TypeRootX8664, Src: root}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	if tab.Bytes() != st.Size() || len(tab.Partitions) != 2 || tab.Partitions[0] != lay[0] || tab.Partitions[1] != lay[1] {
+		t.Errorf("read %+v (%d bytes), wrote %+v (%d bytes)", tab, tab.Bytes(), lay, st.Size())
+	}
+	for _, c := range []struct {
+		off  int64
+		want string
+	}{{512 + 40, "header checksum"}, {1024 + 10, "entry array checksum"}, {512, "no header"}, {510, "no protective MBR"}} {
+		b := []byte{0}
+		f.ReadAt(b, c.off)
+		f.WriteAt([]byte{b[0] ^ 0xff}, c.off)
+		if _, err := Read(f); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("byte %d changed: %v, want %q", c.off, err, c.want)
+		}
+		f.WriteAt(b, c.off)
+	}
+	if _, err := Read(bytes.NewReader(nil)); err == nil || !strings.Contains(err.Error(), "no GPT") {
+		t.Errorf("empty: %v", err)
+	}
+}

@@ -253,7 +253,7 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 	answered, err := firstAnswer(ctx, m, base+"/")
 	if err != nil {
 		m.Kill()
-		return nil, fmt.Errorf("%w; console:\n%s", err, m.ConsoleTail(25))
+		return nil, bootFailed(err, m)
 	}
 	return &served{m: m, svc: svc, base: base, answered: answered}, nil
 }

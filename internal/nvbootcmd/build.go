@@ -26,9 +26,25 @@ The same inputs give the same bytes. A build marks DIR with the file
 nothing else (only the files a build writes: image.json, disk.img, bzImage,
 initrd.cpio, pmem-*.img, .nvboot-image). Any other file there, your image
 config for one, makes the build refuse DIR and leave it as it is. A failed
-build leaves nothing.`
+build leaves nothing.
+
+Rebuilding an image that has been booted ('nvboot run DIR') keeps the
+device's state: when DIR's pmem-state.img is no longer the blank state its
+build wrote, the new build takes it over as it is, provided the new state has
+the same size and format (StateMiB unchanged); otherwise the build refuses,
+naming pmem-state.img, and changes nothing. -discard-state replaces it with a
+blank state instead. pmem-text.img, as the device left it, is kept when the
+new text store is the same as the earlier build's. What was kept or
+discarded is said on stderr, and with -json in "Kept" and "Discarded" beside
+image.json's fields.
+
+A build holds DIR's lock, the one nvboot run and powercut take while a VM
+runs on DIR: a build into a DIR in use is refused, naming the process that
+holds it.`
 
 const buildExamples = `  nvboot build -o out/demo
+  nvboot build -o out/demo                      # again, after nvboot run out/demo: the state is kept
+  nvboot build -config big-state.json -discard-state -o out/demo
   nvboot build -config appliance.json -layout elf -o out/elf
   nvboot build -json -o out/demo | jq .TextBytes`
 
@@ -39,7 +55,8 @@ func build(ctx context.Context, c *cli.Context) error {
 	out := fs.String("o", "", "output `directory` (required)")
 	kernel := fs.String("kernel", "", "bzImage to use; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout (nvinit and ld-off2f are built from it); empty: the current module")
-	asJSON := fs.Bool("json", false, "print image.json on stdout when done")
+	asJSON := fs.Bool("json", false, `print image.json on stdout when done, with "Kept" and "Discarded" (earlier pmem images kept, or discarded by -discard-state)`)
+	discard := fs.Bool("discard-state", false, "start from a blank state: DIR's pmem-state.img, the device's state, is not kept (needed when it cannot be: a changed StateMiB)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -68,13 +85,15 @@ func build(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	im, err := appliance.Build(ctx, in.options(l, *out, log.printf))
+	o := in.options(l, *out, log.printf)
+	o.DiscardState = *discard
+	res, err := appliance.BuildImage(ctx, o)
 	if err != nil {
 		return err
 	}
-	log.printf("built %s (%s layout): %s", *out, l, im.Cmdline)
+	log.printf("built %s (%s layout): %s", *out, l, res.Cmdline)
 	if *asJSON {
-		return cli.JSON(c.Stdout, im)
+		return cli.JSON(c.Stdout, res)
 	}
 	return nil
 }

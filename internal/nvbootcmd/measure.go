@@ -125,6 +125,12 @@ func measure(ctx context.Context, c *cli.Context) error {
 			return fmt.Errorf("building the %s image: %w", l, err)
 		}
 		images[l] = im
+		// Its boots read it in place: no build replaces it meanwhile.
+		unlock, err := appliance.LockImage(filepath.Join(dir, string(l)))
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
 	for _, l := range ls {
 		log.printf("%s: first boot, to create the service's state (not timed)", l)

@@ -39,7 +39,8 @@ list and counter, and no leaked object), and GET /stats must say "check":
 An image DIR must run kv with -check-on-open, as examples/powercut.json
 does; the demo image (nvboot build without -config) does not, and is
 refused before the first boot (an image built before image.json recorded
-the services' flags: after it).`
+the services' flags: after it). DIR's pmem images are copied, never
+written; DIR is locked while powercut runs, as nvboot run locks it.`
 
 const powercutExamples = `  nvboot powercut -n 5
   nvboot build -config examples/powercut.json -o out/powercut
@@ -120,6 +121,12 @@ func powercut(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 	}
+	// Every boot reads DIR's disk in place: no build replaces it meanwhile.
+	unlock, err := appliance.LockImage(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	im, err := appliance.ReadImage(dir)
 	if err != nil {
 		return err

@@ -25,13 +25,22 @@ port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
 
 Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
-shut down cleanly; Ctrl-C does the same, and cuts the power if the guest
-has not powered off 10 s later.
+shut down cleanly; Ctrl-C (or SIGTERM, SIGHUP) does the same, and cuts the
+power if the guest has not powered off 10 s later; a second Ctrl-C cuts it
+at once. (QEMU runs in a process group of its own: the terminal's Ctrl-C
+reaches nvboot, not QEMU, which would end on it at once, a power cut.)
 
--mem, -accel, -clock and the forwarded host ports are checked before QEMU
-starts: a host port already in use is an error naming it.
+-mem, -accel, -clock, the forwarded host ports and disk.img (against its
+partition table and image.json: a truncated one would boot into a kernel
+panic) are checked before QEMU starts: a host port already in use is an
+error naming it. A guest kernel panic ends the run at once, the error
+carrying the panic line and its likely cause.
 
-` + clockHelp + ``
+While it runs, nvboot run holds DIR's lock: a second run of DIR, a
+powercut of it or a build into it is refused, naming the process holding
+it (and a run of a DIR being built or run is refused the same way).
+
+` + clockHelp
 
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
@@ -68,6 +77,13 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The guest writes the pmem images in place: no second VM on them,
+	// and no build replacing them, until it is off.
+	unlock, err := appliance.LockImage(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	fwd := []vm.Forward(ports)
 	from := "-port %d:%d"
 	if len(fwd) == 0 {

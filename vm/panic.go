@@ -1,0 +1,79 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// A guest kernel that panics stays up forever (the appliance's command line
+// has no panic=): QEMU runs on, the console says nothing more, and whoever
+// waits for the guest waits until killed. So every boot watches its console
+// for the panic line and ends at once when it comes, with an error carrying
+// the line and what it likely means.
+
+// panicMarker starts the kernel's panic message (kernel/panic.c).
+const panicMarker = "Kernel panic - not syncing"
+
+// PanicError is the error of a boot that ended in a guest kernel panic.
+type PanicError struct {
+	Line  string // the panic line, as on the console
+	Cause string // what it likely means, and what to look at
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("vm: the guest kernel panicked: %q; likely cause: %s", e.Line, e.Cause)
+}
+
+// stopAtPanic stops QEMU as soon as m's console shows a kernel panic; it
+// returns when QEMU has ended either way. What the panic was, findPanic
+// tells from the console once QEMU is gone.
+func stopAtPanic(m *Machine) {
+	if _, _, err := m.Expect(context.Background(), 0, isPanic); err == nil {
+		m.cmd.Process.Kill()
+	}
+}
+
+func isPanic(s string) bool { return strings.Contains(s, panicMarker) }
+
+// findPanic is the panic on the console lines, nil when there is none; disks
+// are the VM's, for the likely cause.
+func findPanic(lines []Line, disks []Disk) *PanicError {
+	for i, l := range lines {
+		if isPanic(l.Text) {
+			text := l.Text[strings.Index(l.Text, panicMarker):]
+			return &PanicError{Line: text, Cause: panicCause(text, lines[:i], disks)}
+		}
+	}
+	return nil
+}
+
+// panicCause guesses why the kernel panicked from the panic line and the
+// console lines before it; disks are the VM's, the first holding the root.
+func panicCause(line string, before []Line, disks []Disk) string {
+	earlier := func(s string) bool {
+		for _, l := range before {
+			if strings.Contains(l.Text, s) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case strings.Contains(line, "Unable to mount root fs") || strings.Contains(line, "Cannot open root device") ||
+		earlier("Cannot open root device") || earlier("Please append a correct \"root=\""):
+		disk := "the disk image"
+		if len(disks) > 0 {
+			disk = disks[0].Path
+		}
+		return fmt.Sprintf("the kernel could not mount its root filesystem: is %s truncated or damaged (no partition table, or no root partition in it)? "+
+			"Check it against its partition table (sgdisk -v), or rebuild it", disk)
+	case strings.Contains(line, "No working init found") || strings.Contains(line, "Requested init") && strings.Contains(line, "failed"):
+		return "the kernel could not run init: the root filesystem (or initramfs) lacks it, or it is not an executable for this machine"
+	case strings.Contains(line, "Attempted to kill init"):
+		return "init (PID 1) exited or crashed: the console lines before the panic say why"
+	case strings.Contains(line, "Out of memory") || strings.Contains(line, "System is deadlocked on memory"):
+		return "the guest ran out of memory: give it more (-mem)"
+	}
+	return "see the console lines before the panic"
+}
