@@ -59,7 +59,6 @@ func (b *Boot) Run(ctx context.Context) Action {
 			con.Logf("%v", err)
 		}
 		reopenConsole()
-		markTSC(con)
 		markHandover(con)
 		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
 		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)

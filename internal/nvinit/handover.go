@@ -67,54 +67,73 @@ func FindRecords(r io.Reader, texts ...string) map[int]time.Duration {
 // clock start) to the TSC, and so, under the device clock, to power-on.
 const KmsgTSCMark = bootmark.KmsgTSC
 
-// markHandover prints the handover mark from /dev/kmsg, and the kmsg-tsc
-// mark from a record it writes there first; nothing when a record is not
-// there (the ring buffer overflowed, or no /dev).
+// markHandover prints the handover mark from /dev/kmsg, then the tsc mark,
+// and the kmsg-tsc mark from a record it writes there; nothing when the kernel's record
+// of running us is not there (the ring buffer overflowed, no /dev, or a
+// container, whose /dev/kmsg is the host's: nothing is written into it).
 func markHandover(con *Console) {
-	var clockText, tsc string
-	if haveTSC {
-		if w, err := syscall.Open("/dev/kmsg", syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil {
-			tsc = strconv.FormatUint(readTSC(), 10)
-			clockText = "nvinit: tsc " + tsc
-			syscall.Write(w, []byte("<6>"+clockText+"\n")) // <6>: info, kept off a quiet console
-			syscall.Close(w)
-		}
+	init := "Run " + os.Args[0] + " as init process"
+	d, ok := FindRecords(kmsg(), init)[0]
+	if !ok {
+		return
 	}
+	con.Line(FormatMark(HandoverMark, "", d))
+	if !haveTSC {
+		return
+	}
+	markTSC(con)
+	w, err := syscall.Open("/dev/kmsg", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	tsc := strconv.FormatUint(readTSC(), 10)
+	text := "nvinit: tsc " + tsc
+	syscall.Write(w, []byte("<6>"+text+"\n")) // <6>: info, kept off a quiet console
+	syscall.Close(w)
+	if d, ok := FindRecords(kmsg(), text)[0]; ok {
+		con.Line(FormatMark(KmsgTSCMark, tsc, d))
+	}
+}
+
+// kmsg reads the kernel log from its start; an empty log when it cannot be
+// opened.
+func kmsg() io.Reader {
 	// Raw syscalls: an *os.File opened O_NONBLOCK would park in Go's poller
 	// at the end of the log instead of returning EAGAIN.
 	fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return
+		return strings.NewReader("")
 	}
-	defer syscall.Close(fd)
-	found := FindRecords(&kmsgReader{fd: fd}, "Run "+os.Args[0]+" as init process", clockText)
-	if d, ok := found[0]; ok {
-		con.Line(FormatMark(HandoverMark, "", d))
-	}
-	if d, ok := found[1]; ok && clockText != "" {
-		con.Line(FormatMark(KmsgTSCMark, tsc, d))
-	}
+	return &kmsgReader{fd: fd, close: true}
 }
 
 // kmsgReader turns /dev/kmsg (one record per read, EAGAIN at the end) into a
 // stream of lines.
 type kmsgReader struct {
-	fd  int
-	buf []byte
+	fd    int
+	buf   []byte
+	close bool // close fd at the end of the log
 }
 
 func (k *kmsgReader) Read(p []byte) (int, error) {
 	for len(k.buf) == 0 {
-		rec := make([]byte, 8192)
-		n, err := syscall.Read(k.fd, rec)
-		if errors.Is(err, syscall.EAGAIN) || (err == nil && n <= 0) {
+		if k.fd < 0 {
 			return 0, io.EOF
 		}
+		rec := make([]byte, 8192)
+		n, err := syscall.Read(k.fd, rec)
 		if errors.Is(err, syscall.EPIPE) {
 			continue // a record was overwritten while we read: go on with the next
 		}
-		if err != nil {
-			return 0, err
+		if err != nil || n <= 0 {
+			if k.close {
+				syscall.Close(k.fd)
+				k.fd = -1
+			}
+			if err != nil && !errors.Is(err, syscall.EAGAIN) {
+				return 0, err
+			}
+			return 0, io.EOF
 		}
 		k.buf = rec[:n]
 	}
