@@ -34,10 +34,11 @@ type Config struct {
 	// KernelPath is the bzImage, relative to the config file's directory
 	// unless absolute; empty: the cached build of kernel-config/.
 	KernelPath string `json:",omitempty"`
-	// NoBootTrims keeps the kernel's ACPI interrupt routing and PS/2
-	// probing, which nvboot otherwise turns off (acpi=noirq i8042.noaux
-	// i8042.nokbd: under QEMU they cost about 1.3 s of a 2.1 s kernel
-	// boot). Set it for boards whose PCI interrupts need ACPI routing.
+	// NoBootTrims keeps the kernel's ACPI interrupt routing, PS/2 probing
+	// and IO-APIC timer check, which nvboot otherwise turns off
+	// (appliance.BootTrims: acpi=noirq i8042.noaux i8042.nokbd
+	// no_timer_check). Set it for boards whose PCI interrupts need ACPI
+	// routing.
 	NoBootTrims bool `json:",omitempty"`
 	// KernelCmdline is appended to the command line nvboot sets.
 	KernelCmdline string `json:",omitempty"`
