@@ -49,7 +49,10 @@ type Config struct {
 	Console io.Writer
 	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
 	Stdin io.Reader
-	Extra []string // more QEMU arguments, appended last
+	// PmemAs is how the NVDIMMs reach the guest: PmemE820 or PmemNVDIMM
+	// (the default).
+	PmemAs string
+	Extra  []string // more QEMU arguments, appended last
 	// Firmware is the -bios image. "": qboot where it is installed (it
 	// hands over to a -kernel in 0.4-0.6 ms of guest time at 1 GIPS,
 	// SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS). "seabios": QEMU's
@@ -140,9 +143,11 @@ func (c Config) args(accel string) ([]string, error) {
 	// No System Management Mode and no VMware backdoor port: an appliance
 	// board has neither, and the kernel probes both (1.5 ms of a 1-GIPS boot).
 	machine := "pc,smm=off,vmport=off"
-	if len(c.NVDIMMs) > 0 {
-		machine += ",nvdimm=on"
+	pm, err := c.pmemArgs(mem)
+	if err != nil {
+		return nil, err
 	}
+	machine += pm.machine
 	a := []string{
 		"-machine", machine, "-accel", accel, "-cpu", cpuModel(accel), "-smp", fmt.Sprint(cpus),
 	}
@@ -168,7 +173,7 @@ func (c Config) args(accel string) ([]string, error) {
 		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
 		"-kernel", c.Kernel,
-		"-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel, c.CPURate)+c.Cmdline),
+		"-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel, c.CPURate)+pm.cmdline+c.Cmdline),
 	)
 	if c.Initrd != "" {
 		a = append(a, "-initrd", c.Initrd)
@@ -178,29 +183,7 @@ func (c Config) args(accel string) ([]string, error) {
 		return nil, err
 	}
 	a = append(a, fw...)
-	var pmem int64
-	for i, n := range c.NVDIMMs {
-		size := n.Size
-		if size == 0 {
-			st, err := os.Stat(n.Path)
-			if err != nil {
-				return nil, fmt.Errorf("vm: nvdimm %d: %w", i, err)
-			}
-			size = st.Size()
-		}
-		if size <= 0 || size%(2<<20) != 0 {
-			return nil, fmt.Errorf("vm: nvdimm %d (%s): size %d is not a positive multiple of 2 MiB", i, n.Path, size)
-		}
-		pmem += size
-		a = append(a,
-			"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, size),
-			"-device", fmt.Sprintf("nvdimm,id=nv%d,memdev=pm%d", i, i))
-	}
-	memArg := fmt.Sprintf("%dM", mem)
-	if len(c.NVDIMMs) > 0 {
-		memArg = fmt.Sprintf("%dM,slots=%d,maxmem=%dM", mem, len(c.NVDIMMs)+1, int64(mem)+pmem>>20+1024)
-	}
-	a = append(a, "-m", memArg)
+	a = append(a, pm.args...)
 	for i, d := range c.Disks {
 		if _, err := os.Stat(d.Path); err != nil {
 			return nil, fmt.Errorf("vm: disk %d: %w", i, err)

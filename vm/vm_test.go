@@ -50,8 +50,17 @@ func TestScriptStatusAndConsole(t *testing.T) {
 // writes a file; then the power is cut (SIGKILL of QEMU) while it runs. The
 // second boot finds the fsdax device without any setup (the PFN info block is
 // on the media) and the file that was written before the cut.
+//
+// Both ways of giving the guest pmem (an emulated NVDIMM, an e820 region)
+// must behave the same.
 func TestFsdaxPersistsAcrossPowerCut(t *testing.T) {
 	k := vmtest.Kernel(t, "qemu-system-x86_64")
+	for _, as := range []string{PmemNVDIMM, PmemE820} {
+		t.Run(as, func(t *testing.T) { fsdaxPersistsAcrossPowerCut(t, k, as) })
+	}
+}
+
+func fsdaxPersistsAcrossPowerCut(t *testing.T, k, pmemAs string) {
 	dir := t.TempDir()
 	pmem := filepath.Join(dir, "pmem.img")
 	if err := os.WriteFile(pmem, nil, 0o644); err != nil {
@@ -67,7 +76,7 @@ func TestFsdaxPersistsAcrossPowerCut(t *testing.T) {
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-d", src, fsimg, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
-	cfg := Config{Kernel: k, NVDIMMs: []NVDIMM{{Path: pmem}}, Disks: []Disk{{Path: fsimg, ReadOnly: true}}}
+	cfg := Config{Kernel: k, NVDIMMs: []NVDIMM{{Path: pmem}}, Disks: []Disk{{Path: fsimg, ReadOnly: true}}, PmemAs: pmemAs}
 
 	ctx := ctxFor(t, 5*time.Minute)
 	script := Script{Script: `
@@ -114,6 +123,26 @@ cat /mnt/kept
 	}
 }
 
+// As e820 regions, the pmem follows the RAM: region i at RAM plus the sizes
+// before it, told to the kernel with memmap=SIZE!OFFSET, and no NVDIMM.
+func TestArgsE820(t *testing.T) {
+	a, err := Config{Kernel: "bz", MemMiB: 512, PmemAs: PmemE820,
+		NVDIMMs: []NVDIMM{{Path: "t", Size: 256 << 20}, {Path: "s", Size: 128 << 20}}}.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(a, " ")
+	for _, want := range []string{"memmap=256M!512M memmap=128M!768M", "memory-backend-ram,id=ram,size=512M -numa node,memdev=ram",
+		"mem-path=t,size=268435456 -numa node,memdev=pm0", "mem-path=s,size=134217728 -numa node,memdev=pm1", "-m 896M"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("args lack %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "nvdimm") {
+		t.Errorf("an NVDIMM in e820 mode:\n%s", s)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "d")
@@ -128,17 +157,21 @@ func TestArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := strings.Join(a, " ")
-	for _, want := range []string{"pc,nvdimm=on", "-accel tcg", "mem-path=p,size=134217728", "slots=2",
+	for _, want := range []string{",nvdimm=on", "-accel tcg", "mem-path=p,size=134217728", "slots=2",
 		"throttling.bps-read=41943040", "throttling.iops-read=1500", "hostfwd=tcp:127.0.0.1:8080-:80"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("args lack %q:\n%s", want, s)
 		}
 	}
 	for name, c := range map[string]Config{
-		"no kernel":   {},
-		"odd nvdimm":  {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 12345}}},
-		"no disk":     {Kernel: "bz", Disks: []Disk{{Path: filepath.Join(dir, "missing")}}},
-		"no pmem img": {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: filepath.Join(dir, "missing")}}},
+		"no kernel":                {},
+		"pmem as what":             {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}, PmemAs: "flash"},
+		"e820 not in sections":     {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}, PmemAs: PmemE820},
+		"e820 RAM not in sections": {Kernel: "bz", MemMiB: 100, NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}, PmemAs: PmemE820},
+		"e820 above 3 GiB":         {Kernel: "bz", MemMiB: 2048, NVDIMMs: []NVDIMM{{Path: "p", Size: 1 << 30}, {Path: "q", Size: 1 << 30}}, PmemAs: PmemE820},
+		"odd nvdimm":               {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 12345}}},
+		"no disk":                  {Kernel: "bz", Disks: []Disk{{Path: filepath.Join(dir, "missing")}}},
+		"no pmem img":              {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: filepath.Join(dir, "missing")}}},
 	} {
 		if _, err := c.args("tcg"); err == nil {
 			t.Errorf("%s: no error", name)

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -19,11 +20,20 @@ type BootOptions struct {
 	MemMiB  int    // default 512
 	Accel   string // "": KVM when it really works, else TCG
 	CPURate int64  // the device clock's instructions per second; 0: the wall clock (see vm.Config)
+	// PmemAs is how the pmem images reach the guest (vm.PmemE820 or
+	// vm.PmemNVDIMM); "": DefaultPmemAs.
+	PmemAs string
 	Console io.Writer
 	Stdin   io.Reader
 	// ExtraCmdline is appended to the image's kernel command line.
 	ExtraCmdline string
 }
+
+// DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
+// firmware says is persistent, as on a board with persistent RAM. Emulated
+// NVDIMMs (vm.PmemNVDIMM) work the same but cost the kernel about 40 ms of
+// a 1-GIPS boot in QEMU's ACPI methods (docs/BENCHMARKS.md).
+const DefaultPmemAs = vm.PmemE820
 
 // VMConfig is the QEMU machine for the image in dir: the kernel booted
 // directly (what the EFI system partition would hand over), the disk image as
@@ -39,6 +49,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		MemMiB:   o.MemMiB,
 		Accel:    o.Accel,
 		CPURate:  o.CPURate,
+		PmemAs:   cmp.Or(o.PmemAs, DefaultPmemAs),
 		Disks:    []vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}},
 		Forwards: o.Forwards,
 		Console:  o.Console,

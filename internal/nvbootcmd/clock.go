@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -17,12 +18,14 @@ type machineFlags struct {
 	accel    *string
 	clock    *string
 	rate     *rateFlag
+	pmem     *string
 	defClock string // "" picks: the device clock unless KVM really works
 }
 
 // machine is what the flags resolve to.
 type machine struct {
 	Accel   string // "" lets vm pick (NVBOOT_ACCEL, else KVM when it works)
+	PmemAs  string // vm.PmemE820 or vm.PmemNVDIMM
 	Clock   string // vm.ClockWall or vm.ClockDevice
 	CPURate int64  // instructions per second of guest time; 0 on the wall clock
 }
@@ -45,12 +48,27 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 	}
 	f.clock = fs.String("clock", defClock, "`device` (guest instructions counted as time) or wall (the host's clock); "+what)
 	f.rate = &rateFlag{vm.DefaultCPURate}
+	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent) or nvdimm (emulated NVDIMMs, ACPI NFIT)")
 	fs.Var(f.rate, "cpu-rate", "device clock: guest instructions per `second`, 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)")
 	return f
 }
 
 // resolve checks the flags (and KVM, when asked for) before anything starts.
 func (f *machineFlags) resolve() (machine, error) {
+	m, err := f.resolveClock()
+	if err != nil {
+		return m, err
+	}
+	switch *f.pmem {
+	case vm.PmemE820, vm.PmemNVDIMM:
+		m.PmemAs = *f.pmem
+	default:
+		return machine{}, cli.Usagef("-pmem %q: want e820 or nvdimm", *f.pmem)
+	}
+	return m, nil
+}
+
+func (f *machineFlags) resolveClock() (machine, error) {
 	if *f.clock == vm.ClockDevice && *f.accel == "kvm" {
 		return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
 	}

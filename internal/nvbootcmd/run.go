@@ -102,7 +102,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	in, inject := io.Pipe()
 	go func() { io.Copy(inject, c.Stdin) }()
 	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: prof, Forwards: fwd, MemMiB: *mem,
-		Accel: mach.Accel, CPURate: mach.CPURate, Console: c.Stdout, Stdin: in, ExtraCmdline: *appendCmd})
+		Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs, Console: c.Stdout, Stdin: in, ExtraCmdline: *appendCmd})
 	if err != nil {
 		return err
 	}
