@@ -296,7 +296,7 @@ func readModel(h *Heap) (model, error) {
 		if int(st.LiveObjects) != len(reach) {
 			return fmt.Errorf("leak: %d live blocks, %d reachable from the root", st.LiveObjects, len(reach))
 		}
-		return h.walkBlocks(func(blk, size uint64, state uint32) error {
+		return h.walkBlocks(func(blk, size uint64, state uint16) error {
 			if state == blockAlloc && !reach[blk+blockHeaderSize] {
 				return fmt.Errorf("leak: block %d (%d bytes) is allocated but unreachable", blk, size)
 			}
@@ -689,10 +689,15 @@ func TestInPlaceSumGuardsFreshLines(t *testing.T) {
 		}
 		var got string
 		h2.View(func(tx *ViewTx) error {
-			switch p := root.Get(tx); {
-			case p.IsNil():
+			p := root.Get(tx)
+			if p.IsNil() {
 				got = "rolled back"
-			case p.Get(tx) == full:
+				return nil
+			}
+			// Garbage where the block should be: a header that does not
+			// check out, or other bytes.
+			switch b, err := p.Lookup(tx); {
+			case err == nil && b == full:
 				got = "committed"
 			default:
 				got = "garbage"
@@ -762,7 +767,7 @@ func TestFreedLinesLeftOutOfInPlaceRuns(t *testing.T) {
 		// The crash state: the first transaction durable, the second's
 		// stores to the reused payload lines written back, nothing else.
 		img := committed
-		first, end := (blk+blockHeaderSize+8+lineSize-1)/lineSize*lineSize, (blk+blockHeaderSize+1024)/lineSize*lineSize
+		first, end := (blk+freeHeaderSize+lineSize-1)/lineSize*lineSize, (blk+blockHeaderSize+1024)/lineSize*lineSize
 		copy(img[first:end], mem[first:end])
 		h2, err := OpenMemory(volatileMem(img))
 		if err != nil {

@@ -120,7 +120,7 @@ func heldBytes(t *testing.T, h *Heap, path string) []byte {
 			t.Fatalf("block at %d has size %d", blk, size)
 		}
 		if le.Uint32(img[blk+bhState:]) == blockFree {
-			clear(img[blk+bhNext+8 : blk+size])
+			clear(img[blk+freeHeaderSize : blk+size])
 		}
 		blk += size
 	}
@@ -477,12 +477,12 @@ func TestOpenRefusesInconsistentLog(t *testing.T) {
 // a spoilt Gen word would look like a gap in the log) and take and keep
 // new transactions.
 func TestRecoveryOfWholeRecordThenMore(t *testing.T) {
-	// Sizes that fill size classes to whole cache lines (64 and 1024 bytes
-	// with the block header), so each blob's header line is fresh.
-	type blob [1008]byte
+	// Sizes that make blocks of whole cache lines (64 and 1024 bytes with
+	// the block header), so each blob's header line is fresh.
+	type blob [1024 - blockHeaderSize]byte
 	type rootObj struct {
 		P Ptr[blob]
-		_ [40]byte
+		_ [64 - blockHeaderSize - 8]byte
 	}
 	mem := volatileMem(garbage(128 << 10))
 	h, err := CreateMemory(mem)

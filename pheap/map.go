@@ -84,7 +84,7 @@ func NewMap[K, V any](tx *Tx) (Map[K, V], error) {
 		return Map[K, V]{}, tx.fail(err)
 	}
 	ht, _ := mapTags[K, V]()
-	off, err := tx.alloc(uint64(unsafe.Sizeof(mapHdr{})), ht)
+	off, err := tx.alloc(uint64(unsafe.Sizeof(mapHdr{})), ht, nil)
 	if err != nil {
 		return Map[K, V]{}, err
 	}
@@ -115,7 +115,7 @@ func (m Map[K, V]) table(h *Heap) (*table[K, V], error) {
 		return &table[K, V]{h: h, hdr: &mapHdr{}, kind: mapKind[K]()}, nil
 	}
 	ht, st := mapTags[K, V]()
-	hb, err := h.object(m.off, uint64(unsafe.Sizeof(mapHdr{})), ht)
+	hb, _, err := h.object(m.off, uint64(unsafe.Sizeof(mapHdr{})), ht)
 	if err != nil {
 		return nil, fmt.Errorf("pheap: map: %w", err)
 	}
@@ -139,7 +139,7 @@ func (t *table[K, V]) load(slotTag uint32) error {
 	if hd.Cap&(hd.Cap-1) != 0 || hd.Cap > t.h.sb.Size/size || hd.Count > hd.Cap {
 		return fmt.Errorf("pheap: map: %w: %d entries in %d slots", ErrCorrupt, hd.Count, hd.Cap)
 	}
-	b, err := t.h.object(hd.Slots, hd.Cap*size, slotTag)
+	b, _, err := t.h.object(hd.Slots, hd.Cap*size, slotTag)
 	if err != nil {
 		return fmt.Errorf("pheap: map slots: %w", err)
 	}
@@ -386,7 +386,7 @@ func (m Map[K, V]) grow(tx *Tx, t *table[K, V]) error {
 	newCap := max(2*t.hdr.Cap, 8)
 	size := uint64(unsafe.Sizeof(mapSlot[K, V]{}))
 	_, st := mapTags[K, V]()
-	off, err := tx.alloc(newCap*size, st)
+	off, err := tx.alloc(newCap*size, st, nil)
 	if err != nil {
 		return err
 	}
