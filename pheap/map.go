@@ -271,24 +271,31 @@ func (m Map[K, V]) Lookup(r Reader, k K) (V, bool, error) {
 	return t.lookup(kb)
 }
 
-// GetString looks up a String- or Bytes-keyed map by a Go string.
+// GetString looks up a String- or Bytes-keyed map by a Go string. It
+// panics on a corrupt map, a stored key whose bytes fail their checksum
+// among them (see LookupString).
 func (m Map[K, V]) GetString(r Reader, key string) (V, bool) {
+	v, ok, err := m.LookupString(r, key)
+	if err != nil {
+		panic(err)
+	}
+	return v, ok
+}
+
+// LookupString is GetString returning corruption as an error: a damaged
+// map, or a stored key that the lookup compares with key and whose bytes
+// do not match their checksum (ErrChecksum). It panics only if the map is
+// not keyed by String or Bytes, a mistake of the program, not of the heap.
+func (m Map[K, V]) LookupString(r Reader, key string) (V, bool, error) {
 	var zero V
 	t, err := m.table(r.heap())
 	if err != nil {
-		panic(err)
+		return zero, false, err
 	}
 	if t.kind == keyPlain {
-		panic(fmt.Sprintf("pheap: GetString on a map keyed by %v", reflect.TypeFor[K]()))
+		panic(fmt.Sprintf("pheap: LookupString on a map keyed by %v", reflect.TypeFor[K]()))
 	}
-	v, ok, err := t.lookup([]byte(key))
-	if err != nil {
-		panic(err)
-	}
-	if !ok {
-		return zero, false
-	}
-	return v, true
+	return t.lookup([]byte(key))
 }
 
 // Put sets the value for k.

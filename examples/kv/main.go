@@ -4,10 +4,12 @@
 //
 //	PUT    /kv/<key>     body = value; 204 once it is durable (keys up to
 //	                     64 KiB, values up to 1 MiB)
-//	GET    /kv/<key>     200 with the value, or 404
+//	GET    /kv/<key>     200 with the value, or 404; 500 naming the key if
+//	                     the stored value fails its checksum
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
-//	GET    /stats        JSON: keys, heap size and use, mode, and "check":
+//	GET    /stats        JSON: keys, heap size and use, what can still be
+//	                     allocated (heap_free, heap_largest_alloc), mode, "check":
 //	                     "ok", the failure, or "off" (see -check-on-open)
 //	GET    /healthz      200 "ok" (readiness)
 //
@@ -173,12 +175,18 @@ func handler(st store) http.Handler {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		case http.MethodGet:
-			v, err := st.Get(key)
-			if err != nil {
+			switch v, err := st.Get(key); {
+			case errors.Is(err, errNotFound):
 				http.NotFound(w, r)
-				return
+			case err != nil:
+				// The request was right and the key exists, but the server
+				// cannot give its value: a server fault (500), and not a
+				// passing one (503). The message names the key; the value's
+				// bytes, which failed their checksum, are never sent.
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			default:
+				w.Write(v)
 			}
-			w.Write(v)
 		case http.MethodDelete:
 			switch err := st.Delete(key); {
 			case errors.Is(err, errNotFound):
