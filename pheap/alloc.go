@@ -440,10 +440,14 @@ func (tx *Tx) freeStaged(s *allocStage, x *stagedBlock) error {
 // lineNew. The caller knows that nothing relies on their bytes unless the
 // transaction commits.
 func (tx *Tx) markGarbage(lo, hi uint64, kind uint8) {
+	freed := tx.freedData
+	if breakProtocol == "freed-data" {
+		freed = nil
+	}
 	for lo < hi {
 		// [lo, cut) overlaps no freed range; next is where to go on.
 		cut, next := hi, hi
-		for _, r := range tx.freedData {
+		for _, r := range freed {
 			if r[1] <= lo || r[0] >= hi {
 				continue
 			}
@@ -524,6 +528,9 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 	}
 	s.buf = buf
 	for _, w := range writes {
+		if breakProtocol == "stage-unsaved" {
+			break
+		}
 		if err := tx.save(w.off, w.save); err != nil {
 			return err
 		}
@@ -543,8 +550,18 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 	for _, b := range s.blocks {
 		if b.dead || !b.free() {
 			delete(tx.freeBlocks, b.off)
-		} else {
-			tx.freeBlocks[b.off] = b.size
+			continue
+		}
+		tx.freeBlocks[b.off] = b.size
+		// A free block's header lines that are fresh (in a block this
+		// transaction allocated) go in the redo instead, so the next
+		// transaction may take the block without saving them.
+		for l := b.off / lineSize; l <= (b.off+freeHeaderSize-1)/lineSize; l++ {
+			if k, ok := tx.lines[l]; ok && k == lineFresh {
+				tx.lines[l] = lineNew
+			} else if !ok && tx.touched(l) { // in a big fresh block
+				tx.mark(l, lineNew)
+			}
 		}
 	}
 	return nil
