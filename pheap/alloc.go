@@ -3,6 +3,8 @@ package pheap
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/nvboot/nvboot/internal/pheapbench"
 )
 
 // The allocator hands out blocks of any multiple of 16 bytes and takes
@@ -303,7 +305,9 @@ func (tx *Tx) alloc(n uint64, tag uint32, data []byte) (uint64, error) {
 	p := blk.off + blockHeaderSize
 	if data != nil {
 		blk.pad = uint8(size - blockHeaderSize - n)
-		blk.dataSum = storedSum(data)
+		if !pheapbench.NoChecksums.Load() {
+			blk.dataSum = storedSum(data)
+		}
 	}
 	s.meta.liveBytes += size
 	s.meta.liveObjects++
