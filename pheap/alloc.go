@@ -39,7 +39,8 @@ type allocStage struct {
 	heads  []headWrite
 	meta   allocMeta
 	pool   []stagedBlock // reused storage for blocks
-	buf    []byte        // scratch for encodings
+	buf    []byte        // the encodings, for writes
+	writes []stageWrite
 }
 
 // stagedBlock is a block header the operation reads or changes.
@@ -222,10 +223,10 @@ func (tx *Tx) findFree(s *allocStage, size uint64) (*stagedBlock, error) {
 		}
 		whole = all
 	}
-	for i := b + 1; i < numBins; i++ {
-		if off := tx.head(s, i); off != 0 {
-			return take(off, i)
-		}
+	// The cache reflects the heap, not the stage: the operation has staged
+	// no head change before it looks for a block.
+	if i := h.binBits().next(b + 1); i >= 0 {
+		return take(tx.head(s, i), i)
 	}
 	if !whole {
 		// A bin's list cannot be longer than the arena has blocks: more
@@ -494,21 +495,8 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 	h := tx.h
 	// Encode everything first: a range is saved and written only if its
 	// bytes change.
-	type write struct{ off, at, n, save uint64 }
-	var ws [16]write
-	writes := ws[:0]
-	buf := s.buf[:0]
+	s.buf, s.writes = s.buf[:0], s.writes[:0]
 	var zero [freeHeaderSize]byte
-	put := func(off, n, save uint64, enc func(e []byte)) {
-		at := uint64(len(buf))
-		buf = append(buf, zero[:n]...)
-		if enc != nil {
-			enc(buf[at:])
-		}
-		if !bytes.Equal(buf[at:], h.b[off:off+n]) {
-			writes = append(writes, write{off, at, n, save})
-		}
-	}
 	for _, b := range s.blocks {
 		n, save := uint64(blockHeaderSize), uint64(blockHeaderSize)
 		if b.free() || (b.dead && b.wasFree) {
@@ -520,18 +508,21 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 			// list.
 			save = freeHeaderSize
 		}
-		if b.dead {
-			put(b.off, n, save, nil)
-		} else {
-			put(b.off, n, save, b.encode)
+		at := s.grow(zero[:n])
+		if !b.dead {
+			b.encode(s.buf[at:])
 		}
+		s.emit(h, b.off, at, n, save)
 	}
-	put(h.sb.AllocOff, amReserved, amReserved, func(e []byte) { s.meta.encode(e) })
+	at := s.grow(zero[:amReserved])
+	s.meta.encode(s.buf[at:])
+	s.emit(h, h.sb.AllocOff, at, amReserved, amReserved)
 	for _, w := range s.heads {
-		put(h.binHead(w.bin), 8, 8, func(e []byte) { le.PutUint64(e, w.off) })
+		at := s.grow(zero[:8])
+		le.PutUint64(s.buf[at:], w.off)
+		s.emit(h, h.binHead(w.bin), at, 8, 8)
 	}
-	s.buf = buf
-	for _, w := range writes {
+	for _, w := range s.writes {
 		if breakProtocol == "stage-unsaved" {
 			break
 		}
@@ -545,16 +536,23 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 		}
 	}
 	tx.sync()
-	for _, w := range writes {
-		copy(h.b[w.off:w.off+w.n], buf[w.at:w.at+w.n])
+	for _, w := range s.writes {
+		copy(h.b[w.off:w.off+w.n], s.buf[w.at:w.at+w.n])
 	}
-	if tx.freeBlocks == nil {
-		tx.freeBlocks = map[uint64]uint64{}
+	if c := &h.bins; c.valid {
+		for _, w := range s.heads {
+			c.set(w.bin, w.off != 0)
+		}
 	}
 	for _, b := range s.blocks {
 		if b.dead || !b.free() {
-			delete(tx.freeBlocks, b.off)
+			if len(tx.freeBlocks) > 0 {
+				delete(tx.freeBlocks, b.off)
+			}
 			continue
+		}
+		if tx.freeBlocks == nil {
+			tx.freeBlocks = map[uint64]uint64{}
 		}
 		tx.freeBlocks[b.off] = b.size
 		// A free block's header lines that are fresh (in a block this
@@ -569,6 +567,25 @@ func (tx *Tx) applyStage(s *allocStage, extra, n uint64) error {
 		}
 	}
 	return nil
+}
+
+// stageWrite is an encoding in allocStage.buf[at:at+n] for off, which
+// saves save bytes from off first.
+type stageWrite struct{ off, at, n, save uint64 }
+
+// grow appends b to the stage's buffer and returns where.
+func (s *allocStage) grow(b []byte) uint64 {
+	at := uint64(len(s.buf))
+	s.buf = append(s.buf, b...)
+	return at
+}
+
+// emit records the encoding at buf[at:at+n] as a write to off if it
+// changes the heap's bytes.
+func (s *allocStage) emit(h *Heap, off, at, n, save uint64) {
+	if !bytes.Equal(s.buf[at:at+n], h.b[off:off+n]) {
+		s.writes = append(s.writes, stageWrite{off, at, n, save})
+	}
 }
 
 // saveAll saves (offset, length) pairs and fences once.
@@ -591,11 +608,8 @@ func (h *Heap) largestFree() (largest, free uint64) {
 		free = h.sb.ArenaSize - m.liveBytes
 	}
 	biggest := h.sb.Size - min(m.top, h.sb.Size)
-	for i := numBins - 1; i >= 0; i-- {
+	if i := h.binBits().last(); i >= 0 {
 		off := h.u64(h.binHead(i))
-		if off == 0 {
-			continue
-		}
 		for n := uint64(0); off != 0 && n <= h.sb.ArenaSize/minBlock; n++ {
 			hd, err := h.readHdr(off, m.top, ErrCorrupt)
 			if err != nil || !hd.free() {
@@ -604,7 +618,6 @@ func (h *Heap) largestFree() (largest, free uint64) {
 			biggest = max(biggest, hd.size)
 			off = hd.next
 		}
-		break
 	}
 	if biggest < minBlock {
 		return 0, free

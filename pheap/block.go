@@ -144,6 +144,61 @@ func binFor(size uint64) int {
 	return min(i, numBins-1)
 }
 
+// binCache is a bitmap of the bins that have a block, derived from the
+// heads and rebuilt from them when not valid.
+type binCache struct {
+	valid bool
+	bits  [(numBins + 63) / 64]uint64
+}
+
+// binBits returns the cache, rebuilding it first if needed.
+func (h *Heap) binBits() *binCache {
+	c := &h.bins
+	if !c.valid {
+		clear(c.bits[:])
+		for i := range numBins {
+			if h.u64(h.binHead(i)) != 0 {
+				c.bits[i/64] |= 1 << (i % 64)
+			}
+		}
+		c.valid = true
+	}
+	return c
+}
+
+// set records whether bin i has a block.
+func (c *binCache) set(i int, has bool) {
+	if has {
+		c.bits[i/64] |= 1 << (i % 64)
+	} else {
+		c.bits[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// next returns the first bin from i on that has a block, or -1.
+func (c *binCache) next(i int) int {
+	for w := i / 64; w < len(c.bits); w++ {
+		b := c.bits[w]
+		if w == i/64 {
+			b &^= 1<<(i%64) - 1
+		}
+		if b != 0 {
+			return w*64 + bits.TrailingZeros64(b)
+		}
+	}
+	return -1
+}
+
+// last returns the last bin that has a block, or -1.
+func (c *binCache) last() int {
+	for w := len(c.bits) - 1; w >= 0; w-- {
+		if c.bits[w] != 0 {
+			return w*64 + 63 - bits.LeadingZeros64(c.bits[w])
+		}
+	}
+	return -1
+}
+
 // binHead returns the offset of bin i's head word.
 func (h *Heap) binHead(i int) uint64 { return h.sb.AllocOff + amBinHeads + 8*uint64(i) }
 

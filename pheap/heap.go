@@ -46,6 +46,10 @@ type Heap struct {
 	// before and after a crash differ. Tests that need identical images
 	// replace it.
 	nonce func() uint64
+	// bins caches which bins have a block, so that an allocation finds the
+	// next one without reading every head (heads, 1.7 KiB, are the truth:
+	// applyStage keeps the cache in step, rollback drops it).
+	bins binCache
 	// allocEvents counts what the allocator did, for tests that must show
 	// a workload splits and merges blocks.
 	allocEvents struct{ reused, splits, mergedPrev, mergedNext, toTop int }

@@ -510,6 +510,7 @@ func (h *Heap) flushLines(ls []uint64, kinds []uint8, withDeferred bool) {
 // next attempt keeps the generation, with a new nonce.
 func (tx *Tx) rollback() {
 	h := tx.h
+	h.bins.valid = false // the heads come back from the log
 	tx.deferred, tx.deferBuf, tx.reserve = tx.deferred[:0], tx.deferBuf[:0], 0
 	wrote := false
 	for i := len(tx.ents) - 1; i >= 0; i-- {
