@@ -608,7 +608,13 @@ func (h *Heap) largestFree() (largest, free uint64) {
 		free = h.sb.ArenaSize - m.liveBytes
 	}
 	biggest := h.sb.Size - min(m.top, h.sb.Size)
-	if i := h.binBits().last(); i >= 0 {
+	// Not through the bin cache: Views call this concurrently, and must
+	// not rebuild it.
+	i := numBins - 1
+	for i >= 0 && h.u64(h.binHead(i)) == 0 {
+		i--
+	}
+	if i >= 0 {
 		off := h.u64(h.binHead(i))
 		for n := uint64(0); off != 0 && n <= h.sb.ArenaSize/minBlock; n++ {
 			hd, err := h.readHdr(off, m.top, ErrCorrupt)

@@ -145,7 +145,8 @@ func binFor(size uint64) int {
 }
 
 // binCache is a bitmap of the bins that have a block, derived from the
-// heads and rebuilt from them when not valid.
+// heads and rebuilt from them when not valid. Only write transactions use
+// it (Views run concurrently and must not rebuild it).
 type binCache struct {
 	valid bool
 	bits  [(numBins + 63) / 64]uint64
@@ -184,16 +185,6 @@ func (c *binCache) next(i int) int {
 		}
 		if b != 0 {
 			return w*64 + bits.TrailingZeros64(b)
-		}
-	}
-	return -1
-}
-
-// last returns the last bin that has a block, or -1.
-func (c *binCache) last() int {
-	for w := len(c.bits) - 1; w >= 0; w-- {
-		if c.bits[w] != 0 {
-			return w*64 + 63 - bits.LeadingZeros64(c.bits[w])
 		}
 	}
 	return -1
