@@ -198,7 +198,9 @@ func (tx *Tx) fail(err error) error {
 func (tx *Tx) Err() error { return tx.err }
 
 // Write copies b into the heap at offset off, saving the old bytes first.
-// Offsets below the root table (superblock, log) are refused.
+// Offsets below the root table (superblock, log) are refused. The bytes of
+// a String or Bytes must not be changed with it: they would no longer
+// match their checksum, and every later read of them fails (ErrChecksum).
 func (tx *Tx) Write(off uint64, b []byte) error {
 	if err := tx.prepare(off, uint64(len(b))); err != nil {
 		return err
