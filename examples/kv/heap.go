@@ -74,12 +74,14 @@ func openHeapStore(path string, size int64, check bool) (*heapStore, error) {
 	return s, nil
 }
 
-// checkHeap runs the heap's full consistency check (every block, every
-// free list, the counters) and accounts for every live object: the kv
-// root, the map's own objects and one per non-empty value. A live object
-// nothing reaches is a leak. The check reads every block, so its time
-// grows with the data (3 ms for a full 64 MiB heap on the development
-// machine, warm): that is why it is a flag, off by default.
+// checkHeap runs the heap's full consistency check (every block and its
+// header checksum, every bin, the counters, every value's checksum) and
+// accounts for every live object: the kv root, the map's own objects and
+// one per non-empty value. A live object nothing reaches is a leak. The
+// check reads every block, so its time grows with the data (on the
+// development machine, warm: 5 ms for a 64 MiB heap full of 4000-byte
+// values, 29 ms for one full of 390,000 small objects): that is why it is a
+// flag, off by default.
 func (s *heapStore) checkHeap() heapCheck {
 	c := heapCheck{ran: true}
 	start := time.Now()

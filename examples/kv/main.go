@@ -15,9 +15,10 @@
 //
 // Opening the heap costs the same for any amount of data (no loading).
 // -check-on-open adds pheap's full check at start, which reads every block
-// (3 ms for a full 64 MiB heap on the development machine, more under
-// emulation) and accounts for every live object; nvboot powercut builds its
-// image with it. A heap that fails the check is still served, so that the
+// and verifies every value's checksum (5 ms for a 64 MiB heap full of
+// 4000-byte values on the development machine, 29 ms for one full of
+// 390,000 small objects, more under emulation) and accounts for every live
+// object; nvboot powercut builds its image with it. A heap that fails the check is still served, so that the
 // failure can be read in /stats.
 package main
 
