@@ -56,7 +56,7 @@ func run(args []string, stderr io.Writer) error {
 	size := sizeFlag(64 << 20)
 	fs.Var(&size, "size", "`bytes` of a heap created by -heap (suffix KiB, MiB, GiB)")
 	state := fs.String("state", "", "keep the state in this append-only log `file` instead of a heap")
-	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, free list and counter; leaks) and report it in GET /stats; its time grows with the data")
+	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, bin and counter, every value's checksum; leaks) and report it in GET /stats; its time grows with the data")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
 
