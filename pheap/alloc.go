@@ -1,125 +1,412 @@
 package pheap
 
-import "fmt"
+import (
+	"fmt"
 
-// The allocator is segregated-fit: every block size is a size class, each
-// class has a free list threaded through its free blocks, and a bump pointer
-// (Top) hands out arena space never used before. Blocks are not split or
-// merged, so a freed block is reused only for its own class. All its
-// metadata (Top, counters, list heads, block headers, links) is changed
-// through the transaction's undo log, so a crash or abort restores the lists
-// together with the data that refers to them: nothing leaks, nothing is
-// handed out twice.
+	"github.com/nvboot/nvboot/internal/pheapbench"
+)
 
-// classSizes are the block sizes, header included: steps of 16 up to 128,
-// then four steps per doubling up to 2 KiB, then powers of two.
-var classSizes = func() []uint64 {
-	var s []uint64
-	for sz := uint64(32); sz <= 128; sz += 16 {
-		s = append(s, sz)
-	}
-	for base := uint64(128); base < 2048; base *= 2 {
-		for i := uint64(1); i <= 4; i++ {
-			s = append(s, base+base/4*i)
-		}
-	}
-	for sz := uint64(4096); sz <= 1<<50; sz *= 2 {
-		s = append(s, sz)
-	}
-	if len(s) > numClasses {
-		panic("pheap: too many size classes")
-	}
-	return s
-}()
+// The allocator hands out blocks of any multiple of 16 bytes and takes
+// freed space back for any size: boundary tags (each header holds its
+// own size and its predecessor's, so free finds both neighbours) and
+// segregated free lists (bins; binFor) with splitting and immediate
+// coalescing. An allocation takes a free block from the first bin whose
+// blocks all fit (a bin of its exact size under 1 KiB; above, after a
+// short first-fit look in its own bin) and splits off what it does not
+// need as a new free block; failing that, it takes fresh space at Top. A
+// free merges the block with a free neighbour on either side, and gives
+// the space back to Top when it ends there, so no two free blocks are
+// ever adjacent and no free block ends at Top: after everything is freed
+// the arena is one piece again. docs/design-pheap-alloc.md has the
+// argument and the alternatives.
+//
+// Every change is made through the transaction: an allocator operation
+// first collects the headers, links, bin heads and counters it will change
+// (allocStage), saves them all, fences once, and only then writes. So a
+// crash or abort restores the lists with the data that refers to them:
+// nothing leaks, nothing is handed out twice.
 
-// classFor returns the class of the smallest block holding need bytes.
-func classFor(need uint64) (int, bool) {
-	for i, sz := range classSizes {
-		if sz >= need {
-			return i, true
-		}
+// firstFitLook is how many blocks of its own bin an allocation of more
+// than 1 KiB looks at before it splits a block of a larger bin; the rest
+// of the bin is looked at only when no larger bin has a block.
+const firstFitLook = 8
+
+// freeBlock returns the free block at off reached through bin i's list.
+func (tx *Tx) freeBlock(s *allocStage, off uint64, i int) (*stagedBlock, error) {
+	b, err := tx.block(s, off, ErrCorrupt)
+	if err != nil {
+		return nil, fmt.Errorf("bin %d: %w", i, err)
 	}
-	return 0, false
+	if !b.free() || binFor(b.size) != i {
+		return nil, fmt.Errorf("%w: bin %d holds the %s block of %d bytes at %d", ErrCorrupt, i, stateName(b.state), b.size, off)
+	}
+	return b, nil
 }
 
-// classOf returns the class whose block size is exactly size.
-func classOf(size uint64) (int, bool) {
-	for i, sz := range classSizes {
-		if sz == size {
-			return i, true
+// unlink takes free block b off its bin's list. b's size must still be the
+// one it was filed under.
+func (tx *Tx) unlink(s *allocStage, b *stagedBlock) error {
+	i := binFor(b.size)
+	if b.prev == 0 {
+		if got := tx.head(s, i); got != b.off {
+			return fmt.Errorf("%w: free block %d has no predecessor in bin %d, whose head is %d", ErrCorrupt, b.off, i, got)
 		}
+		s.setHead(i, b.next)
+	} else {
+		p, err := tx.freeBlock(s, b.prev, i)
+		if err != nil {
+			return err
+		}
+		if p.next != b.off {
+			return fmt.Errorf("%w: bin %d: free block %d follows %d, which links to %d", ErrCorrupt, i, b.off, p.off, p.next)
+		}
+		p.next = b.next
 	}
-	return 0, false
+	if b.next != 0 {
+		n, err := tx.freeBlock(s, b.next, i)
+		if err != nil {
+			return err
+		}
+		if n.prev != b.off {
+			return fmt.Errorf("%w: bin %d: free block %d links to %d, which links back to %d", ErrCorrupt, i, b.off, n.off, n.prev)
+		}
+		n.prev = b.prev
+	}
+	b.next, b.prev = 0, 0
+	return nil
 }
 
-func (h *Heap) am(field uint64) uint64 { return h.u64(h.sb.AllocOff + field) }
+// insert puts free block b at the head of its bin's list.
+func (tx *Tx) insert(s *allocStage, b *stagedBlock) error {
+	i := binFor(b.size)
+	first := tx.head(s, i)
+	if first != 0 {
+		f, err := tx.freeBlock(s, first, i)
+		if err != nil {
+			return err
+		}
+		if f.prev != 0 {
+			return fmt.Errorf("%w: bin %d starts with block %d, which links back to %d", ErrCorrupt, i, first, f.prev)
+		}
+		f.prev = b.off
+	}
+	b.next, b.prev = first, 0
+	s.setHead(i, b.off)
+	return nil
+}
 
-func (h *Heap) top() uint64 { return h.am(amTop) }
+// findFree takes a free block of at least size bytes off its bin, or
+// returns nil if there is none.
+func (tx *Tx) findFree(s *allocStage, size uint64) (*stagedBlock, error) {
+	h := tx.h
+	b := binFor(size)
+	take := func(off uint64, i int) (*stagedBlock, error) {
+		blk, err := tx.freeBlock(s, off, i)
+		if err != nil {
+			return nil, err
+		}
+		return blk, tx.unlink(s, blk)
+	}
+	// look walks bin b from its head for a block that fits, looking at up
+	// to limit blocks, and says whether it saw the whole bin.
+	look := func(limit uint64) (uint64, bool, error) {
+		for off, n := tx.head(s, b), uint64(0); off != 0; n++ {
+			if n == limit {
+				return 0, false, nil
+			}
+			hd, err := h.readHdr(off, s.meta.top, ErrCorrupt)
+			if err != nil {
+				return 0, false, fmt.Errorf("bin %d: %w", b, err)
+			}
+			if !hd.free() || binFor(hd.size) != b {
+				return 0, false, fmt.Errorf("%w: bin %d holds the %s block of %d bytes at %d", ErrCorrupt, b, stateName(hd.state), hd.size, off)
+			}
+			if hd.size >= size {
+				return off, true, nil
+			}
+			off = hd.next
+		}
+		return 0, true, nil
+	}
+	whole := true
+	if b < exactBins {
+		if off := tx.head(s, b); off != 0 {
+			return take(off, b)
+		}
+	} else {
+		off, all, err := look(firstFitLook)
+		if err != nil || off != 0 {
+			if err != nil {
+				return nil, err
+			}
+			return take(off, b)
+		}
+		whole = all
+	}
+	// The cache reflects the heap, not the stage: the operation has staged
+	// no head change before it looks for a block.
+	if i := h.binBits().next(b + 1); i >= 0 {
+		return take(tx.head(s, i), i)
+	}
+	if !whole {
+		// A bin's list cannot be longer than the arena has blocks: more
+		// means it loops.
+		off, all, err := look(h.sb.ArenaSize/minBlock + 1)
+		if err != nil {
+			return nil, err
+		}
+		if !all {
+			return nil, fmt.Errorf("%w: bin %d's list loops", ErrCorrupt, b)
+		}
+		if off != 0 {
+			return take(off, b)
+		}
+	}
+	return nil, nil
+}
 
-// alloc returns the payload offset of a new zeroed block of at least n
-// payload bytes whose header carries the type tag. Everything it changes is
-// saved first and made durable with a single fence.
-func (tx *Tx) alloc(n uint64, tag uint32) (uint64, error) {
+// blockSize is the size of the block holding n payload bytes.
+func blockSize(n uint64) uint64 {
+	return max(minBlock, (n+blockHeaderSize+15)&^15)
+}
+
+// alloc returns the payload offset of a new block of at least n payload
+// bytes whose header carries the type tag. With data (len(data) == n,
+// tag 0) the block is a raw block: it holds data and its checksum;
+// otherwise its payload is zeroed. Everything it changes is saved first
+// and made durable with a single fence.
+func (tx *Tx) alloc(n uint64, tag uint32, data []byte) (uint64, error) {
 	h := tx.heap()
 	if tx.err != nil {
 		return 0, tx.err
 	}
-	c, ok := classFor(n + blockHeaderSize)
-	if !ok || n > h.sb.ArenaSize {
-		return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w", n, ErrNoSpace))
+	if n > h.sb.ArenaSize {
+		return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w (the arena has %d)", n, ErrNoSpace, h.sb.ArenaSize))
 	}
-	size := classSizes[c]
-	headOff := h.sb.AllocOff + amFreeHeads + 8*uint64(c)
-	blk := h.u64(headOff)
-	var link, linkVal uint64 // the list head or Top, and its new value
-	if blk != 0 {
-		// Reuse a free block. Save its header and link before they change,
-		// since rolling back must put it back on the list intact.
-		if err := h.checkBlock(blk, blockFree); err != nil {
-			return 0, tx.fail(err)
+	size := blockSize(n)
+	s := tx.stage()
+	blk, err := tx.findFree(s, size)
+	if err != nil {
+		return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w", n, err))
+	}
+	// Lines that hold nothing anyone relies on (garbage) need no saving:
+	// [glo, ghi) is where they may be. rlo, rhi: the new free block's
+	// header, if the allocation splits one.
+	var glo, ghi, rlo, rhi uint64
+	if blk != nil {
+		h.allocEvents.reused++
+		whole := blk.size
+		glo, ghi = blk.off+freeHeaderSize, blk.off+whole
+		if whole-size >= minBlock {
+			h.allocEvents.splits++
+			r := s.add(blockHdr{off: blk.off + size, size: whole - size, prevSize: size, state: blockFree}, false)
+			if err := tx.insert(s, r); err != nil {
+				return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w", n, err))
+			}
+			rlo, rhi = r.off, r.off+freeHeaderSize
+			if err := tx.setPrevSize(s, blk.off+whole, whole, r.size); err != nil {
+				return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w", n, err))
+			}
+		} else {
+			size = whole
 		}
-		if got := h.u64(blk + bhSize); got != size {
-			return 0, tx.fail(fmt.Errorf("pheap: %w: block %d on free list of %d-byte blocks has size %d", ErrCorrupt, blk, size, got))
-		}
-		next := h.u64(blk + bhNext)
-		if next != 0 && (next < h.sb.ArenaOff || next%16 != 0 || next >= h.top()) {
-			return 0, tx.fail(fmt.Errorf("pheap: %w: free block %d links to %d", ErrCorrupt, blk, next))
-		}
-		link, linkVal = headOff, next
+		blk.size = size
 	} else {
-		top := h.top()
-		if size > h.sb.Size-top {
-			return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w (%d of %d arena bytes left unused, free lists of other sizes not reusable)",
-				n, ErrNoSpace, h.sb.Size-top, h.sb.ArenaSize))
+		if size > h.sb.Size-s.meta.top {
+			largest, free := h.largestFree()
+			return 0, tx.fail(fmt.Errorf("pheap: allocating %d bytes: %w (%d bytes free in all, the largest allocation that fits is %d bytes)",
+				n, ErrNoSpace, free, largest))
 		}
-		blk = top
-		// Past Top nothing is in use, so nothing there needs saving.
-		tx.markFresh(blk, size)
-		link, linkVal = h.sb.AllocOff+amTop, top+size
+		blk = s.add(blockHdr{off: s.meta.top, prevSize: s.meta.lastSize, size: size}, false)
+		glo, ghi = blk.off, blk.off+size
+		s.meta.top += size
+		s.meta.lastSize = size
 	}
-	// The header and, in a free block, the link that starts the payload,
-	// are saved before the payload lines are marked fresh.
-	for _, r := range [][2]uint64{{link, 8}, {h.sb.AllocOff + amLiveBytes, 16}, {blk, blockHeaderSize + 8}} {
-		if err := tx.save(r[0], r[1]); err != nil {
-			return 0, err
+	blk.state, blk.typ = blockAlloc, tag
+	p := blk.off + blockHeaderSize
+	if data != nil {
+		blk.pad = uint8(size - blockHeaderSize - n)
+		if !pheapbench.NoChecksums.Load() {
+			blk.dataSum = storedSum(data)
 		}
 	}
-	p := blk + blockHeaderSize
-	if !tx.freed[blk] {
-		// A block freed earlier in this transaction still holds the data a
-		// rollback brings back, so only other blocks skip the log.
-		tx.markFresh(p, size-blockHeaderSize)
+	s.meta.liveBytes += size
+	s.meta.liveObjects++
+	if rhi > rlo {
+		// The new free block's header lines go in the commit record's
+		// redo, so the next transaction may change them unsaved.
+		tx.markGarbage(max(glo, rlo&^(lineSize-1)), min(ghi, (rhi+lineSize-1)&^(lineSize-1)), lineNew)
 	}
-	if err := tx.saveAll(p, size-blockHeaderSize); err != nil {
+	tx.markGarbage(glo, min(ghi, blk.off+size), lineFresh)
+	if err := tx.applyStage(s, p, size-blockHeaderSize); err != nil {
 		return 0, err
 	}
-	le.PutUint64(h.b[link:], linkVal)
-	le.PutUint64(h.b[blk+bhSize:], size)
-	le.PutUint32(h.b[blk+bhState:], blockAlloc)
-	le.PutUint32(h.b[blk+bhType:], tag)
-	tx.count(int64(size), 1)
-	clear(h.b[p : blk+size])
+	if data != nil {
+		copy(h.b[p:], data)
+		clear(h.b[p+n : blk.off+size])
+	} else {
+		clear(h.b[p : blk.off+size])
+	}
 	return p, nil
+}
+
+// setPrevSize stages the change of the PrevSize of the block at off, whose
+// predecessor was old bytes and is now size bytes; off may be Top.
+func (tx *Tx) setPrevSize(s *allocStage, off, old, size uint64) error {
+	if off == s.meta.top {
+		if s.meta.lastSize != old {
+			return fmt.Errorf("%w: the last block is %d bytes, the allocator says %d", ErrCorrupt, old, s.meta.lastSize)
+		}
+		s.meta.lastSize = size
+		return nil
+	}
+	next, err := tx.block(s, off, ErrCorrupt)
+	if err != nil {
+		return fmt.Errorf("the block after a %d-byte block: %w", old, err)
+	}
+	if next.prevSize != old {
+		return fmt.Errorf("%w: block %d follows a %d-byte block and says %d", ErrCorrupt, off, old, next.prevSize)
+	}
+	next.prevSize = size
+	return nil
+}
+
+// free returns the block whose payload is at p, merging it with free
+// neighbours and giving it back to Top when it ends there.
+func (tx *Tx) free(p uint64) error {
+	tx.heap()
+	if tx.err != nil {
+		return tx.err
+	}
+	if p < blockHeaderSize {
+		return tx.fail(fmt.Errorf("pheap: free %d: %w", p, ErrBadPtr))
+	}
+	s := tx.stage()
+	x, err := tx.block(s, p-blockHeaderSize, ErrBadPtr)
+	if err != nil {
+		return tx.fail(fmt.Errorf("pheap: free %d: %w", p, err))
+	}
+	if x.state != blockAlloc {
+		return tx.fail(fmt.Errorf("pheap: free %d: %w: the block is free already", p, ErrBadPtr))
+	}
+	end := x.end()
+	if err := tx.freeStaged(s, x); err != nil {
+		return tx.fail(fmt.Errorf("pheap: free %d: %w", p, err))
+	}
+	// The payload held committed data unless this transaction allocated
+	// it: an allocation later in the transaction must save those lines.
+	tx.freedData = append(tx.freedData, [2]uint64{p, end})
+	return tx.applyStage(s, 0, 0)
+}
+
+// freeStaged stages the free of allocated block x.
+func (tx *Tx) freeStaged(s *allocStage, x *stagedBlock) error {
+	h := tx.h
+	size := x.size
+	if s.meta.liveBytes < size || s.meta.liveObjects == 0 {
+		return fmt.Errorf("%w: freeing %d bytes, the allocator counts %d live bytes in %d blocks", ErrCorrupt, size, s.meta.liveBytes, s.meta.liveObjects)
+	}
+	s.meta.liveBytes -= size
+	s.meta.liveObjects--
+	start, end, prevSize := x.off, x.end(), x.prevSize
+	m := x // the block the merged free block starts with
+	if x.prevSize != 0 {
+		pb, err := tx.block(s, x.off-x.prevSize, ErrCorrupt)
+		if err != nil {
+			return fmt.Errorf("the block before: %w", err)
+		}
+		if pb.size != x.prevSize {
+			return fmt.Errorf("%w: block %d says the one before is %d bytes, it is %d", ErrCorrupt, x.off, x.prevSize, pb.size)
+		}
+		if pb.free() {
+			h.allocEvents.mergedPrev++
+			if err := tx.unlink(s, pb); err != nil {
+				return err
+			}
+			x.dead = true
+			m, start, prevSize = pb, pb.off, pb.prevSize
+		}
+	}
+	after := size // the size of the block before the one after the merge
+	if end != s.meta.top {
+		nb, err := tx.block(s, end, ErrCorrupt)
+		if err != nil {
+			return fmt.Errorf("the block after: %w", err)
+		}
+		if nb.prevSize != size {
+			return fmt.Errorf("%w: block %d follows a %d-byte block and says %d", ErrCorrupt, end, size, nb.prevSize)
+		}
+		if nb.free() {
+			h.allocEvents.mergedNext++
+			if err := tx.unlink(s, nb); err != nil {
+				return err
+			}
+			nb.dead = true
+			end, after = nb.end(), nb.size
+		}
+	} else if s.meta.lastSize != size {
+		return fmt.Errorf("%w: the last block is %d bytes, the allocator says %d", ErrCorrupt, size, s.meta.lastSize)
+	}
+	if end == s.meta.top {
+		h.allocEvents.toTop++
+		m.dead = true
+		s.meta.top, s.meta.lastSize = start, prevSize
+		return nil
+	}
+	m.blockHdr = blockHdr{off: start, size: end - start, prevSize: prevSize, state: blockFree}
+	if err := tx.insert(s, m); err != nil {
+		return err
+	}
+	return tx.setPrevSize(s, end, after, end-start)
+}
+
+// markGarbage marks the untouched lines wholly inside [lo, hi) that hold
+// no data this transaction freed: kind lineFresh (see markFresh) or
+// lineNew. The caller knows that nothing relies on their bytes unless the
+// transaction commits.
+func (tx *Tx) markGarbage(lo, hi uint64, kind uint8) {
+	freed := tx.freedData
+	if breakProtocol == "freed-data" {
+		freed = nil
+	}
+	for lo < hi {
+		// [lo, cut) overlaps no freed range; next is where to go on.
+		cut, next := hi, hi
+		for _, r := range freed {
+			if r[1] <= lo || r[0] >= hi {
+				continue
+			}
+			if r[0] <= lo {
+				cut, next = lo, r[1]
+				break
+			}
+			if r[0] < cut {
+				cut, next = r[0], r[1]
+			}
+		}
+		if cut > lo {
+			if kind == lineFresh {
+				tx.markFresh(lo, cut-lo)
+			} else {
+				tx.markNew(lo, cut-lo)
+			}
+		}
+		lo = next
+	}
+}
+
+// markNew marks the untouched lines wholly inside [off, off+n) lineNew, or
+// lineCovered if the last commit record holds them.
+func (tx *Tx) markNew(off, n uint64) {
+	for l := (off + lineSize - 1) / lineSize; l < (off+n)/lineSize; l++ {
+		switch {
+		case tx.touched(l):
+		case tx.h.covers(l):
+			tx.mark(l, lineCovered)
+		default:
+			tx.mark(l, lineNew)
+		}
+	}
 }
 
 // saveAll saves (offset, length) pairs and fences once.
@@ -133,84 +420,59 @@ func (tx *Tx) saveAll(ranges ...uint64) error {
 	return nil
 }
 
-// count adjusts the live counters; the caller saved them.
-func (tx *Tx) count(bytes, objects int64) {
-	h := tx.h
-	le.PutUint64(h.b[h.sb.AllocOff+amLiveBytes:], uint64(int64(h.am(amLiveBytes))+bytes))
-	le.PutUint64(h.b[h.sb.AllocOff+amLiveObjects:], uint64(int64(h.am(amLiveObjects))+objects))
-}
-
-// free returns the block whose payload is at p to its free list.
-func (tx *Tx) free(p uint64) error {
-	h := tx.heap()
-	if tx.err != nil {
-		return tx.err
+// largestFree returns the largest payload one allocation can take now and
+// the bytes free in all (headers included). It reads the bins' heads and
+// the list of the highest bin that has a block, no more.
+func (h *Heap) largestFree() (largest, free uint64) {
+	m := h.meta()
+	if m.liveBytes <= h.sb.ArenaSize {
+		free = h.sb.ArenaSize - m.liveBytes
 	}
-	if p < blockHeaderSize {
-		return tx.fail(fmt.Errorf("pheap: free %d: %w", p, ErrBadPtr))
+	biggest := h.sb.Size - min(m.top, h.sb.Size)
+	// Not through the bin cache: Views call this concurrently, and must
+	// not rebuild it.
+	i := numBins - 1
+	for i >= 0 && h.u64(h.binHead(i)) == 0 {
+		i--
 	}
-	blk := p - blockHeaderSize
-	if err := h.checkBlock(blk, blockAlloc); err != nil {
-		return tx.fail(fmt.Errorf("pheap: free %d: %w", p, err))
-	}
-	size := h.u64(blk + bhSize)
-	c, _ := classOf(size)
-	headOff := h.sb.AllocOff + amFreeHeads + 8*uint64(c)
-	if err := tx.saveAll(blk, blockHeaderSize+8, headOff, 8, h.sb.AllocOff+amLiveBytes, 16); err != nil {
-		return err
-	}
-	le.PutUint32(h.b[blk+bhState:], blockFree)
-	le.PutUint32(h.b[blk+bhType:], 0)
-	le.PutUint64(h.b[blk+bhNext:], h.u64(headOff))
-	le.PutUint64(h.b[headOff:], blk)
-	if tx.freed == nil {
-		tx.freed = map[uint64]bool{}
-	}
-	tx.freed[blk] = true
-	tx.count(-int64(size), -1)
-	return nil
-}
-
-// checkBlock checks that a block header at blk is in the allocated arena,
-// has a class size and is in the given state.
-func (h *Heap) checkBlock(blk uint64, state uint32) error {
-	top := h.top()
-	if blk < h.sb.ArenaOff || blk%16 != 0 || blk >= top || top-blk < 32 {
-		return fmt.Errorf("%w: no block at %d", ErrBadPtr, blk)
-	}
-	size := h.u64(blk + bhSize)
-	if _, ok := classOf(size); !ok || size > top-blk {
-		return fmt.Errorf("%w: block at %d has size %d", ErrBadPtr, blk, size)
-	}
-	if got := le.Uint32(h.b[blk+bhState:]); got != state {
-		what := map[uint32]string{blockAlloc: "allocated", blockFree: "free"}
-		g, ok := what[got]
-		if !ok {
-			g = fmt.Sprintf("state %#x", got)
+	if i >= 0 {
+		off := h.u64(h.binHead(i))
+		for n := uint64(0); off != 0 && n <= h.sb.ArenaSize/minBlock; n++ {
+			hd, err := h.readHdr(off, m.top, ErrCorrupt)
+			if err != nil || !hd.free() {
+				break
+			}
+			biggest = max(biggest, hd.size)
+			off = hd.next
 		}
-		return fmt.Errorf("%w: block at %d is %s, want %s", ErrBadPtr, blk, g, what[state])
 	}
-	return nil
+	if biggest < minBlock {
+		return 0, free
+	}
+	return biggest - blockHeaderSize, free
 }
 
 // object checks that p is the payload of a live block of the given tag
-// holding at least n bytes and returns those bytes.
-func (h *Heap) object(p, n uint64, tag uint32) ([]byte, error) {
+// holding at least n bytes and returns those bytes and the header.
+func (h *Heap) object(p, n uint64, tag uint32) ([]byte, blockHdr, error) {
 	if p < blockHeaderSize || p%16 != 0 {
-		return nil, fmt.Errorf("%w: offset %d is not an object", ErrBadPtr, p)
+		return nil, blockHdr{}, fmt.Errorf("%w: offset %d is not an object", ErrBadPtr, p)
 	}
-	blk := p - blockHeaderSize
-	if err := h.checkBlock(blk, blockAlloc); err != nil {
-		return nil, err
+	hd, err := h.readHdr(p-blockHeaderSize, h.top(), ErrBadPtr)
+	if err != nil {
+		return nil, hd, err
 	}
-	if got := le.Uint32(h.b[blk+bhType:]); got != tag {
-		return nil, fmt.Errorf("%w: object at %d has type tag %#x, want %#x", ErrBadPtr, p, got, tag)
+	if hd.state != blockAlloc {
+		return nil, hd, fmt.Errorf("%w: object at %d was freed", ErrBadPtr, p)
 	}
-	if size := h.u64(blk + bhSize); n > size-blockHeaderSize {
-		return nil, fmt.Errorf("%w: object at %d holds %d bytes, want %d", ErrBadPtr, p, size-blockHeaderSize, n)
+	if hd.typ != tag {
+		return nil, hd, fmt.Errorf("%w: object at %d has type tag %#x, want %#x", ErrBadPtr, p, hd.typ, tag)
+	}
+	if n > hd.size-blockHeaderSize {
+		return nil, hd, fmt.Errorf("%w: object at %d holds %d bytes, want %d", ErrBadPtr, p, hd.size-blockHeaderSize, n)
 	}
 	if err := h.settle(p, n); err != nil {
-		return nil, err
+		return nil, hd, err
 	}
-	return h.b[p : p+n : p+n], nil
+	return h.b[p : p+n : p+n], hd, nil
 }

@@ -8,7 +8,8 @@ import (
 
 // Readers run alongside a writer and always see a committed state: the
 // two counters a transaction changes together are always equal, and the
-// map holds exactly as many entries as they say. Run with -race.
+// map holds exactly as many entries as they say; Stats reads the allocator
+// beside them. Run with -race.
 func TestConcurrentViewsSeeCommittedState(t *testing.T) {
 	h, _ := newFileHeap(t)
 	type pair struct {
@@ -44,6 +45,10 @@ func TestConcurrentViewsSeeCommittedState(t *testing.T) {
 						return fmt.Errorf("torn read: A=%d B=%d len=%d", p.A, p.B, p.M.Len(tx))
 					}
 					a = p.A
+					// Stats walks a bin's list: readers only, like kv's /stats.
+					if st := tx.Stats(); st.LiveObjects < 2 {
+						return fmt.Errorf("stats: %+v", st)
+					}
 					return nil
 				})
 				if err != nil {

@@ -222,7 +222,7 @@ func readColl(h *Heap) (string, error) {
 			return fmt.Errorf("leak: %d live blocks, %d reachable", st.LiveObjects, len(reach))
 		}
 		d = m.digest()
-		return h.walkBlocks(func(blk, size uint64, state uint32) error {
+		return h.walkBlocks(func(blk, size uint64, state uint16) error {
 			if state == blockAlloc && !reach[blk+blockHeaderSize] {
 				return fmt.Errorf("leak: block %d (%d bytes) allocated but unreachable", blk, size)
 			}

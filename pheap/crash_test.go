@@ -296,7 +296,7 @@ func readModel(h *Heap) (model, error) {
 		if int(st.LiveObjects) != len(reach) {
 			return fmt.Errorf("leak: %d live blocks, %d reachable from the root", st.LiveObjects, len(reach))
 		}
-		return h.walkBlocks(func(blk, size uint64, state uint32) error {
+		return h.walkBlocks(func(blk, size uint64, state uint16) error {
 			if state == blockAlloc && !reach[blk+blockHeaderSize] {
 				return fmt.Errorf("leak: block %d (%d bytes) is allocated but unreachable", blk, size)
 			}
@@ -501,21 +501,26 @@ func TestCrashProtocolBreakagesDetected(t *testing.T) {
 		"defer-in-place", // map slots stored before the commit, unsaved
 		"inplace-sum",    // a whole record counts as committed though its fresh lines are not there
 		"unfenced-redo",  // the next record does not stand for the last one's deferred stores
+		"freed-data",     // an allocation takes the lines of a block freed in its transaction for garbage
+		"stage-unsaved",  // the allocator changes headers, links, bins and counters unsaved
 	} {
 		t.Run(step, func(t *testing.T) {
 			breakProtocol = step
 			defer func() { breakProtocol = "" }()
-			bad := 0
+			// The workloads run in turn until one of them catches the
+			// missing step: in the running program or in a crash state.
 			for _, w := range []struct {
+				name string
 				run  func(h *Heap, mark func(string)) []string
 				read func(*Heap) (string, error)
 			}{
-				{func(h *Heap, mark func(string)) []string { return digests(workload(fatalPanics{t}, h, 60, 3, mark)) }, readList},
-				{func(h *Heap, mark func(string)) []string {
+				{"allocator", func(h *Heap, mark func(string)) []string { return allocWorkload(fatalPanics{t}, h, 60, 23, mark) }, readAllocs},
+				{"list", func(h *Heap, mark func(string)) []string { return digests(workload(fatalPanics{t}, h, 60, 3, mark)) }, readList},
+				{"collections", func(h *Heap, mark func(string)) []string {
 					mark("created")
 					return append([]string{"no maps"}, collWorkload(fatalPanics{t}, h, 60, 5, mark)...)
 				}, readColl},
-				{func(h *Heap, mark func(string)) []string { return putWorkload(fatalPanics{t}, h, 120, mark) }, readPuts},
+				{"puts", func(h *Heap, mark func(string)) []string { return putWorkload(fatalPanics{t}, h, 120, mark) }, readPuts},
 			} {
 				rec := crashsim.New(garbage(128 << 10))
 				h, err := CreateMemory(rec)
@@ -526,20 +531,17 @@ func TestCrashProtocolBreakagesDetected(t *testing.T) {
 				if err != nil {
 					// Some steps, such as storing map slots early, also
 					// break rolling back in the running program.
-					t.Logf("caught while running: %v", err)
-					bad++
-					continue
+					t.Logf("the %s workload caught it while running: %v", w.name, err)
+					return
 				}
 				for st := range rec.States(crashsim.Options{Seed: 1, Exhaustive: 6, Samples: 32, Torn: 1}) {
-					if checkState(volatileMem(st.Image), st.Marks, want, w.read) != nil {
-						bad++
+					if err := checkState(volatileMem(st.Image), st.Marks, want, w.read); err != nil {
+						t.Logf("the %s workload caught it in a crash state: %v: %v", w.name, st, err)
+						return
 					}
 				}
 			}
-			if bad == 0 {
-				t.Fatalf("no crash state caught the missing step %q", step)
-			}
-			t.Logf("%d bad states", bad)
+			t.Fatalf("no crash state caught the missing step %q", step)
 		})
 	}
 }
@@ -689,10 +691,15 @@ func TestInPlaceSumGuardsFreshLines(t *testing.T) {
 		}
 		var got string
 		h2.View(func(tx *ViewTx) error {
-			switch p := root.Get(tx); {
-			case p.IsNil():
+			p := root.Get(tx)
+			if p.IsNil() {
 				got = "rolled back"
-			case p.Get(tx) == full:
+				return nil
+			}
+			// Garbage where the block should be: a header that does not
+			// check out, or other bytes.
+			switch b, err := p.Lookup(tx); {
+			case err == nil && b == full:
 				got = "committed"
 			default:
 				got = "garbage"
@@ -708,71 +715,98 @@ func TestInPlaceSumGuardsFreshLines(t *testing.T) {
 
 // TestFreedLinesLeftOutOfInPlaceRuns builds the other state sampling
 // rarely reaches: a transaction allocates and frees a block, commits, and
-// the next one reuses the block from the free list, storing to its lines
-// before it writes anything to its log area. The committed record must
-// not check those lines ("dead-lines"), or recovery would roll back a
-// transaction that committed.
+// the next one allocates there, storing to its lines before it writes
+// anything to its log area. The committed record must not check those
+// lines ("dead-lines"), or recovery would roll back a transaction that
+// committed. The block freed goes back to Top, or stays free (a block
+// allocated after it is live) and is split by a small allocation, whose
+// remainder the next transaction takes: its header is in the first
+// record's redo (lineNew), so taking it writes nothing to the log.
 func TestFreedLinesLeftOutOfInPlaceRuns(t *testing.T) {
+	for _, where := range []string{"top", "split"} {
+		for _, step := range []string{"", "dead-lines"} {
+			t.Run(where+"/"+step, func(t *testing.T) { testFreedLinesLeftOut(t, where, step) })
+		}
+	}
+}
+
+func testFreedLinesLeftOut(t *testing.T, where, step string) {
 	type blob [1024]byte
-	for _, step := range []string{"", "dead-lines"} {
-		breakProtocol = step
-		mem := volatileMem(garbage(128 << 10))
-		h, err := CreateMemory(mem)
+	type blob2 [976 - blockHeaderSize]byte // a block that ends on a line boundary in both cases
+	breakProtocol = step
+	defer func() { breakProtocol = "" }()
+	mem := volatileMem(garbage(128 << 10))
+	h, err := CreateMemory(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := Root[uint64](h, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want uint64 // where the second transaction's block must be
+	if err := h.Update(func(tx *Tx) error {
+		p, err := New[blob](tx)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		root, err := Root[uint64](h, "n")
-		if err != nil {
-			t.Fatal(err)
+		want = p.Offset()
+		if err := p.Set(tx, blob{1, 2, 3}); err != nil {
+			return err
 		}
-		var blk uint64
-		if err := h.Update(func(tx *Tx) error {
-			p, err := New[blob](tx)
+		if where == "split" {
+			if _, err := New[[3]uint64](tx); err != nil {
+				return err
+			}
+		}
+		if err := tx.Free(p); err != nil {
+			return err
+		}
+		if where == "split" {
+			z, err := New[[3]uint64](tx)
 			if err != nil {
 				return err
 			}
-			blk = p.Offset() - blockHeaderSize
-			if err := p.Set(tx, blob{1, 2, 3}); err != nil {
-				return err
+			if z.Offset() != p.Offset() {
+				return fmt.Errorf("the small block went to %d, not to the freed %d", z.Offset(), p.Offset())
 			}
-			if err := tx.Free(p); err != nil {
-				return err
-			}
-			return root.Set(tx, 1)
-		}); err != nil {
-			t.Fatal(err)
+			want += blockSize(24)
 		}
-		committed := bytes.Clone(mem)
-		if err := h.Update(func(tx *Tx) error {
-			p, err := New[blob](tx)
-			if err != nil {
-				return err
-			}
-			if p.Offset()-blockHeaderSize != blk {
-				return fmt.Errorf("block %d not reused, got %d", blk, p.Offset()-blockHeaderSize)
-			}
-			var b blob
-			for i := range b {
-				b[i] = 0x5a
-			}
-			return p.Set(tx, b)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		// The crash state: the first transaction durable, the second's
-		// stores to the reused payload lines written back, nothing else.
-		img := committed
-		first, end := (blk+blockHeaderSize+8+lineSize-1)/lineSize*lineSize, (blk+blockHeaderSize+1024)/lineSize*lineSize
-		copy(img[first:end], mem[first:end])
-		h2, err := OpenMemory(volatileMem(img))
+		return root.Set(tx, 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	committed := bytes.Clone(mem)
+	var got2, logWrites uint64
+	if err := h.Update(func(tx *Tx) error {
+		p, err := New[blob2](tx)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		var got uint64
-		h2.View(func(tx *ViewTx) error { got = root.Get(tx); return nil })
-		breakProtocol = ""
-		if want := map[string]uint64{"": 1, "dead-lines": 0}[step]; got != want {
-			t.Errorf("with step %q off: root %d, want %d", step, got, want)
+		got2, logWrites = p.Offset(), uint64(len(tx.ents))
+		var b blob2
+		for i := range b {
+			b[i] = 0x5a
 		}
+		return p.Set(tx, b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got2 != want || logWrites != 0 {
+		t.Fatalf("the second transaction allocated at %d (want %d) after saving %d ranges (want 0): the test builds no reachable state", got2, want, logWrites)
+	}
+	// The crash state: the first transaction durable, the second's
+	// stores to the payload lines written back, nothing else.
+	img := committed
+	first, end := (got2+lineSize-1)/lineSize*lineSize, (got2+uint64(len(blob2{})))/lineSize*lineSize
+	copy(img[first:end], mem[first:end])
+	h2, err := OpenMemory(volatileMem(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got uint64
+	h2.View(func(tx *ViewTx) error { got = root.Get(tx); return nil })
+	if want := map[string]uint64{"": 1, "dead-lines": 0}[step]; got != want {
+		t.Errorf("with step %q off: root %d, want %d", step, got, want)
 	}
 }

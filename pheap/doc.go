@@ -37,6 +37,15 @@
 // transaction are not saved: rolling back the allocation makes their
 // contents irrelevant.
 //
+// # Allocation
+//
+// Blocks are any multiple of 16 bytes, a 32-byte header included, and
+// freed space is reused for any size: free blocks are split to fit a
+// request and merged with free neighbours when freed, and space freed at
+// the end of the used arena goes back to it (alloc.go). After every
+// object is freed the arena is one piece again. ViewTx.Stats tells what
+// can still be allocated: FreeBytes in all, LargestAlloc in one piece.
+//
 // # Concurrency
 //
 // A Heap is safe for concurrent use. One Update runs at a time (a mutex);
@@ -67,23 +76,26 @@
 // relies on to recover: the superblock (magic, version, feature flags,
 // checksum, layout against the file size), the log header, the log
 // entries it uses (checksums, generations, the commit record's runs) and
-// the root table and allocator metadata as recovery leaves them (fields in
-// range, reserved bytes zero). It does not walk the arena: block headers,
-// free lists and the live counters are verified by ViewTx.Check, which
-// reads every block (3 ms for a full 64 MiB heap of 390,000 objects on the
-// development machine, warm; more when the pages must be faulted in).
-// Every access checks the block it touches (ErrBadPtr), so a heap whose
-// blocks are corrupt fails where it is used, never with a panic; object
-// payloads carry no checksum. A log that looks as a crash could leave it
-// (a torn entry) is recovered as after that crash. Services that want the
-// whole heap verified at start run Check themselves (examples/kv
-// -check-on-open).
+// the root table and allocator metadata as recovery leaves them
+// (checksums, fields in range, reserved bytes zero). It does not walk the
+// arena: block headers, bins and the live counters are verified by
+// ViewTx.Check, which reads every block and every String and Bytes value.
+// Every access checks the header of the block it touches, its checksum
+// included (ErrBadPtr); String and Bytes, which never change once
+// written, carry a checksum of their bytes that every read verifies
+// (ErrChecksum from Lookup; Get panics): a flipped bit there is an error,
+// never other data. Objects of Go types change in place under the log and
+// carry no checksum of their payload. A log that looks as a crash could
+// leave it (a torn entry) is recovered as after that crash. Services that
+// want the whole heap verified at start run Check themselves (examples/kv
+// -check-on-open). docs/design-pheap-alloc.md has the reasons.
 //
 // # Format
 //
 // The byte formats (superblock, log, root table, allocator metadata,
-// block headers) are described field by field in layout.go and frozen by
-// layout_test.go.
+// block headers, bins) are described field by field in layout.go and
+// frozen by layout_test.go. This package reads and writes format 3; it
+// refuses older heaps with ErrVersion, naming the version and the way out.
 //
 // Design: docs/DESIGN.md#pheap.
 package pheap

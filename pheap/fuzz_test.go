@@ -11,8 +11,10 @@ import (
 )
 
 // fuzzBases are deterministic heap images the fuzzer corrupts: an empty
-// heap, a heap with objects, strings and a map, and the same with a
-// transaction cut short (valid undo entries for recovery to apply).
+// heap, a heap with objects, strings, a map and a free block, the same
+// with a transaction cut short (valid undo entries for recovery to apply),
+// and the same closed cleanly (Open re-stores no redo, so a change to the
+// blocks, bins or counters stays for Open and Check to find).
 var fuzzBases = sync.OnceValue(func() [][]byte {
 	const size = MinSize
 	fixSB := func(b []byte) {
@@ -91,7 +93,17 @@ var fuzzBases = sync.OnceValue(func() [][]byte {
 		panic(fmt.Sprintf("no commit record after a commit: %v", err))
 	}
 	torn[st.cr.pos+entChecksum] ^= 0xFF
-	return [][]byte{empty, full, torn}
+
+	closed := volatileMem(bytes.Clone(full))
+	h3, err := OpenMemory(closed)
+	if err != nil {
+		panic(err)
+	}
+	h3.nonce = h.nonce
+	if err := h3.Close(); err != nil {
+		panic(err)
+	}
+	return [][]byte{empty, full, torn, closed}
 })
 
 // fuzzImage builds a file image: base selects a heap image (or, past the
@@ -127,6 +139,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(uint8(0), []byte{}, uint32(0))
 	f.Add(uint8(1), []byte{}, uint32(0))
 	f.Add(uint8(2), []byte{}, uint32(0))
+	f.Add(uint8(3), []byte{}, uint32(0))
 	f.Fuzz(func(t *testing.T, base uint8, patch []byte, size uint32) {
 		img := fuzzImage(base, patch, size)
 		path := filepath.Join(t.TempDir(), "heap")

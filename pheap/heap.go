@@ -46,6 +46,13 @@ type Heap struct {
 	// before and after a crash differ. Tests that need identical images
 	// replace it.
 	nonce func() uint64
+	// bins caches which bins have a block, so that an allocation finds the
+	// next one without reading every head (heads, 1.7 KiB, are the truth:
+	// applyStage keeps the cache in step, rollback drops it).
+	bins binCache
+	// allocEvents counts what the allocator did, for tests that must show
+	// a workload splits and merges blocks.
+	allocEvents struct{ reused, splits, mergedPrev, mergedNext, toTop int }
 }
 
 // CreateMemory formats mem as an empty heap and opens it. The superblock is
@@ -69,7 +76,7 @@ func createMemory(mem Memory, name string) (*Heap, error) {
 	// free root slots, the log. The arena is zeroed block by block when
 	// allocated.
 	clear(b[:sb.ArenaOff])
-	le.PutUint64(b[sb.AllocOff+amTop:], sb.ArenaOff)
+	allocMeta{top: sb.ArenaOff}.encode(b[sb.AllocOff:])
 	mem.Flush(0, int(sb.ArenaOff))
 	mem.Fence()
 	copy(b, sb.encode())
@@ -149,17 +156,22 @@ func (h *Heap) u64(off uint64) uint64 { return le.Uint64(h.b[off:]) }
 func (h *Heap) checkMeta(meta []byte) error {
 	sb := &h.sb
 	am := meta[sb.AllocOff-sb.RootsOff:]
-	top := le.Uint64(am[amTop:])
-	if top < sb.ArenaOff || top > sb.Size || top%16 != 0 {
+	if got, want := le.Uint32(am[amChecksum:]), storedSum(am[:amChecksum]); got != want {
+		return fmt.Errorf("%w: allocator counters: %w: stored %#08x, the counters give %#08x", ErrCorrupt, ErrChecksum, got, want)
+	}
+	m := decodeMeta(am)
+	top, arena := m.top, m.top-sb.ArenaOff
+	switch {
+	case top < sb.ArenaOff || top > sb.Size || top%16 != 0:
 		return fmt.Errorf("%w: allocator top %d outside the arena [%d, %d]", ErrCorrupt, top, sb.ArenaOff, sb.Size)
+	case m.lastSize%16 != 0 || m.lastSize > arena || (m.lastSize == 0) != (arena == 0) || (m.lastSize != 0 && m.lastSize < minBlock):
+		return fmt.Errorf("%w: allocator says the last block is %d bytes, of %d up to Top", ErrCorrupt, m.lastSize, arena)
+	case m.liveBytes > arena:
+		return fmt.Errorf("%w: allocator counts %d live bytes in %d allocated", ErrCorrupt, m.liveBytes, arena)
+	case m.liveObjects > arena/minBlock:
+		return fmt.Errorf("%w: allocator counts %d live objects in %d bytes", ErrCorrupt, m.liveObjects, arena)
 	}
-	if lb := le.Uint64(am[amLiveBytes:]); lb > top-sb.ArenaOff {
-		return fmt.Errorf("%w: allocator counts %d live bytes in %d allocated", ErrCorrupt, lb, top-sb.ArenaOff)
-	}
-	if lo := le.Uint64(am[amLiveObjects:]); lo > (top-sb.ArenaOff)/32 {
-		return fmt.Errorf("%w: allocator counts %d live objects in %d bytes", ErrCorrupt, lo, top-sb.ArenaOff)
-	}
-	for i := amReserved; i < amFreeHeads; i++ {
+	for i := amReserved; i < amBinHeads; i++ {
 		if am[i] != 0 {
 			return fmt.Errorf("%w: allocator reserved byte %d is %#x", ErrCorrupt, i, am[i])
 		}
@@ -169,13 +181,10 @@ func (h *Heap) checkMeta(meta []byte) error {
 			return fmt.Errorf("%w: allocator reserved byte %d is %#x", ErrCorrupt, i, am[i])
 		}
 	}
-	for c := range numClasses {
-		head := le.Uint64(am[amFreeHeads+8*c:])
-		if head == 0 {
-			continue
-		}
-		if c >= len(classSizes) || head < sb.ArenaOff || head%16 != 0 || head >= top || classSizes[c] > top-head {
-			return fmt.Errorf("%w: free list %d starts at %d, outside the allocated arena", ErrCorrupt, c, head)
+	for i := range numBins {
+		head := le.Uint64(am[amBinHeads+8*i:])
+		if head != 0 && (head < sb.ArenaOff || head%16 != 0 || head >= top || top-head < minBlock) {
+			return fmt.Errorf("%w: bin %d starts at %d, outside the allocated arena", ErrCorrupt, i, head)
 		}
 	}
 	for i := range sb.RootsCount {

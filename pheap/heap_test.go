@@ -120,7 +120,7 @@ func heldBytes(t *testing.T, h *Heap, path string) []byte {
 			t.Fatalf("block at %d has size %d", blk, size)
 		}
 		if le.Uint32(img[blk+bhState:]) == blockFree {
-			clear(img[blk+bhNext+8 : blk+size])
+			clear(img[blk+freeHeaderSize : blk+size])
 		}
 		blk += size
 	}
@@ -329,6 +329,7 @@ func TestOpenErrors(t *testing.T) {
 		{"zeros", make([]byte, MinSize), ErrNotHeap},
 		{"version", mutate(func(b []byte) []byte { b[sbMajor] = 9; return b }), ErrVersion},
 		{"format 1 heap", mutate(func(b []byte) []byte { b[sbMajor] = 1; return b }), ErrVersion},
+		{"format 2 heap", mutate(func(b []byte) []byte { b[sbMajor] = 2; return b }), ErrVersion},
 		{"checksum", mutate(func(b []byte) []byte { b[sbSize] ^= 1; return b }), ErrChecksum},
 		{"truncated", img[:MinSize-pageSize], ErrTruncated},
 	}
@@ -341,6 +342,11 @@ func TestOpenErrors(t *testing.T) {
 			_, err := Open(p)
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), p) {
 				t.Fatalf("got %v, want %v naming the path", err, tt.want)
+			}
+			// An older format is named, with the way out.
+			if old := map[string]string{"format 1 heap": "version 1.0", "format 2 heap": "version 2.0"}[tt.name]; old != "" &&
+				(!strings.Contains(err.Error(), old) || !strings.Contains(err.Error(), "copy the data out")) {
+				t.Fatalf("%v does not name %s and the way out", err, old)
 			}
 			after, _ := os.ReadFile(p)
 			if string(after) != string(tt.data) {
@@ -477,12 +483,12 @@ func TestOpenRefusesInconsistentLog(t *testing.T) {
 // a spoilt Gen word would look like a gap in the log) and take and keep
 // new transactions.
 func TestRecoveryOfWholeRecordThenMore(t *testing.T) {
-	// Sizes that fill size classes to whole cache lines (64 and 1024 bytes
-	// with the block header), so each blob's header line is fresh.
-	type blob [1008]byte
+	// Sizes that make blocks of whole cache lines (64 and 1024 bytes with
+	// the block header), so each blob's header line is fresh.
+	type blob [1024 - blockHeaderSize]byte
 	type rootObj struct {
 		P Ptr[blob]
-		_ [40]byte
+		_ [64 - blockHeaderSize - 8]byte
 	}
 	mem := volatileMem(garbage(128 << 10))
 	h, err := CreateMemory(mem)

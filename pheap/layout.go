@@ -25,10 +25,11 @@ const (
 	// Magic identifies a pheap file.
 	Magic = "NVPHEAP\x00"
 	// MajorVersion is the format version this package reads and writes.
-	// Version 2 (redo commit records, one fence per transaction) replaced
-	// version 1's log; decodeSuperblock names the way out for a version 1
-	// heap.
-	MajorVersion = 2
+	// Version 3 (boundary-tag allocator, checksummed block headers, raw
+	// data, root entries and allocator counters) replaced version 2's
+	// size-class allocator; version 2 (redo commit records) had replaced
+	// version 1's log. decodeSuperblock names the way out for both.
+	MajorVersion = 3
 	// MinorVersion counts compatible additions within MajorVersion.
 	MinorVersion = 0
 	// SuperblockSize is the number of superblock bytes the checksum covers.
@@ -162,7 +163,8 @@ const (
 //	 32     8  Ptr       payload offset of the root object
 //	 40     8  Type      fingerprint of the root's Go type (layout, not names)
 //	 48     8  TypeSize  size of that type in bytes
-//	 56     8  Reserved  must be zero
+//	 56     4  Checksum  CRC32C of bytes 0..55 (a free slot is all zero)
+//	 60     4  Reserved  must be zero
 const (
 	rootEntrySize = 64
 	rootName      = 0
@@ -170,7 +172,8 @@ const (
 	rootPtr       = 32
 	rootType      = 40
 	rootTypeSize  = 48
-	rootReserved  = 56
+	rootChecksum  = 56
+	rootReserved  = 60
 
 	defaultRoots = 128
 )
@@ -178,40 +181,84 @@ const (
 // Allocator metadata, at AllocOff.
 //
 //	off  size  field
-//	  0     8  Top          first arena byte never handed out (bump pointer)
-//	  8     8  LiveBytes    sum of the sizes of allocated blocks
-//	 16     8  LiveObjects  number of allocated blocks
-//	 24     8  Reserved     must be zero
-//	 32   512  FreeHeads    per size class, the first free block (0 = none)
-//	544   480  Reserved     must be zero
+//	   off  size  field
+//	     0     8  Top          end of the last block: the arena past it was
+//	                           never handed out or was given back (bump
+//	                           pointer; no free block ends at Top)
+//	     8     8  LastSize     size of the block that ends at Top, 0 if none
+//	                           (a block allocated at Top records it as its
+//	                           PrevSize)
+//	    16     8  LiveBytes    sum of the sizes of allocated blocks
+//	    24     8  LiveObjects  number of allocated blocks
+//	    32     4  Checksum     CRC32C of bytes 0..31
+//	    36    28  Reserved     must be zero
+//	    64  8×221 BinHeads     per bin, the first free block (0 = none); see
+//	                           binFor in alloc.go for the sizes of each bin
+//	  1832   216  Reserved     must be zero
+//
+// The first cache line is all an allocation or a free changes here besides
+// one or two bin heads.
 const (
-	allocMetaSize = 1024
+	allocMetaSize = 2048
 	amTop         = 0
-	amLiveBytes   = 8
-	amLiveObjects = 16
-	amReserved    = 24
-	amFreeHeads   = 32
-	numClasses    = 64
-	amReserved2   = amFreeHeads + 8*numClasses
+	amLastSize    = 8
+	amLiveBytes   = 16
+	amLiveObjects = 24
+	amChecksum    = 32
+	amReserved    = 36
+	amBinHeads    = 64
+	numBins       = exactBins + 4*40
+	amReserved2   = amBinHeads + 8*numBins
 )
 
 // Block header, at a 16-byte aligned arena offset; the payload follows, so
-// a Ptr (the payload offset) is 16-byte aligned too.
+// a Ptr (the payload offset) is 16-byte aligned too. Blocks tile the arena
+// from ArenaOff to Top: each starts where the one before it ends.
 //
 //	off  size  field
-//	  0     8  Size   block size, header included: one of the size classes
-//	  8     4  State  blockAlloc or blockFree; anything else is corruption
-//	 12     4  Type   tag of the payload's Go type (0 = raw bytes)
-//	 16     8  Next   only in a free block: next free block of its class
+//	  0     8  Size      block size, header included: a multiple of 16, at
+//	                     least minBlock
+//	  8     8  PrevSize  size of the block just before this one, 0 for the
+//	                     first block of the arena (free finds its neighbour
+//	                     through it)
+//	 16     4  Type      tag of the payload's Go type; 0 for raw bytes
+//	                     (String, Bytes) and in a free block
+//	 20     2  State     blockAlloc or blockFree; anything else is corruption
+//	 22     1  Pad       raw block: payload bytes past the data, so the data
+//	                     is Size-32-Pad bytes; 0 otherwise
+//	 23     1  Reserved  must be zero
+//	 24     4  DataSum   raw block: CRC32C of the data; 0 otherwise
+//	 28     4  HdrSum    CRC32C of bytes 0..27 and, in a free block, of its
+//	                     links (32..47)
+//
+// A free block keeps its bin's list links in the first payload bytes:
+//
+//	32     8  Next      next free block of its bin (0 = none)
+//	40     8  Prev      previous free block of its bin (0 = the bin head
+//	                    points here)
+//
+// Objects of Go types (Ptr, Slice, Map storage) change in place under the
+// log and carry no payload checksum; raw blocks never change once written
+// (see "Checks" in the package documentation).
 const (
-	blockHeaderSize = 16
+	blockHeaderSize = 32
 	bhSize          = 0
-	bhState         = 8
-	bhType          = 12
-	bhNext          = 16
+	bhPrevSize      = 8
+	bhType          = 16
+	bhState         = 20
+	bhPad           = 22
+	bhReserved      = 23
+	bhDataSum       = 24
+	bhHdrSum        = 28
+	bhNext          = 32
+	bhPrev          = 40
+	freeHeaderSize  = 48 // header and links
 
-	blockAlloc = 0xA110CA7E
-	blockFree  = 0xF4EEB10C
+	// minBlock is the smallest block: a free block's header and links.
+	minBlock = freeHeaderSize
+
+	blockAlloc = 0xA10C
+	blockFree  = 0xF4EE
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -231,9 +278,14 @@ type superblock struct {
 
 var le = binary.LittleEndian
 
-// layoutFor places the regions of a heap of the given size.
+// layoutFor places the regions of a heap of the given size. The log takes
+// a sixteenth of the heap (format 2 took an eighth), between 16 KiB and
+// 64 MiB: half of it is the most one transaction saves, and the fresh
+// blocks of a transaction, however big, cost its log only a run each, so
+// a 64 MiB heap's 2 MiB per transaction holds kv's largest put many times
+// over while the arena keeps 93 % of the heap.
 func layoutFor(size uint64) superblock {
-	logSize := size / 8 &^ (pageSize - 1)
+	logSize := size / 16 &^ (pageSize - 1)
 	logSize = min(max(logSize, 16<<10), 64<<20)
 	sb := superblock{
 		Major: MajorVersion, Minor: MinorVersion, HeaderSize: SuperblockSize,
@@ -284,6 +336,14 @@ func decodeSuperblock(b []byte) (superblock, error) {
 	if sb.Major == 1 {
 		return sb, fmt.Errorf("%w: format version %d.%d (undo log of pheap before the redo commit record), this program reads %d.x: "+
 			"open it with a pheap of format 1 (nvboot before branch pheap2), copy the data out and into a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
+	}
+	if sb.Major == 2 {
+		// Format 3's block headers are twice as long, so every object moves
+		// and every reference to it, in objects pheap cannot read the types
+		// of, would have to change: no migration in place.
+		return sb, fmt.Errorf("%w: format version %d.%d (size-class allocator without checksums, before branch pheap-alloc), this program reads %d.x: "+
+			"open it with a pheap of format 2 (nvboot before branch pheap-alloc), copy the data out and into a new heap; "+
+			"for kv, whose state can be rebuilt, move the file away and let kv create a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
 	}
 	if sb.Major != MajorVersion {
 		return sb, fmt.Errorf("%w: format version %d.%d, this program reads %d.x", ErrVersion, sb.Major, sb.Minor, MajorVersion)

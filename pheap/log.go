@@ -52,11 +52,16 @@ import (
 // The in-place checksum of the newest committed record must stay true
 // while the next transaction runs, as recovery may test it. That
 // transaction changes without first writing to its area only covered
-// lines (redo, not in-place runs) and its own fresh lines, which lie past
-// the allocator's top at the last commit or in blocks on a free list. So
-// commit leaves the lines of blocks freed by the transaction out of its
-// in-place runs: they are the only fresh lines of the record that a later
-// transaction may reuse without an entry.
+// lines (redo, not in-place runs), its own fresh lines and the headers of
+// the free blocks it splits off (lineNew, which go in its redo), all of
+// which lie past the allocator's Top at the last commit or in the payload
+// of a free block (past its header and links). So commit leaves out of its
+// in-place runs the payload lines of every free block the transaction
+// made or changed (a block it allocated and freed, merged with a
+// neighbour or split) and every line past Top (a block it allocated there
+// and gave back): they are the only fresh lines of the record that a
+// later transaction may reuse without an entry. Their bytes mean nothing
+// once the transaction commits, so leaving them unchecked loses nothing.
 //
 // Recovery reads the Gen word of both areas' first entries. The larger, N,
 // is the newest transaction that wrote to the log; the other area holds
@@ -320,8 +325,8 @@ func runEnd(lines []uint64, kinds []uint8, i int) int {
 }
 
 // inPlaceRuns lists the lines the commit record checks in place: fresh
-// lines, minus lines also in redo and the lines of blocks the transaction
-// freed (see the protocol).
+// lines, minus lines also in redo, the payload lines of the free blocks the
+// transaction made or changed, and the lines past Top (see the protocol).
 func (tx *Tx) inPlaceRuns(sorted []uint64) []lineRange {
 	runs := tx.runs[:0]
 	var holes []lineRange
@@ -336,15 +341,16 @@ func (tx *Tx) inPlaceRuns(sorted []uint64) []lineRange {
 		runs = mergeRuns(append(runs, tx.big...))
 	}
 	if breakProtocol != "dead-lines" {
-		for blk, freed := range tx.freed {
-			if !freed || le.Uint32(tx.h.b[blk+bhState:]) != blockFree {
-				continue
-			}
-			size := tx.h.u64(blk + bhSize)
-			first, end := (blk+blockHeaderSize+8+lineSize-1)/lineSize, (blk+size)/lineSize
+		// The payload of a free block, and everything past Top, is where
+		// the next transaction allocates from without saving anything.
+		for blk, size := range tx.freeBlocks {
+			first, end := (blk+freeHeaderSize+lineSize-1)/lineSize, (blk+size)/lineSize
 			if end > first {
 				holes = append(holes, lineRange{first, end})
 			}
+		}
+		if top := (tx.h.top() + lineSize - 1) / lineSize; len(runs) > 0 && runs[len(runs)-1].end > top {
+			holes = append(holes, lineRange{top, tx.h.sb.Size / lineSize})
 		}
 	}
 	if len(holes) > 0 {

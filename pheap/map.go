@@ -84,7 +84,7 @@ func NewMap[K, V any](tx *Tx) (Map[K, V], error) {
 		return Map[K, V]{}, tx.fail(err)
 	}
 	ht, _ := mapTags[K, V]()
-	off, err := tx.alloc(uint64(unsafe.Sizeof(mapHdr{})), ht)
+	off, err := tx.alloc(uint64(unsafe.Sizeof(mapHdr{})), ht, nil)
 	if err != nil {
 		return Map[K, V]{}, err
 	}
@@ -115,7 +115,7 @@ func (m Map[K, V]) table(h *Heap) (*table[K, V], error) {
 		return &table[K, V]{h: h, hdr: &mapHdr{}, kind: mapKind[K]()}, nil
 	}
 	ht, st := mapTags[K, V]()
-	hb, err := h.object(m.off, uint64(unsafe.Sizeof(mapHdr{})), ht)
+	hb, _, err := h.object(m.off, uint64(unsafe.Sizeof(mapHdr{})), ht)
 	if err != nil {
 		return nil, fmt.Errorf("pheap: map: %w", err)
 	}
@@ -139,7 +139,7 @@ func (t *table[K, V]) load(slotTag uint32) error {
 	if hd.Cap&(hd.Cap-1) != 0 || hd.Cap > t.h.sb.Size/size || hd.Count > hd.Cap {
 		return fmt.Errorf("pheap: map: %w: %d entries in %d slots", ErrCorrupt, hd.Count, hd.Cap)
 	}
-	b, err := t.h.object(hd.Slots, hd.Cap*size, slotTag)
+	b, _, err := t.h.object(hd.Slots, hd.Cap*size, slotTag)
 	if err != nil {
 		return fmt.Errorf("pheap: map slots: %w", err)
 	}
@@ -271,24 +271,31 @@ func (m Map[K, V]) Lookup(r Reader, k K) (V, bool, error) {
 	return t.lookup(kb)
 }
 
-// GetString looks up a String- or Bytes-keyed map by a Go string.
+// GetString looks up a String- or Bytes-keyed map by a Go string. It
+// panics on a corrupt map, a stored key whose bytes fail their checksum
+// among them (see LookupString).
 func (m Map[K, V]) GetString(r Reader, key string) (V, bool) {
+	v, ok, err := m.LookupString(r, key)
+	if err != nil {
+		panic(err)
+	}
+	return v, ok
+}
+
+// LookupString is GetString returning corruption as an error: a damaged
+// map, or a stored key that the lookup compares with key and whose bytes
+// do not match their checksum (ErrChecksum). It panics only if the map is
+// not keyed by String or Bytes, a mistake of the program, not of the heap.
+func (m Map[K, V]) LookupString(r Reader, key string) (V, bool, error) {
 	var zero V
 	t, err := m.table(r.heap())
 	if err != nil {
-		panic(err)
+		return zero, false, err
 	}
 	if t.kind == keyPlain {
-		panic(fmt.Sprintf("pheap: GetString on a map keyed by %v", reflect.TypeFor[K]()))
+		panic(fmt.Sprintf("pheap: LookupString on a map keyed by %v", reflect.TypeFor[K]()))
 	}
-	v, ok, err := t.lookup([]byte(key))
-	if err != nil {
-		panic(err)
-	}
-	if !ok {
-		return zero, false
-	}
-	return v, true
+	return t.lookup([]byte(key))
 }
 
 // Put sets the value for k.
@@ -386,7 +393,7 @@ func (m Map[K, V]) grow(tx *Tx, t *table[K, V]) error {
 	newCap := max(2*t.hdr.Cap, 8)
 	size := uint64(unsafe.Sizeof(mapSlot[K, V]{}))
 	_, st := mapTags[K, V]()
-	off, err := tx.alloc(newCap*size, st)
+	off, err := tx.alloc(newCap*size, st, nil)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func New[T any](tx *Tx) (Ptr[T], error) {
 	if ti.err != nil {
 		return Ptr[T]{}, tx.fail(ti.err)
 	}
-	off, err := tx.alloc(ti.size, ti.tag)
+	off, err := tx.alloc(ti.size, ti.tag, nil)
 	return Ptr[T]{off}, err
 }
 
@@ -72,7 +72,7 @@ func derefInfo[T any](h *Heap, p Ptr[T], ti *typeInfo) (*T, error) {
 	if p.off == 0 {
 		return nil, fmt.Errorf("pheap: %v: %w: nil", p, ErrBadPtr)
 	}
-	b, err := h.object(p.off, ti.size, ti.tag)
+	b, _, err := h.object(p.off, ti.size, ti.tag)
 	if err != nil {
 		return nil, fmt.Errorf("pheap: %v: %w", p, err)
 	}

@@ -87,6 +87,9 @@ func lookupRoot[T any](h *Heap, name string) (Ptr[T], error) {
 	if !ok {
 		return Ptr[T]{}, fmt.Errorf("pheap: root %q: %w", name, ErrNoRoot)
 	}
+	if err := checkRootEntry(h.b[e:e+rootEntrySize], h.sb.ArenaOff, h.top()); err != nil {
+		return Ptr[T]{}, fmt.Errorf("pheap: root %q: %w: %w", name, ErrCorrupt, err)
+	}
 	ti := infoOf[T]()
 	if fp, sz := h.u64(e+rootType), h.u64(e+rootTypeSize); fp != ti.fp || sz != ti.size {
 		return Ptr[T]{}, fmt.Errorf("pheap: root %q: %w: stored type has layout %#x and %d bytes, %v has %#x and %d",
@@ -111,6 +114,7 @@ func createRoot[T any](tx *Tx, name string) (Ptr[T], error) {
 	le.PutUint64(ent[rootPtr:], p.off)
 	le.PutUint64(ent[rootType:], ti.fp)
 	le.PutUint64(ent[rootTypeSize:], ti.size)
+	le.PutUint32(ent[rootChecksum:], storedSum(ent[:rootChecksum]))
 	return p, tx.Write(e, ent)
 }
 
@@ -157,6 +161,9 @@ func checkRootEntry(e []byte, arenaOff, top uint64) error {
 	if i := bytes.IndexByte(name, 0); i >= 0 && bytes.IndexFunc(name[i:], func(r rune) bool { return r != 0 }) >= 0 {
 		return errors.New("name has bytes after its NUL padding")
 	}
+	if got, want := le.Uint32(e[rootChecksum:]), storedSum(e[:rootChecksum]); got != want {
+		return fmt.Errorf("%w: stored %#08x, the entry gives %#08x", ErrChecksum, got, want)
+	}
 	p := le.Uint64(e[rootPtr:])
 	if p < arenaOff+blockHeaderSize || p >= top || p%16 != 0 {
 		return fmt.Errorf("object at %d outside the allocated arena", p)
@@ -164,7 +171,7 @@ func checkRootEntry(e []byte, arenaOff, top uint64) error {
 	if sz := le.Uint64(e[rootTypeSize:]); sz > top-p {
 		return fmt.Errorf("object of %d bytes at %d overruns the arena", sz, p)
 	}
-	if le.Uint64(e[rootReserved:]) != 0 {
+	if le.Uint32(e[rootReserved:]) != 0 {
 		return errors.New("reserved field not zero")
 	}
 	return nil

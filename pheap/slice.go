@@ -5,6 +5,8 @@ import (
 	"iter"
 	"math"
 	"unsafe"
+
+	"github.com/nvboot/nvboot/internal/pheapbench"
 )
 
 // Slice is a persistent slice: a header (offset, length, capacity) that can
@@ -42,7 +44,7 @@ func MakeSlice[T any](tx *Tx, n, c int) (Slice[T], error) {
 	if ti.size > 0 && uint64(c) > math.MaxUint64/ti.size {
 		return Slice[T]{}, tx.fail(fmt.Errorf("pheap: MakeSlice of %d elements: %w", c, ErrNoSpace))
 	}
-	off, err := tx.alloc(uint64(c)*ti.size, sliceTag(ti))
+	off, err := tx.alloc(uint64(c)*ti.size, sliceTag(ti), nil)
 	return Slice[T]{off: off, len: uint64(n), cap: uint64(c)}, err
 }
 
@@ -78,7 +80,7 @@ func (s Slice[T]) elems(h *Heap) ([]T, error) {
 	if s.len > s.cap || (ti.size > 0 && s.cap > h.sb.Size/ti.size) {
 		return nil, fmt.Errorf("pheap: slice at %d: %w: length %d, capacity %d", s.off, ErrBadPtr, s.len, s.cap)
 	}
-	b, err := h.object(s.off, s.cap*ti.size, sliceTag(ti))
+	b, _, err := h.object(s.off, s.cap*ti.size, sliceTag(ti))
 	if err != nil {
 		return nil, fmt.Errorf("pheap: slice: %w", err)
 	}
@@ -170,31 +172,39 @@ func (s Slice[T]) Append(tx *Tx, vs ...T) (Slice[T], error) {
 	return s, nil
 }
 
-// rawBytes checks a String or Bytes block and returns its bytes.
+// rawBytes checks a String or Bytes block and returns its bytes: the block
+// must be a live raw block holding exactly n bytes, whose checksum they
+// match. So a bit flipped in the data, its header or the reference is an
+// error here (ErrChecksum, ErrBadPtr), never other bytes.
 func rawBytes(h *Heap, off, n uint64) ([]byte, error) {
 	if off == 0 {
 		if n != 0 {
-			return nil, fmt.Errorf("pheap: string: %w: no block but length %d", ErrBadPtr, n)
+			return nil, fmt.Errorf("pheap: bytes: %w: no block but length %d", ErrBadPtr, n)
 		}
 		return nil, nil
 	}
-	b, err := h.object(off, n, 0)
+	b, hd, err := h.object(off, n, 0)
 	if err != nil {
-		return nil, fmt.Errorf("pheap: string: %w", err)
+		return nil, fmt.Errorf("pheap: bytes at %d: %w", off, err)
+	}
+	if held := hd.size - blockHeaderSize - uint64(hd.pad); held != n {
+		return nil, fmt.Errorf("pheap: bytes at %d: %w: the reference says %d bytes, the block holds %d", off, ErrBadPtr, n, held)
+	}
+	if pheapbench.NoChecksums.Load() {
+		return b, nil
+	}
+	if sum := storedSum(b); sum != hd.dataSum {
+		return nil, fmt.Errorf("pheap: bytes at %d: %w: the %d bytes sum to %#08x, their block header says %#08x", off, ErrChecksum, n, sum, hd.dataSum)
 	}
 	return b, nil
 }
 
+// newRaw copies b into a new raw block with its checksum.
 func newRaw(tx *Tx, b []byte) (uint64, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	off, err := tx.alloc(uint64(len(b)), 0)
-	if err != nil {
-		return 0, err
-	}
-	copy(tx.h.b[off:], b) // fresh block: nothing to save
-	return off, nil
+	return tx.alloc(uint64(len(b)), 0, b)
 }
 
 // NewString copies s into the heap.
@@ -209,13 +219,22 @@ func (s String) Len() int { return int(s.len) }
 // Offset returns the offset of the bytes; 0 for the empty string.
 func (s String) Offset() uint64 { return s.off }
 
-// Get returns the string. It panics on a bad header.
+// Get returns the string. It panics on a bad header or on bytes that do
+// not match their checksum (see Lookup).
 func (s String) Get(r Reader) string {
-	b, err := rawBytes(r.heap(), s.off, s.len)
+	v, err := s.Lookup(r)
 	if err != nil {
 		panic(err)
 	}
-	return string(b)
+	return v
+}
+
+// Lookup is Get returning a bad reference or damaged bytes as an error:
+// ErrChecksum when the bytes do not match the checksum stored with them,
+// ErrBadPtr when the reference or the block's header is bad.
+func (s String) Lookup(r Reader) (string, error) {
+	b, err := rawBytes(r.heap(), s.off, s.len)
+	return string(b), err
 }
 
 func (s String) free(tx *Tx) error {
@@ -225,7 +244,8 @@ func (s String) free(tx *Tx) error {
 	return tx.free(s.off)
 }
 
-// NewBytes copies b into the heap.
+// NewBytes copies b into the heap. Bytes never change once written: their
+// block keeps a checksum that every read verifies.
 func NewBytes(tx *Tx, b []byte) (Bytes, error) {
 	off, err := newRaw(tx, b)
 	return Bytes{off, uint64(len(b))}, err
@@ -237,13 +257,26 @@ func (b Bytes) Len() int { return int(b.len) }
 // Offset returns the offset of the bytes; 0 when empty.
 func (b Bytes) Offset() uint64 { return b.off }
 
-// Get returns a copy of the bytes. It panics on a bad header.
+// Get returns a copy of the bytes. It panics on a bad header or on bytes
+// that do not match their checksum (see Lookup).
 func (b Bytes) Get(r Reader) []byte {
 	return append([]byte(nil), b.View(r)...)
 }
 
+// Lookup is Get returning a bad reference or damaged bytes as an error:
+// ErrChecksum when the bytes do not match the checksum stored with them,
+// ErrBadPtr when the reference or the block's header is bad.
+func (b Bytes) Lookup(r Reader) ([]byte, error) {
+	v, err := rawBytes(r.heap(), b.off, b.len)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), v...), nil
+}
+
 // View returns the bytes aliasing the heap, read-only, valid until the
-// transaction ends. It panics on a bad header.
+// transaction ends. It panics like Get. The checksum is verified on every
+// call: a caller reading the same bytes often keeps the slice.
 func (b Bytes) View(r Reader) []byte {
 	v, err := rawBytes(r.heap(), b.off, b.len)
 	if err != nil {

@@ -44,10 +44,19 @@ type txState struct {
 	lines   map[uint64]uint8 // cache lines touched: lineLogged, lineFresh, ...
 	order   []uint64         // the keys of lines, so commit need not range over the map
 	big     []lineRange      // fresh lines of big blocks, kept as ranges
-	freed   map[uint64]bool  // blocks freed by this transaction: not fresh if reused
-	sorted  []uint64         // scratch for commit
-	kinds   []uint8          // scratch for commit: the kinds of sorted
-	runs    []lineRange      // scratch for commit
+	// freedData: the payloads of the blocks this transaction freed. They
+	// may hold committed data, which a rollback brings back: an allocation
+	// later in the transaction saves those lines instead of taking them
+	// for fresh.
+	freedData [][2]uint64
+	// freeBlocks: the free blocks this transaction made or changed, offset
+	// to size, exactly as they stand: commit leaves their payload lines
+	// out of its in-place runs (see the protocol in log.go).
+	freeBlocks map[uint64]uint64
+	st         allocStage  // the allocator operation's changes, reused
+	sorted     []uint64    // scratch for commit
+	kinds      []uint8     // scratch for commit: the kinds of sorted
+	runs       []lineRange // scratch for commit
 	// deferred: stores to lineDeferred lines, in order, kept out of the
 	// heap until the commit fence; their bytes are in deferBuf.
 	deferred []deferredStore
@@ -76,13 +85,14 @@ func (s *txState) reset(gen, nonce, logTail, logEnd uint64) {
 	s.gen, s.nonce, s.logTail, s.logEnd, s.err, s.unfenced = gen, nonce, logTail, logEnd, nil, false
 	s.ents, s.big, s.sorted, s.order = s.ents[:0], s.big[:0], s.sorted[:0], s.order[:0]
 	s.deferred, s.deferBuf, s.reserve = s.deferred[:0], s.deferBuf[:0], 0
+	s.freedData = s.freedData[:0]
 	// A huge map from a big transaction would make every clear slow.
 	if s.lines == nil || len(s.lines) > 4096 {
 		s.lines = map[uint64]uint8{}
 	} else {
 		clear(s.lines)
 	}
-	clear(s.freed)
+	clear(s.freeBlocks)
 }
 
 // mark sets the kind of line l.
@@ -114,6 +124,10 @@ const (
 	// lineCarried: untouched, but stored by the last commit after its fence:
 	// in this record's redo, and already flushed (see commit)
 	lineCarried = 5
+	// lineNew: garbage when the transaction started (free space), now a
+	// new free block's header: nothing to save, and in the commit record's
+	// redo, so the next transaction may change it unsaved
+	lineNew = 6
 )
 
 // View runs fn in a read-only transaction. Many View calls run at once;
@@ -184,7 +198,9 @@ func (tx *Tx) fail(err error) error {
 func (tx *Tx) Err() error { return tx.err }
 
 // Write copies b into the heap at offset off, saving the old bytes first.
-// Offsets below the root table (superblock, log) are refused.
+// Offsets below the root table (superblock, log) are refused. The bytes of
+// a String or Bytes must not be changed with it: they would no longer
+// match their checksum, and every later read of them fails (ErrChecksum).
 func (tx *Tx) Write(off uint64, b []byte) error {
 	if err := tx.prepare(off, uint64(len(b))); err != nil {
 		return err
@@ -496,6 +512,7 @@ func (h *Heap) flushLines(ls []uint64, kinds []uint8, withDeferred bool) {
 // next attempt keeps the generation, with a new nonce.
 func (tx *Tx) rollback() {
 	h := tx.h
+	h.bins.valid = false // the heads come back from the log
 	tx.deferred, tx.deferBuf, tx.reserve = tx.deferred[:0], tx.deferBuf[:0], 0
 	wrote := false
 	for i := len(tx.ents) - 1; i >= 0; i-- {

@@ -21,6 +21,20 @@
 // PMEM_NO_FLUSH=1 (flushes off, fences kept), "pheap-msync" pheap.Create on
 // the file, the page-cache mode a non-DAX filesystem gets.
 //
+// The allocator and the checksums (issue 19; churn.go, checksum.go):
+//   - churn: -n transactions putting and deleting values of mixed sizes (16 B
+//     to 256 KiB) in a 64 MiB heap, about half of it live; then every value
+//     deleted and the heap filled again with values of 1 KiB, 100 KB and
+//     1 MiB: churn_allocatable_fraction is the smallest fraction of the heap
+//     they fill (deterministic: the seed and -n decide it), and
+//     churn_fragmentation 1 − largest allocation / free bytes before the
+//     delete;
+//   - checksums: a kv-like put and get of 64 B, 4 KiB and 64 KiB values on
+//     two durable heaps in alternating blocks, one with the checksums and one
+//     without (internal/pheapbench); checksum_overhead is the median ratio
+//     of their times − 1 for 4 KiB, checksum_overhead_get the same for the
+//     reads alone.
+//
 // Open-to-first-read: a heap of 1 MiB and one of -big, half full of
 // 4000-byte values, the same data in bbolt and in a gob snapshot; each is
 // opened and one value read, timed from the open call.
@@ -103,7 +117,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 Durable transactions and open-to-first-read of pheap against libpmemobj and
 bbolt on one mount (tmpfs on this machine), then the transactions again on
 persistent memory: ext4 dax=always on an fsdax NVDIMM in a QEMU guest, with
-the ratios of issue 5 (docs/BENCHMARKS.md).
+the ratios of issue 5; and pheap alone: the fraction of the heap usable
+after a churn of mixed sizes and what checksums cost (issue 19;
+docs/BENCHMARKS.md).
 
 Flags:
 `)

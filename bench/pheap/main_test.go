@@ -26,7 +26,8 @@ func TestRunJSON(t *testing.T) {
 	if err := decodeOutput(&out, &o); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v", err)
 	}
-	for _, r := range []string{"tx_throughput_vs_pmemobj", "tx_throughput_vs_bbolt_tmpfs", "map_throughput_vs_bbolt_tmpfs", "durability_overhead"} {
+	for _, r := range []string{"tx_throughput_vs_pmemobj", "tx_throughput_vs_bbolt_tmpfs", "map_throughput_vs_bbolt_tmpfs", "durability_overhead",
+		"churn_allocatable_fraction", "checksum_overhead", "checksum_overhead_get"} {
 		if v, ok := o.Ratios[r]; !ok || v == 0 {
 			t.Errorf("ratio %s missing or zero: %v", r, o.Ratios)
 		}
@@ -35,16 +36,23 @@ func TestRunJSON(t *testing.T) {
 	if _, ok := o.Ratios["tx_throughput_vs_bbolt"]; ok {
 		t.Errorf("tx_throughput_vs_bbolt without a guest run: %v", o.Ratios)
 	}
-	if o.Bench != "pheap" || len(o.Results) != 2*6*2+2*2+2+2*3 { // 2 workloads × (6 systems × throughput, latency; pheap fences, lines; paired overhead); open
+	// 2 workloads × (6 systems × throughput, latency; pheap fences, lines;
+	// paired overhead); churn: fragmentation, live fraction, failed puts, 3
+	// sizes; checksums: 3 sizes × (put and get, get), CRC-32C; open
+	if o.Bench != "pheap" || len(o.Results) != 2*6*2+2*2+2+3+3+3*2+1+2*3 {
 		t.Errorf("bench %q with %d results", o.Bench, len(o.Results))
 	}
 	for _, r := range o.Results {
 		// An overhead is a difference of two rates: on a small noisy run it
 		// may come out below zero, but never at or below -1 (a free flush
 		// would be 0, an infinitely fast one -1) and never NaN.
+		// The churn's figures are counts and fractions, 0 included.
 		low := 0.0
-		if strings.HasSuffix(r.Name, "_durability_overhead") {
+		if strings.HasSuffix(r.Name, "_durability_overhead") || strings.HasPrefix(r.Name, "checksum_overhead") {
 			low = -1
+		}
+		if strings.HasPrefix(r.Name, "churn_") {
+			low = math.Nextafter(0, -1)
 		}
 		if r.Runs != 1 || !(r.Median > low) || math.IsInf(r.Median, 0) {
 			t.Errorf("%+v", r)
@@ -53,6 +61,27 @@ func TestRunJSON(t *testing.T) {
 	if o.Env["mode_pmemobj"] != "no map_sync (PMEM_IS_PMEM_FORCE=1)" || o.Env["mode_pheap-msync"] != "msync" {
 		t.Errorf("modes on tmpfs: %v", o.Env)
 	}
+}
+
+// Issue 19, item 2: after a churn of mixed sizes and every value deleted,
+// values of 1 KiB, 100 KB and 1 MiB fill at least 90 % of the heap again.
+// The figures depend only on the seed and the number of transactions.
+func TestChurnKeepsHeapAllocatable(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 3000
+	}
+	s := newSamples()
+	if err := runChurn(n, s, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, sz := range churnSizes {
+		if got := s.median("churn_allocatable_fraction_" + sz.name); got < 0.9 {
+			t.Errorf("after the churn, %s values fill %.3f of the heap, want at least 0.9", sz.name, got)
+		}
+	}
+	t.Logf("fragmentation %.4f with %.2f of the arena live, %v failed puts",
+		s.median("churn_fragmentation"), s.median("churn_live_fraction"), s.median("churn_failed_puts"))
 }
 
 // The guest part, small: the same-storage ratios come from a guest where

@@ -175,6 +175,12 @@ func measure(c config, progress io.Writer) (output, error) {
 	if err := runPaired(c.Runs, c.N, work, s, progress); err != nil {
 		return o, err
 	}
+	if err := runChurn(c.N, s, progress); err != nil {
+		return o, err
+	}
+	if err := runChecksum(c.Runs, c.N, work, s, progress); err != nil {
+		return o, err
+	}
 	if err := measureOpen(c, work, s, progress); err != nil {
 		return o, err
 	}
@@ -193,6 +199,17 @@ func measure(c config, progress io.Writer) (output, error) {
 	o.Ratios["durability_overhead_paired"] = s.median("mapinsert_pheap_paired_durability_overhead")
 	o.Ratios["durability_overhead_update64_paired"] = s.median("update64_pheap_paired_durability_overhead")
 	o.Ratios["tx_throughput_msync_vs_bbolt"] = thr("update64", "pheap-msync") / thr("update64", "bbolt")
+	// The allocator and the checksums (issue 19): the smallest fraction of
+	// the heap values of one size fill after the churn, and what checksums
+	// add to a put and get of 4 KiB values (and to the get alone).
+	o.Ratios["churn_allocatable_fraction"] = 1.0
+	for _, sz := range churnSizes {
+		o.Ratios["churn_allocatable_fraction"] = min(o.Ratios["churn_allocatable_fraction"], s.median("churn_allocatable_fraction_"+sz.name))
+	}
+	o.Ratios["churn_fragmentation"] = s.median("churn_fragmentation")
+	o.Ratios["checksum_overhead"] = s.median("checksum_overhead_4KiB")
+	o.Ratios["checksum_overhead_get"] = s.median("checksum_overhead_get_4KiB")
+	o.Ratios["checksum_overhead_64KiB"] = s.median("checksum_overhead_64KiB")
 	big := sizeName(c.Big)
 	open := func(sys, size string) float64 { return s.median("open_first_read_" + sys + "_" + size) }
 	o.Ratios["open_first_read_"+big+"_vs_1MiB"] = open("pheap", big) / open("pheap", "1MiB")

@@ -201,7 +201,6 @@ const pairedBlock = 200
 // catch it unevenly.
 func pairedOverhead(dir string, n int, step func(*pheap.Heap) (func(int) error, error)) (float64, error) {
 	var do [2]func(int) error
-	var spent [2]time.Duration
 	for k, flush := range []bool{true, false} {
 		h, _, done, err := newPmemHeap(filepath.Join(dir, fmt.Sprintf("paired-%d.heap", k)), heapSize(n), flush)
 		if err != nil {
@@ -212,12 +211,19 @@ func pairedOverhead(dir string, n int, step func(*pheap.Heap) (func(int) error, 
 			return 0, err
 		}
 	}
+	return paired(n, do)
+}
+
+// paired runs do[0] and do[1] n times each in alternating blocks of
+// pairedBlock and returns time(do[0]) / time(do[1]) − 1.
+func paired(n int, do [2]func(int) error) (float64, error) {
+	var spent [2]time.Duration
 	for base := 0; base < n; base += pairedBlock {
 		for k := range do {
 			t0 := time.Now()
 			for i := base; i < min(base+pairedBlock, n); i++ {
 				if err := do[k](i); err != nil {
-					return 0, fmt.Errorf("transaction %d: %w", i, err)
+					return 0, fmt.Errorf("step %d: %w", i, err)
 				}
 			}
 			spent[k] += time.Since(t0)

@@ -6,10 +6,13 @@
 //	                     1 MiB, 507 when the store is full, 503 with
 //	                     Retry-After when -inflight bytes of values are
 //	                     being received
-//	GET    /kv/<key>     200 with the value, or 404 (HEAD: no body)
+//	GET    /kv/<key>     200 with the value, or 404 (HEAD: no body); 500
+//	                     naming the key if the stored value fails its
+//	                     checksum
 //	DELETE /kv/<key>     204, or 404
 //	GET    /kv?prefix=P  the keys starting with P, one a line
-//	GET    /stats        JSON: keys, heap size and use, mode, and "check":
+//	GET    /stats        JSON: keys, heap size and use, what can still be
+//	                     allocated (heap_free, heap_largest_alloc), mode, "check":
 //	                     "ok", the failure, or "off" (see -check-on-open)
 //	GET    /healthz      200 "ok" (readiness)
 //
@@ -23,9 +26,10 @@
 //
 // Opening the heap costs the same for any amount of data (no loading).
 // -check-on-open adds pheap's full check at start, which reads every block
-// (3 ms for a full 64 MiB heap on the development machine, more under
-// emulation) and accounts for every live object; nvboot powercut builds its
-// image with it. A heap that fails the check is still served, so that the
+// and verifies every value's checksum (5 ms for a 64 MiB heap full of
+// 4000-byte values on the development machine, 29 ms for one full of
+// 390,000 small objects, more under emulation) and accounts for every live
+// object; nvboot powercut builds its image with it. A heap that fails the check is still served, so that the
 // failure can be read in /stats.
 package main
 
@@ -71,7 +75,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	state := fs.String("state", "", "keep the state in this append-only log `file` instead of a heap")
 	inflight := sizeFlag(defaultInflight)
 	fs.Var(&inflight, "inflight", "`bytes` of request bodies held in memory at once (suffix KiB, MiB, GiB); a PUT past it gets 503 and Retry-After")
-	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, free list and counter; leaks) and report it in GET /stats; its time grows with the data")
+	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, bin and counter, every value's checksum; leaks) and report it in GET /stats; its time grows with the data")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-inflight 16MiB] [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
 

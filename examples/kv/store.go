@@ -12,7 +12,8 @@ import (
 type store interface {
 	// Put stores val under key; it returns once the change is durable.
 	Put(key string, val []byte) error
-	// Get returns the value of key, or errNotFound.
+	// Get returns the value of key, or errNotFound, or an error naming the
+	// key (errDamaged if the stored value fails its checksum).
 	Get(key string) ([]byte, error)
 	// Delete removes key durably, or returns errNotFound.
 	Delete(key string) error
@@ -24,6 +25,9 @@ type store interface {
 }
 
 var errNotFound = errors.New("not found")
+
+// errDamaged: the stored value fails its checksum, or its block does.
+var errDamaged = errors.New("stored value is damaged")
 
 // sizeFlag is a byte count with an optional KiB, MiB or GiB suffix.
 type sizeFlag int64
