@@ -164,7 +164,7 @@ func fakeImage(t *testing.T) string {
 	os.WriteFile(filepath.Join(dir, appliance.KernelFile), []byte("kernel"), 0o644)
 	for _, p := range im.Pmem {
 		os.WriteFile(filepath.Join(dir, p), nil, 0o644)
-		os.Truncate(filepath.Join(dir, p), 2<<20)
+		os.Truncate(filepath.Join(dir, p), 128<<20) // sparse; e820 regions come in 128 MiB sections
 	}
 	return dir
 }
