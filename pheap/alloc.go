@@ -17,7 +17,7 @@ import (
 // free merges the block with a free neighbour on either side, and gives
 // the space back to Top when it ends there, so no two free blocks are
 // ever adjacent and no free block ends at Top: after everything is freed
-// the arena is one piece again. docs/design-pheap-alloc.md has the
+// the arena is one piece again. docs/DESIGN.md ("Allocator and checksums") has the
 // argument and the alternatives.
 //
 // Every change is made through the transaction: an allocator operation

@@ -88,7 +88,7 @@
 // carry no checksum of their payload. A log that looks as a crash could
 // leave it (a torn entry) is recovered as after that crash. Services that
 // want the whole heap verified at start run Check themselves (examples/kv
-// -check-on-open). docs/design-pheap-alloc.md has the reasons.
+// -check-on-open). docs/DESIGN.md, "Allocator and checksums", has the reasons.
 //
 // # Format
 //
