@@ -16,19 +16,34 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/internal/bootmark"
+	"github.com/nvboot/nvboot/internal/nvinit"
 	"github.com/nvboot/nvboot/vm"
 )
 
 // bootstatPackage is the diagnostic service.
 const bootstatPackage = "github.com/nvboot/nvboot/bench/bigapp/cmd/bootstat"
 
-// bootstatResult is what one diagnostic boot of a layout saw when the timed
-// service first answered.
-type bootstatResult = bootstat.Stat
+// diag is one diagnostic boot of a layout: bootstat's line, and nvinit's
+// marks for the timed service on the guest's clock and on the host's.
+type diag struct {
+	Stat    *bootstat.Stat
+	Service string // the timed service
+	// Guest uptime of the marks: the kernel running init, the service
+	// started, ready (listening), and its first HTTP answer seen by nvinit.
+	Handover, Start, Ready, Answered time.Duration
+	// HostStartToAnswer is Start to Answered on the host's clock (the
+	// arrival of the two marks): how long the emulator took for it.
+	HostStartToAnswer time.Duration
+	// ByAnswer is the disk's counters at the first answer, since power-on;
+	// First their first sample, taken as bootstat started, just after the
+	// services (so ByAnswer - First is what the services' start read).
+	ByAnswer, First bootstat.Sample
+}
 
-// bootstatConfig is cfg (read from the file at path) with the diagnostic
-// service added, told the timed service's port; local packages made
-// absolute, so the config can be written anywhere.
+// bootstatConfig is the config at path with the diagnostic service added,
+// told the timed service's port; local packages made absolute, so the
+// config can be written anywhere.
 func bootstatConfig(path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -48,12 +63,12 @@ func bootstatConfig(path string) (*config.Config, error) {
 	out.Packages, out.PackageConfig = nil, map[string]config.PackageConfig{}
 	port := 0
 	for _, p := range cfg.Packages {
-		pc := cfg.PackageConfig[p]
+		pc, ok := cfg.PackageConfig[p]
 		if port == 0 && pc.ForwardPort != 0 && !pc.DontStart {
 			port = pc.ForwardPort
 		}
 		out.Packages = append(out.Packages, abs(p))
-		if _, ok := cfg.PackageConfig[p]; ok {
+		if ok {
 			out.PackageConfig[abs(p)] = pc
 		}
 	}
@@ -71,10 +86,31 @@ func bootstatConfig(path string) (*config.Config, error) {
 	return &out, nil
 }
 
+// bootOptions are the boots' machine: the storage model and the clock of
+// the measure runs.
+func bootOptions(o *options) (appliance.BootOptions, error) {
+	prof, err := vm.Profile(o.Storage)
+	if err != nil {
+		return appliance.BootOptions{}, err
+	}
+	bo := appliance.BootOptions{Storage: prof}
+	if o.Clock == vm.ClockDevice {
+		bo.Accel, bo.CPURate = "tcg", vm.DefaultCPURate
+		if o.CPURate != "" {
+			f, err := strconv.ParseFloat(o.CPURate, 64)
+			if err != nil {
+				return bo, fmt.Errorf("-cpu-rate %q: %w", o.CPURate, err)
+			}
+			bo.CPURate = int64(f)
+		}
+	}
+	return bo, nil
+}
+
 // runBootstat builds the size's image once more per layout with bootstat
-// added, boots each once (untimed: bootstat's own polling costs the guest
-// a little) and returns what bootstat printed, by layout.
-func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nvbootFunc, lw *lineWriter) (map[string]*bootstatResult, error) {
+// added and boots each once, untimed (bootstat's sampling costs the guest a
+// little, and in the ELF layouts its own text comes from the disk too).
+func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nvbootFunc, lw *lineWriter) (map[string]*diag, error) {
 	cfg, err := bootstatConfig(sz.Config)
 	if err != nil {
 		return nil, err
@@ -86,22 +122,11 @@ func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nv
 	if err := cfg.Write(cfgPath); err != nil {
 		return nil, err
 	}
-	prof, err := vm.Profile(o.Storage)
+	bo, err := bootOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	bo := appliance.BootOptions{Storage: prof}
-	if o.Clock == vm.ClockDevice {
-		bo.Accel, bo.CPURate = "tcg", vm.DefaultCPURate
-		if o.CPURate != "" {
-			f, err := strconv.ParseFloat(o.CPURate, 64)
-			if err != nil {
-				return nil, fmt.Errorf("-cpu-rate %q: %w", o.CPURate, err)
-			}
-			bo.CPURate = int64(f)
-		}
-	}
-	out := map[string]*bootstatResult{}
+	out := map[string]*diag{}
 	for _, l := range o.Layouts {
 		img := filepath.Join(dir, l)
 		args := []string{"build", "-config", cfgPath, "-layout", l, "-o", img}
@@ -112,23 +137,35 @@ func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nv
 		if _, err := nvboot(ctx, args, lw); err != nil {
 			return nil, fmt.Errorf("nvboot %s: %w", strings.Join(args, " "), err)
 		}
-		st, err := bootstatBoot(ctx, img, bo)
+		d, err := bootstatBoot(ctx, img, bo)
 		if err != nil {
 			return nil, fmt.Errorf("%s: bootstat boot: %w", l, err)
 		}
-		fmt.Fprintf(lw, "bootstat: %s: %d disk reads, %.1f MiB read, %d major faults by the first answer\n",
-			l, st.DiskReads, float64(st.DiskReadBytes)/(1<<20), st.PgMajFault)
-		out[l] = st
+		fmt.Fprintf(lw, "bootstat: %s: %.1f MiB in %d reads from the disk by %s's first answer (%.0f ms of guest time after its start, %.0f ms on the host)\n",
+			l, float64(d.ByAnswer.Bytes)/(1<<20), d.ByAnswer.Reads, d.Service, ms(d.Answered-d.Start), ms(d.HostStartToAnswer))
+		out[l] = d
 	}
 	return out, nil
 }
 
-// bootstatBoot boots the image in dir on a copy of its pmem and returns
-// bootstat's line.
-func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*bootstatResult, error) {
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// bootstatBoot boots the image in dir on a copy of its pmem, with nvinit
+// timing the first answer (nvboot.answer), and waits for bootstat's line.
+func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*diag, error) {
 	im, err := appliance.ReadImage(dir)
 	if err != nil {
 		return nil, err
+	}
+	var svc appliance.ServiceInfo
+	for _, s := range im.Services {
+		if s.ForwardPort != 0 && !s.DontStart {
+			svc = s
+			break
+		}
+	}
+	if svc.Name == "" {
+		return nil, fmt.Errorf("image %s: no service has a ForwardPort", dir)
 	}
 	runDir := dir + "-run"
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
@@ -141,18 +178,14 @@ func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*b
 	bo.PmemDir = runDir
 	// The same devices as measure's boots: a network card with the timed
 	// service's port forwarded.
-	for _, s := range im.Services {
-		if s.ForwardPort != 0 && !s.DontStart {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			port := l.Addr().(*net.TCPAddr).Port
-			l.Close()
-			bo.Forwards = []vm.Forward{{Host: port, Guest: s.ForwardPort}}
-			break
-		}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	bo.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+	bo.ExtraCmdline = fmt.Sprintf("%s=%d", nvinit.AnswerParam, svc.ForwardPort)
 	cfg, err := appliance.VMConfig(dir, im, bo)
 	if err != nil {
 		return nil, err
@@ -168,16 +201,56 @@ func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*b
 	if err != nil {
 		return nil, fmt.Errorf("no %q line: %w; console:\n%s", bootstat.Prefix, err, m.ConsoleTail(25))
 	}
-	return parseBootstat(line.Text)
+	answered := bootmark.Prefix + bootmark.Answered + " " + strconv.Itoa(svc.ForwardPort) + " "
+	if _, err := m.ExpectString(ctx, answered); err != nil {
+		return nil, fmt.Errorf("no %q line: %w; console:\n%s", answered, err, m.ConsoleTail(25))
+	}
+	st, err := parseBootstat(line.Text)
+	if err != nil {
+		return nil, err
+	}
+	return newDiag(st, svc.Name, svc.ForwardPort, m.Lines())
+}
+
+// newDiag lines bootstat's samples up with nvinit's marks on the console.
+func newDiag(st *bootstat.Stat, service string, port int, lines []vm.Line) (*diag, error) {
+	d := &diag{Stat: st, Service: service}
+	var hostStart, hostAnswer time.Duration
+	for _, l := range lines {
+		mk, ok := bootmark.Parse(l.Text)
+		if !ok {
+			continue
+		}
+		switch mk.Key() {
+		case bootmark.Handover:
+			d.Handover = mk.Uptime
+		case bootmark.ServiceStart + ":" + service:
+			d.Start, hostStart = mk.Uptime, l.At
+		case bootmark.ServiceReady + ":" + service:
+			d.Ready = mk.Uptime
+		case bootmark.Answered + ":" + strconv.Itoa(port):
+			d.Answered, hostAnswer = mk.Uptime, l.At
+		}
+	}
+	if d.Start == 0 || d.Answered == 0 {
+		return nil, fmt.Errorf("no %s and %s marks for %s on the console", bootmark.ServiceStart, bootmark.Answered, service)
+	}
+	d.HostStartToAnswer = hostAnswer - hostStart
+	by, ok := st.By(uint64(d.Answered / time.Microsecond))
+	if !ok {
+		return nil, fmt.Errorf("bootstat sampled the disk only after %s's first answer", service)
+	}
+	d.ByAnswer, d.First = by, st.Samples[0]
+	return d, nil
 }
 
 // parseBootstat reads bootstat's line (after nvinit's "bootstat: " prefix).
-func parseBootstat(line string) (*bootstatResult, error) {
+func parseBootstat(line string) (*bootstat.Stat, error) {
 	i := strings.Index(line, bootstat.Prefix)
 	if i < 0 {
 		return nil, fmt.Errorf("not a bootstat line: %q", line)
 	}
-	var st bootstatResult
+	var st bootstat.Stat
 	dec := json.NewDecoder(bytes.NewReader([]byte(line[i+len(bootstat.Prefix):])))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
@@ -186,27 +259,54 @@ func parseBootstat(line string) (*bootstatResult, error) {
 	return &st, nil
 }
 
-// bootstatResults are a size's bootstat figures as results, each measured
-// once: "<size>.<layout>.disk_read", "...disk_reads", "...pgmajfault",
-// "...pgfault", and per service "<size>.<layout>.<service>.text_rss",
-// ".minflt", ".majflt".
-func bootstatResults(name string, layouts []string, by map[string]*bootstatResult, services map[string]uint64) []benchjson.Result {
+// diskModel is how long the storage model needs to serve reads requests of
+// n bytes in all: the larger of the bandwidth's and the IOPS' share; 0
+// when unthrottled.
+func diskModel(s vm.Storage, reads, n uint64) time.Duration {
+	var t float64
+	if s.ReadBPS > 0 {
+		t = float64(n) / float64(s.ReadBPS)
+	}
+	if s.ReadIOPS > 0 {
+		t = max(t, float64(reads)/float64(s.ReadIOPS))
+	}
+	return time.Duration(t * float64(time.Second))
+}
+
+// bootstatResults are a size's diagnostic figures as results, each measured
+// once. Per layout: "<size>.<layout>.disk_read" (MiB since power-on, by the
+// first answer), ".disk_reads", ".disk_model" (ms the storage model needs
+// for them); the same for what was read after bootstat's first sample (the
+// services' start): ".disk_read_after_start", ".disk_reads_after_start",
+// ".disk_model_after_start", with ".first_sample_after_start" (guest ms
+// from the timed service's start to that sample); ".start_to_answer" (the
+// timed service's start to its first answer, guest ms) and
+// ".start_to_answer_host" (the same on the host's clock); per service
+// started at boot "<size>.<layout>.<service>.text_rss", ".file_read" (MiB),
+// ".majflt", ".minflt".
+func bootstatResults(name string, layouts []string, by map[string]*diag, services map[string]uint64, s vm.Storage) []benchjson.Result {
 	var out []benchjson.Result
 	for _, l := range layouts {
-		st := by[l]
-		if st == nil {
+		d := by[l]
+		if d == nil {
 			continue
 		}
 		p := name + "." + l + "."
-		out = append(out, one(p+"disk_read", "MiB", mib(st.DiskReadBytes)), one(p+"disk_reads", "count", float64(st.DiskReads)),
-			one(p+"pgmajfault", "count", float64(st.PgMajFault)), one(p+"pgfault", "count", float64(st.PgFault)))
-		for _, pr := range st.Procs {
+		out = append(out, one(p+"disk_read", "MiB", mib(d.ByAnswer.Bytes)), one(p+"disk_reads", "count", float64(d.ByAnswer.Reads)),
+			one(p+"disk_model", "ms", round(ms(diskModel(s, d.ByAnswer.Reads, d.ByAnswer.Bytes)), 1)),
+			one(p+"disk_read_after_start", "MiB", mib(d.ByAnswer.Bytes-d.First.Bytes)),
+			one(p+"disk_reads_after_start", "count", float64(d.ByAnswer.Reads-d.First.Reads)),
+			one(p+"disk_model_after_start", "ms", round(ms(diskModel(s, d.ByAnswer.Reads-d.First.Reads, d.ByAnswer.Bytes-d.First.Bytes)), 1)),
+			one(p+"first_sample_after_start", "ms", round(ms(time.Duration(d.First.At)*time.Microsecond-d.Start), 1)),
+			one(p+"start_to_answer", "ms", round(ms(d.Answered-d.Start), 1)),
+			one(p+"start_to_answer_host", "ms", round(ms(d.HostStartToAnswer), 1)))
+		for _, pr := range d.Stat.Procs {
 			if _, ok := services[pr.Name]; !ok {
 				continue
 			}
 			q := p + pr.Name + "."
-			out = append(out, one(q+"text_rss", "MiB", mib(pr.TextRSS)), one(q+"minflt", "count", float64(pr.MinFlt)),
-				one(q+"majflt", "count", float64(pr.MajFlt)))
+			out = append(out, one(q+"text_rss", "MiB", mib(pr.TextRSS)), one(q+"file_read", "MiB", mib(pr.FileCached)),
+				one(q+"majflt", "count", float64(pr.MajFlt)), one(q+"minflt", "count", float64(pr.MinFlt)))
 		}
 	}
 	return out

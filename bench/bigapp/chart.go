@@ -6,13 +6,14 @@ import (
 	"html"
 	"math"
 	"sort"
+	"strings"
 )
 
 // chart draws two panels, power_on_to_service and init_to_service: x the
 // services' text in MiB, y the median in ms with a bar from min to max, one
 // line per layout through the sizes.
 func (r *report) chart() []byte {
-	const panelW, panelH, left, right, top, bottom = 470.0, 380.0, 60.0, 20.0, 50.0, 70.0
+	const panelW, panelH, left, right, top, bottom = 470.0, 390.0, 60.0, 20.0, 50.0, 80.0
 	sizes := append([]sizeResult(nil), r.Sizes...)
 	sort.SliceStable(sizes, func(i, j int) bool { return sizes[i].Text.Total < sizes[j].Text.Total })
 	xmax := 1.0
@@ -60,9 +61,15 @@ func (r *report) chart() []byte {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">text+rodata of the services started at boot (MiB)</text>`+"\n",
 			px(xmax/2), py(0)+34)
+		// Under each size: its name, and off2f's time as a fraction of the
+		// first other layout's.
 		for _, s := range sizes {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666">%s</text>`+"\n",
-				px(mib(s.Text.Total)), py(0)+50, html.EscapeString(s.Name))
+			x := px(mib(s.Text.Total))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666">%s</text>`+"\n", x, py(0)+50, html.EscapeString(s.Name))
+			if ratio, ok := s.Measure.Ratios[sp+".off2f_vs_"+strings.ReplaceAll(r.Layouts[1], "-", "")]; ok {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s" font-size="11">%.2f× %s</text>`+"\n",
+					x, py(0)+63, colors["off2f"], ratio, html.EscapeString(r.Layouts[1]))
+			}
 		}
 		// One line per layout, a min-max bar at each size.
 		for li, l := range r.Layouts {

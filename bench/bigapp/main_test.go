@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/internal/benchjson"
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/vm"
 )
 
 func TestFlags(t *testing.T) {
@@ -36,6 +38,7 @@ func TestFlags(t *testing.T) {
 		{name: "unknown layout", args: []string{"-layouts", "off2f,zip"}, usage: true},
 		{name: "no runs", args: []string{"-runs", "0"}, usage: true},
 		{name: "bad clock", args: []string{"-clock", "sundial"}, usage: true},
+		{name: "bad storage", args: []string{"-storage", "tape"}, usage: true},
 		{name: "stray argument", args: []string{"extra"}, usage: true},
 		{name: "unknown flag", args: []string{"-bogus"}, usage: true},
 		{name: "missing config", args: []string{"-configs", "nowhere.json"}, err: "nowhere.json"},
@@ -265,21 +268,54 @@ func TestBootstatConfig(t *testing.T) {
 	}
 }
 
-func TestParseBootstat(t *testing.T) {
-	st, err := parseBootstat(`bootstat: BOOTSTAT {"disk":"vda","disk_reads":310,"disk_read_bytes":10485760,"disk_read_ms":0,"pgfault":1,"pgmajfault":2,"procs":[{"name":"caddy","minflt":1,"majflt":2,"cpu_ticks":3,"text_mapped":4,"text_rss":5}]}`)
+// bootstat's line, lined up with nvinit's marks: the disk's counters at the
+// first answer, the guest's and the host's time from the start, the model's
+// time for the reads, and per service what it read and mapped.
+func TestBootstatDiag(t *testing.T) {
+	line := `bootstat: BOOTSTAT {"disk":"vda","samples":[{"t":100000,"reads":10,"bytes":1048576},{"t":300000,"reads":410,"bytes":41943040},` +
+		`{"t":500000,"reads":500,"bytes":52428800}],"at_us":510000,"procs":[{"name":"caddy","minflt":1,"majflt":2,"cpu_ticks":3,` +
+		`"text_mapped":4,"text_rss":5242880,"file_cached":41943040},{"name":"bootstat","minflt":1,"majflt":0,"cpu_ticks":0,"text_mapped":0,"text_rss":0,"file_cached":0}]}`
+	st, err := parseBootstat(line)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.DiskReads != 310 || len(st.Procs) != 1 || st.Procs[0].TextRSS != 5 {
-		t.Errorf("%+v", st)
+	lines := []vm.Line{{At: 1 * time.Second, Text: "NVBOOT-MARK kernel-handover 90000"},
+		{At: 2 * time.Second, Text: "NVBOOT-MARK service-start caddy 150000"},
+		{At: 2 * time.Second, Text: "NVBOOT-MARK service-start kv 150100"},
+		{At: 5 * time.Second, Text: "NVBOOT-MARK service-ready caddy 390000"},
+		{At: 6 * time.Second, Text: "NVBOOT-MARK answered 8081 400000"}}
+	d, err := newDiag(st, "caddy", 8081, lines)
+	if err != nil {
+		t.Fatal(err)
 	}
-	res := bootstatResults("big", []string{"off2f", "elf"}, map[string]*bootstatResult{"elf": st}, map[string]uint64{"caddy": 1})
-	names := map[string]float64{}
+	if d.ByAnswer.Reads != 410 || d.Answered-d.Start != 250*time.Millisecond || d.HostStartToAnswer != 4*time.Second {
+		t.Errorf("diag %+v", d)
+	}
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := bootstatResults("big", []string{"off2f", "elf"}, map[string]*diag{"elf": d}, map[string]uint64{"caddy": 1}, sd)
+	got := map[string]float64{}
 	for _, r := range res {
-		names[r.Name] = r.Median
+		got[r.Name] = r.Median
 	}
-	if names["big.elf.disk_read"] != 10 || names["big.elf.disk_reads"] != 310 || len(res) != 7 {
-		t.Errorf("results %v", names)
+	// 40 MiB at 40 MiB/s: 1000 ms; 410 reads at 1500/s: 273 ms.
+	for name, want := range map[string]float64{"big.elf.disk_read": 40, "big.elf.disk_reads": 410, "big.elf.disk_model": 1000,
+		"big.elf.start_to_answer": 250, "big.elf.start_to_answer_host": 4000, "big.elf.caddy.file_read": 40, "big.elf.caddy.text_rss": 5} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	// After bootstat's first sample (at 100 ms, before caddy's start): 39 MiB in 400 reads.
+	if got["big.elf.disk_read_after_start"] != 39 || got["big.elf.disk_model_after_start"] != 975 || got["big.elf.first_sample_after_start"] != -50 {
+		t.Errorf("after the start: %v", got)
+	}
+	if _, ok := got["big.elf.bootstat.majflt"]; ok || len(res) != 13 {
+		t.Errorf("results %v: want the layout's 9 and caddy's 4", got)
+	}
+	if _, err := newDiag(st, "caddy", 8081, lines[:2]); err == nil {
+		t.Error("a boot without the answered mark was accepted")
 	}
 	for _, bad := range []string{"caddy: listening", `bootstat: BOOTSTAT {"disk":"vda","surprise":1}`} {
 		if _, err := parseBootstat(bad); err == nil {
@@ -311,7 +347,7 @@ func TestRunBoots(t *testing.T) {
 		got[r.Name] = r
 	}
 	for _, name := range []string{"small.off2f.power_on_to_service", "small.elf.init_to_service", "small.text_services",
-		"small.elf.disk_reads", "small.off2f.kv.text_rss"} {
+		"small.elf.disk_reads", "small.elf.kv.file_read", "small.off2f.start_to_answer"} {
 		if r, ok := got[name]; !ok || r.Median <= 0 {
 			t.Errorf("result %s: %+v", name, r)
 		}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/vm"
 )
 
 // The spans the chart and the ratios are about, as nvboot measure names them.
@@ -23,6 +24,7 @@ var spans = []string{spanPowerOn, spanInit}
 type report struct {
 	Layouts []string // off2f first
 	Runs    int
+	Storage vm.Storage
 	Sizes   []sizeResult
 }
 
@@ -31,7 +33,7 @@ type sizeResult struct {
 	size
 	Text     texts
 	Measure  *measureOutput
-	Bootstat map[string]*bootstatResult // by layout; nil: not run
+	Bootstat map[string]*diag // by layout; nil: not run
 }
 
 // output is the -json object, the shape every nvboot benchmark prints.
@@ -76,7 +78,7 @@ func (r *report) output() output {
 			res.Name = s.Name + "." + res.Name
 			o.Results = append(o.Results, res)
 		}
-		o.Results = append(o.Results, bootstatResults(s.Name, r.Layouts, s.Bootstat, s.Text.Services)...)
+		o.Results = append(o.Results, bootstatResults(s.Name, r.Layouts, s.Bootstat, s.Text.Services, r.Storage)...)
 	}
 	o.Env["sizes"] = strings.Join(sizes, ",")
 	o.Env["layouts"] = strings.Join(r.Layouts, ",")
@@ -152,32 +154,34 @@ func or(s, d string) string {
 	return s
 }
 
-// writeBootstat prints what the diagnostic boots saw at the first answer.
+// writeBootstat prints what the diagnostic boots saw by the first answer.
 func (r *report) writeBootstat(w io.Writer) error {
 	var rows [][]string
 	for _, s := range r.Sizes {
 		for _, l := range r.Layouts {
-			st := s.Bootstat[l]
-			if st == nil {
+			d := s.Bootstat[l]
+			if d == nil {
 				continue
 			}
-			row := []string{s.Name, l, fmt.Sprintf("%.1f MiB in %d", mib(st.DiskReadBytes), st.DiskReads),
-				fmt.Sprintf("%d / %d", st.PgMajFault, st.PgFault)}
-			var text []string
-			for _, p := range st.Procs {
+			after := d.ByAnswer.Bytes - d.First.Bytes
+			row := []string{s.Name, l, fmt.Sprintf("%.1f MiB in %d", mib(d.ByAnswer.Bytes), d.ByAnswer.Reads),
+				fmt.Sprintf("%.1f MiB, %.0f ms", mib(after), ms(diskModel(r.Storage, d.ByAnswer.Reads-d.First.Reads, after))),
+				fmt.Sprintf("%.0f / %.0f", ms(d.Answered-d.Start), ms(d.HostStartToAnswer))}
+			var per []string
+			for _, p := range d.Stat.Procs {
 				if _, ok := s.Text.Services[p.Name]; ok {
-					text = append(text, fmt.Sprintf("%s %.1f", p.Name, mib(p.TextRSS)))
+					per = append(per, fmt.Sprintf("%s %.1f / %.1f / %d", p.Name, mib(p.FileCached), mib(p.TextRSS), p.MajFlt))
 				}
 			}
-			rows = append(rows, append(row, strings.Join(text, ", ")))
+			rows = append(rows, append(row, strings.Join(per, ", ")))
 		}
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nAt the first answer (one diagnostic boot per layout, bench/bigapp/cmd/bootstat added):\n\n")
+	fmt.Fprintf(w, "\nBy the first answer (one diagnostic boot per layout, with bench/bigapp/cmd/bootstat):\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "size\tlayout\tread from the disk\tmajor / all faults\tservices' resident text MiB\t")
+	fmt.Fprintln(tw, "size\tlayout\tread from the disk\tof it after the start: MiB, model time\tstart→answer ms guest / host\tper service: file read MiB / text mapped MiB / major faults\t")
 	for _, row := range rows {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}

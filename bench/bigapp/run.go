@@ -14,6 +14,7 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/vm"
 )
 
 const description = `Measures power-on to service of appliances of growing text size, each with
@@ -104,6 +105,9 @@ func parseFlags(c *cli.Context) (*options, error) {
 	}
 	if o.Runs < 1 {
 		return nil, cli.Usagef("-runs %d: want at least 1", o.Runs)
+	}
+	if _, err := vm.Profile(o.Storage); err != nil {
+		return nil, cli.Usagef("-storage: %v", err)
 	}
 	switch o.Clock {
 	case "device", "wall":
@@ -196,7 +200,11 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 		return fmt.Errorf("-work %s: %w", o.Work, err)
 	}
 	start := time.Now()
-	rep := &report{Layouts: o.Layouts, Runs: o.Runs}
+	prof, err := vm.Profile(o.Storage)
+	if err != nil {
+		return err
+	}
+	rep := &report{Layouts: o.Layouts, Runs: o.Runs, Storage: prof}
 	for i, sz := range o.Configs {
 		fmt.Fprintf(c.Stderr, "bigapp: size %d/%d: %s (%s), %.0f s so far\n", i+1, len(o.Configs), sz.Name, sz.Config, time.Since(start).Seconds())
 		dir := filepath.Join(work, sz.Name)

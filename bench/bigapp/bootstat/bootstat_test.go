@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// Collect over a made-up /proc and /sys: the disk's reads, the faults, and
-// per process the read-only file mappings only (not the writable one, not
-// the anonymous read-only one), kernel threads and bootstat itself left out.
-func TestCollect(t *testing.T) {
+// ReadDisk and Procs over a made-up /proc and /sys: the disk's reads, and
+// per process its faults and its read-only file mappings (not the writable
+// one, not the anonymous read-only one), kernel threads and bootstat itself
+// left out.
+func TestReadDiskProcs(t *testing.T) {
 	root := t.TempDir()
 	write := func(p, s string) {
 		t.Helper()
@@ -24,7 +25,6 @@ func TestCollect(t *testing.T) {
 		}
 	}
 	write("sys/block/vda/stat", "     310        5    20480      812        0        0        0        0        0      900      812        0        0        0        0        0        0\n")
-	write("proc/vmstat", "nr_free_pages 1000\npgfault 52000\npgmajfault 290\n")
 	write("proc/1/cmdline", "/sbin/nvinit\x00")
 	write("proc/2/cmdline", "") // a kernel thread
 	write("proc/2/stat", "2 (kthreadd) S 0 0 0 0 -1 0 0 0 0 0 0 0 0 0")
@@ -46,16 +46,46 @@ Rss:                 900 kB
 Size:                  8 kB
 Rss:                   0 kB
 `)
-	st, err := Collect(root, "vda")
+	reads, n, err := ReadDisk(root, "vda")
+	if err != nil || reads != 310 || n != 20480*512 {
+		t.Errorf("ReadDisk: %d reads, %d bytes, %v", reads, n, err)
+	}
+	if _, _, err := ReadDisk(root, "vdb"); err == nil {
+		t.Error("a missing disk was not an error")
+	}
+	procs, err := Procs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Stat{Disk: "vda", DiskReads: 310, DiskReadBytes: 20480 * 512, DiskReadMs: 812, PgFault: 52000, PgMajFault: 290,
-		Procs: []Proc{{Name: "caddy", MinFlt: 9000, MajFlt: 300, CPUTicks: 57, TextMapped: (24404 + 30528) << 10, TextRSS: 9000 << 10}}}
-	if !reflect.DeepEqual(st, want) {
-		t.Errorf("collect:\n got %+v\nwant %+v", st, want)
+	want := []Proc{{Name: "caddy", MinFlt: 9000, MajFlt: 300, CPUTicks: 57, TextMapped: (24404 + 30528) << 10, TextRSS: 9000 << 10}}
+	if !reflect.DeepEqual(procs, want) {
+		t.Errorf("Procs:\n got %+v\nwant %+v", procs, want)
 	}
-	if _, err := Collect(root, "vdb"); err == nil {
-		t.Error("a missing disk was not an error")
+}
+
+// A file just written is all in the page cache; a missing one is an error.
+func TestCached(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, make([]byte, 10000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cached(p); err != nil || n != 10000 {
+		t.Errorf("cached: %d, %v; want 10000", n, err)
+	}
+	if _, err := cached(p + ".missing"); err == nil {
+		t.Error("a missing file was not an error")
+	}
+}
+
+func TestBy(t *testing.T) {
+	st := &Stat{Samples: []Sample{{At: 100, Reads: 1, Bytes: 10}, {At: 200, Reads: 5, Bytes: 50}, {At: 300, Reads: 9, Bytes: 90}}}
+	for _, c := range []struct {
+		t     uint64
+		reads uint64
+		ok    bool
+	}{{50, 0, false}, {100, 1, true}, {250, 5, true}, {1000, 9, true}} {
+		if s, ok := st.By(c.t); ok != c.ok || s.Reads != c.reads {
+			t.Errorf("By(%d) = %+v, %v; want %d reads, %v", c.t, s, ok, c.reads, c.ok)
+		}
 	}
 }
