@@ -178,12 +178,10 @@ func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*d
 	bo.PmemDir = runDir
 	// The same devices as measure's boots: a network card with the timed
 	// service's port forwarded.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	bo.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	bo.ExtraCmdline = fmt.Sprintf("%s=%d", nvinit.AnswerParam, svc.ForwardPort)
 	cfg, err := appliance.VMConfig(dir, im, bo)
@@ -310,4 +308,15 @@ func bootstatResults(name string, layouts []string, by map[string]*diag, service
 		}
 	}
 	return out
+}
+
+// freePort is a TCP port free on the host now, to forward the timed
+// service's port from: the boots have the network card measure's have.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

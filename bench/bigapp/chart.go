@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
 // chart draws two panels, power_on_to_service and init_to_service: x the
@@ -40,6 +42,9 @@ func (r *report) chart() []byte {
 		for _, s := range sizes {
 			for _, l := range r.Layouts {
 				if v, ok := s.Measure.result(l + "." + sp); ok {
+					ymax = math.Max(ymax, v.Max)
+				}
+				if v, ok := scaledOf(s, r.Layouts)[s.Name+".scaled."+l+"."+sp]; ok {
 					ymax = math.Max(ymax, v.Max)
 				}
 			}
@@ -91,10 +96,37 @@ func (r *report) chart() []byte {
 			}
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, bytes.TrimSpace(pts.Bytes()))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", px(0)+10, top+26+16*float64(li), c, html.EscapeString(l))
+			// The time-scaled device, dashed.
+			pts.Reset()
+			for _, s := range sizes {
+				if v, ok := scaledOf(s, r.Layouts)[s.Name+".scaled."+l+"."+sp]; ok {
+					x := px(mib(s.Text.Total))
+					fmt.Fprintf(&pts, "%.1f,%.1f ", x, py(v.Median))
+					fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="6" height="6" fill="white" stroke="%s"><title>%s %s %s, time-scaled device: %.0f ms (%.0f-%.0f)</title></rect>`+"\n",
+						x-3, py(v.Median)-3, c, html.EscapeString(s.Name), l, sp, v.Median, v.Min, v.Max)
+				}
+			}
+			if pts.Len() > 0 {
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="6 4" points="%s"/>`+"\n", c, bytes.TrimSpace(pts.Bytes()))
+			}
+		}
+		if r.Scale > 0 {
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#444">dashed, squares: time-scaled device (-scale %d)</text>`+"\n",
+				px(0)+10, top+26+16*float64(len(r.Layouts)), r.Scale)
 		}
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
+}
+
+// scaledOf is a size's time-scaled results by name.
+func scaledOf(s sizeResult, layouts []string) map[string]benchjson.Result {
+	res, _ := scaledResults(s.Name, layouts, s.Scaled)
+	m := map[string]benchjson.Result{}
+	for _, r := range res {
+		m[r.Name] = r
+	}
+	return m
 }
 
 // niceStep is a tick step of 1, 2 or 5 times a power of ten that cuts

@@ -39,6 +39,8 @@ func TestFlags(t *testing.T) {
 		{name: "no runs", args: []string{"-runs", "0"}, usage: true},
 		{name: "bad clock", args: []string{"-clock", "sundial"}, usage: true},
 		{name: "bad storage", args: []string{"-storage", "tape"}, usage: true},
+		{name: "bad scale", args: []string{"-scale", "12"}, usage: true},
+		{name: "scale on the wall clock", args: []string{"-scale", "16", "-clock", "wall"}, usage: true},
 		{name: "stray argument", args: []string{"extra"}, usage: true},
 		{name: "unknown flag", args: []string{"-bogus"}, usage: true},
 		{name: "missing config", args: []string{"-configs", "nowhere.json"}, err: "nowhere.json"},

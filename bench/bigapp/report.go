@@ -25,6 +25,7 @@ type report struct {
 	Layouts []string // off2f first
 	Runs    int
 	Storage vm.Storage
+	Scale   int // the time-scaled device's factor; 0: not run
 	Sizes   []sizeResult
 }
 
@@ -33,7 +34,8 @@ type sizeResult struct {
 	size
 	Text     texts
 	Measure  *measureOutput
-	Bootstat map[string]*diag // by layout; nil: not run
+	Bootstat map[string]*diag        // by layout; nil: not run
+	Scaled   map[string][]scaledBoot // by layout; nil: not run
 }
 
 // output is the -json object, the shape every nvboot benchmark prints.
@@ -79,10 +81,18 @@ func (r *report) output() output {
 			o.Results = append(o.Results, res)
 		}
 		o.Results = append(o.Results, bootstatResults(s.Name, r.Layouts, s.Bootstat, s.Text.Services, r.Storage)...)
+		res, ratios := scaledResults(s.Name, r.Layouts, s.Scaled)
+		o.Results = append(o.Results, res...)
+		for k, v := range ratios {
+			o.Ratios[k] = v
+		}
 	}
 	o.Env["sizes"] = strings.Join(sizes, ",")
 	o.Env["layouts"] = strings.Join(r.Layouts, ",")
 	o.Env["runs"] = fmt.Sprint(r.Runs)
+	if r.Scale > 0 {
+		o.Env["scale"] = fmt.Sprint(r.Scale)
+	}
 	o.Env["text"] = "read-only PT_LOAD bytes of the services started at boot (text_services; nvinit's apart)"
 	return o
 }
@@ -130,10 +140,17 @@ func (r *report) writeTable(w io.Writer) error {
 	if err := r.writeBootstat(w); err != nil {
 		return err
 	}
+	if err := r.writeScaled(w); err != nil {
+		return err
+	}
 	fmt.Fprintln(w)
 	for _, s := range r.Sizes {
 		for _, k := range sortedKeys(s.Measure.Ratios) {
-			fmt.Fprintf(w, "%-48s %.3f\n", s.Name+"."+k, s.Measure.Ratios[k])
+			fmt.Fprintf(w, "%-56s %.3f\n", s.Name+"."+k, s.Measure.Ratios[k])
+		}
+		_, ratios := scaledResults(s.Name, r.Layouts, s.Scaled)
+		for _, k := range sortedKeys(ratios) {
+			fmt.Fprintf(w, "%-56s %.3f\n", k, ratios[k])
 		}
 	}
 	return nil
@@ -184,6 +201,33 @@ func (r *report) writeBootstat(w io.Writer) error {
 	fmt.Fprintln(tw, "size\tlayout\tread from the disk\tof it after the start: MiB, model time\tstart→answer ms guest / host\tper service: file read MiB / text mapped MiB / major faults\t")
 	for _, row := range rows {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	return tw.Flush()
+}
+
+// writeScaled prints the time-scaled device's medians.
+func (r *report) writeScaled(w io.Writer) error {
+	if r.Scale == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nThe time-scaled device (-scale %d: core and disk %d times slower, guest time held to the host's; ms divided by %d):\n\n", r.Scale, r.Scale, r.Scale)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "size\tlayout\tpower_on_to_service\tinit_to_service\tguest late by up to (host s)\t")
+	for _, s := range r.Sizes {
+		res, _ := scaledResults(s.Name, r.Layouts, s.Scaled)
+		got := map[string]benchjson.Result{}
+		for _, x := range res {
+			got[x.Name] = x
+		}
+		for _, l := range r.Layouts {
+			p := s.Name + ".scaled." + l + "."
+			on, ok := got[p+spanPowerOn]
+			if !ok {
+				continue
+			}
+			in, late := got[p+spanInit], got[p+"late_max"]
+			fmt.Fprintf(tw, "%s\t%s\t%.0f (%.0f-%.0f)\t%.0f (%.0f-%.0f)\t%.0f\t\n", s.Name, l, on.Median, on.Min, on.Max, in.Median, in.Min, in.Max, late.Max)
+		}
 	}
 	return tw.Flush()
 }

@@ -71,6 +71,10 @@ type options struct {
 	// Bootstat adds a diagnostic boot per layout and size (with
 	// cmd/bootstat in the image): disk reads, faults, resident text.
 	Bootstat bool
+	// Scale > 0 adds Runs boots per layout and size on the time-scaled
+	// device (scaled.go): core and disk Scale times slower, QEMU holding
+	// guest time to the host's.
+	Scale int
 }
 
 // size is one image config measured.
@@ -96,6 +100,7 @@ func parseFlags(c *cli.Context) (*options, error) {
 	fs.StringVar(&o.Work, "work", "", "keep each size's images and runs under this `directory` (DIR/<size>); empty: a temporary one, removed")
 	fs.StringVar(&o.Chart, "chart", "", "write the chart (SVG) to this `file`; empty: none")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object on stdout")
+	fs.IntVar(&o.Scale, "scale", 0, "also boot each layout -runs times on a device `N` times slower, core and disk, with QEMU holding guest time to the host's (-icount align=on), times divided by N: the disk and the core on one clock (a power of two; 0: not)")
 	fs.BoolVar(&o.Bootstat, "bootstat", true, "after each size's measure, one diagnostic boot per layout with bench/bigapp/cmd/bootstat added (disk reads, faults, resident text at the first answer)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return nil, err
@@ -105,6 +110,14 @@ func parseFlags(c *cli.Context) (*options, error) {
 	}
 	if o.Runs < 1 {
 		return nil, cli.Usagef("-runs %d: want at least 1", o.Runs)
+	}
+	if o.Scale != 0 {
+		if _, err := scaleShift(o.Scale); err != nil {
+			return nil, cli.Usagef("%v", err)
+		}
+		if o.Clock != vm.ClockDevice {
+			return nil, cli.Usagef("-scale is for -clock device: it slows the counted core")
+		}
 	}
 	if _, err := vm.Profile(o.Storage); err != nil {
 		return nil, cli.Usagef("-storage: %v", err)
@@ -204,7 +217,7 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 	if err != nil {
 		return err
 	}
-	rep := &report{Layouts: o.Layouts, Runs: o.Runs, Storage: prof}
+	rep := &report{Layouts: o.Layouts, Runs: o.Runs, Storage: prof, Scale: o.Scale}
 	for i, sz := range o.Configs {
 		fmt.Fprintf(c.Stderr, "bigapp: size %d/%d: %s (%s), %.0f s so far\n", i+1, len(o.Configs), sz.Name, sz.Config, time.Since(start).Seconds())
 		dir := filepath.Join(work, sz.Name)
@@ -237,6 +250,13 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 		res := sizeResult{size: sz, Text: txt, Measure: m}
 		if o.Bootstat {
 			if res.Bootstat, err = runBootstat(ctx, o, sz, filepath.Join(dir, "bootstat"), nvboot, lw); err != nil {
+				lw.Flush()
+				return fmt.Errorf("size %s (%s): %w", sz.Name, sz.Config, err)
+			}
+			lw.Flush()
+		}
+		if o.Scale > 0 {
+			if res.Scaled, err = runScaled(ctx, o, dir, lw); err != nil {
 				lw.Flush()
 				return fmt.Errorf("size %s (%s): %w", sz.Name, sz.Config, err)
 			}
