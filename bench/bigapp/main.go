@@ -17,7 +17,9 @@
 // OFF2F moves into the text store. nvinit's is left out (the same in every
 // image) and reported apart. How much of it a service really reads at start
 // is less, and depends on the program: the ELF layout reads it on demand
-// from the disk, page by page with readahead.
+// from the disk, page by page with readahead; -bootstat's diagnostic boots
+// measure it, and -scale's time-scaled device puts the disk and the core on
+// one clock (see run.go's help and docs/BENCHMARKS.md#big-appliance).
 package main
 
 import (

@@ -36,21 +36,40 @@ image's image.json: what OFF2F moves into the text store on pmem, and what
 the ELF layout maps from the disk. nvinit's own (the same in every image) is
 reported apart, as text_nvinit.
 
+After each size's measure, -bootstat (on by default) boots each layout once
+more with bench/bigapp/cmd/bootstat added: it samples the disk's reads
+against the guest's clock and, when the timed service listens, reads each
+process's faults, mapped text and page-cached program file; nvinit times the
+first answer. The table then says what each layout read from the disk by
+that answer and how long the storage model needs for it.
+
+-scale N boots each layout -runs times more on the time-scaled device: the
+counted core and the storage model N times slower, QEMU holding guest time
+to the host's (-icount align=on), the times divided by N. Under -clock device
+the disk throttle runs on the host's clock while a busy guest's time counts
+instructions, so reads that overlap the guest's work look nearly free; the
+scaled device puts both on one clock (docs/BENCHMARKS.md#big-appliance).
+
 It prints a table per size (median of the runs) and the ratios of off2f to
 each other layout; with -json one object instead:
-{"bench":"bigapp","env":{...},"ratios":{"<size>.<span>.off2f_vs_<layout>",...},
- "results":[{"name":"<size>.<layout>.<stage or span>",...},{"name":"<size>.text_services","unit":"MiB",...},...]}
+{"bench":"bigapp","env":{...},"ratios":{"<size>.<span>.off2f_vs_<layout>",
+ "<size>.scaled.<span>.off2f_vs_<layout>",...},"results":[{"name":"<size>.<layout>.<stage
+ or span>",...},{"name":"<size>.text_services","unit":"MiB",...},{"name":
+ "<size>.<layout>.disk_read",...},{"name":"<size>.scaled.<layout>.<span>",...},...]}
 Progress goes to stderr, each line of a size's measure prefixed with its name.
 With -chart FILE it writes the chart (SVG, two panels) there; its directory
 is checked to be writable before anything is built.
 
-Long: with the defaults, about 10 minutes per size on 2 shared cores (the
-first build of Caddy takes minutes more). The machine is shared: take
-/tmp/nvboot-bench.lock (flock) as the other benchmarks do.`
+Long: with the defaults, 2 to 4 minutes per size on 2 shared cores, and as
+much again with -scale 16 (the first build of Caddy takes minutes more).
+The machine is shared: take /tmp/nvboot-bench.lock (flock) as the other
+benchmarks do.`
 
 const examples = `  go run ./bench/bigapp -chart out/charts/bigapp.svg
-  flock /tmp/nvboot-bench.lock go run ./bench/bigapp -clock device -storage sd -runs 3 -json -chart docs/measure/bigapp.svg > out/bigapp.json
+  flock /tmp/nvboot-bench.lock go run ./bench/bigapp -clock device -storage sd -runs 3 -scale 16 -json -chart docs/measure/bigapp.svg > out/bigapp.json
   go run ./bench/bigapp -configs examples/big/small.json,examples/big.json -layouts off2f,elf -runs 1
+  go run ./bench/bigapp -scale 16 -chart out/charts/bigapp.svg   # and the time-scaled device, dashed
+  go run ./bench/bigapp -bootstat=false -runs 5
   go run ./bench/bigapp -work /var/tmp/bigapp    # keep the images and runs`
 
 // defaultConfigs are the sizes, smallest first, relative to the checkout.
