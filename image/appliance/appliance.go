@@ -178,6 +178,10 @@ type ServiceInfo struct {
 	WaitFor     string `json:",omitempty"`
 	ForwardPort int    `json:",omitempty"`
 	DontStart   bool   `json:",omitempty"`
+	// TextBytes is the program's read-only bytes (text + rodata), its part
+	// of the Image's TextBytes; 0 in an image.json from before it was
+	// recorded.
+	TextBytes uint64 `json:",omitempty"`
 }
 
 // ReadImage reads the image.json of an output directory.

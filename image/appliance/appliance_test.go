@@ -169,6 +169,10 @@ func TestLayouts(t *testing.T) {
 			if err != nil || read.Cmdline != im.Cmdline {
 				t.Fatalf("ReadImage: %v %+v", err, read)
 			}
+			// kv's text is recorded, and is part of the image's (nvinit's is the rest).
+			if kv := read.Services[0].TextBytes; kv < 1<<20 || kv >= read.TextBytes {
+				t.Errorf("image.json: kv's TextBytes %d, the image's %d", kv, read.TextBytes)
+			}
 			store := checkStore(t, filepath.Join(dir, TextPmemFile))
 			checkStore(t, filepath.Join(dir, StatePmemFile))
 			var root string

@@ -105,7 +105,7 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		// Args as nvinit starts it (poold with its config), never nil: an
 		// image.json without them is from before they were recorded.
 		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: b.servicePath(p.Name),
-			Args: append([]string{}, cfg.Services[i].Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart})
+			Args: append([]string{}, cfg.Services[i].Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text})
 	}
 
 	// pmem0: the text store, a bigalloc ext4 so text lands 2 MiB-aligned.
