@@ -27,7 +27,7 @@ import (
 // Config describes one virtual machine.
 type Config struct {
 	QEMU    string // the QEMU binary; default qemu-system-x86_64
-	Kernel  string // bzImage to boot directly (-kernel); required
+	Kernel  string // bzImage to boot directly (-kernel); required unless BootDisk
 	Initrd  string // initramfs, optional
 	Cmdline string // kernel command line after the console settings vm adds
 	MemMiB  int    // RAM; default 256
@@ -48,6 +48,14 @@ type Config struct {
 	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
 	Stdin io.Reader
 	Extra []string // more QEMU arguments, appended last
+	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
+	// OVMF or QBoot); "": QEMU's own, SeaBIOS.
+	Firmware string
+	// BootDisk boots the machine as a board boots: no -kernel, the
+	// firmware loads what the disks hold (UEFI firmware: the first disk's
+	// EFI/BOOT/BOOTX64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
+	// adds no console settings: the command line is the disk's.
+	BootDisk bool
 }
 
 // Disk is a virtio block device (vda, vdb, ... in order).
@@ -98,8 +106,9 @@ var ErrExited = errors.New("vm: QEMU exited")
 
 // Args returns the QEMU command line for c (without the binary).
 func (c Config) args(accel string) ([]string, error) {
-	if c.Kernel == "" {
-		return nil, errors.New("vm: no kernel (set NVBOOT_KERNEL or run make kernel)")
+	boot, err := c.bootArgs(accel)
+	if err != nil {
+		return nil, err
 	}
 	mem := c.MemMiB
 	if mem == 0 {
@@ -137,12 +146,8 @@ func (c Config) args(accel string) ([]string, error) {
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
 		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-		"-kernel", c.Kernel,
-		"-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel)+c.Cmdline),
 	)
-	if c.Initrd != "" {
-		a = append(a, "-initrd", c.Initrd)
-	}
+	a = append(a, boot...)
 	var pmem int64
 	for i, n := range c.NVDIMMs {
 		size := n.Size
