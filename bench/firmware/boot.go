@@ -88,7 +88,7 @@ func measure(ctx context.Context, c *options, work string, log *progress) (*repo
 }
 
 // prepare boots the image once (SeaBIOS, -kernel) on copies of its pmem in
-// dst, waits for kv, and powers it off through the console.
+// dst, waits for kv's first answer, and powers it off through the console.
 func prepare(ctx context.Context, c *options, img string, im *appliance.Image, dst string) error {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
@@ -108,7 +108,9 @@ func prepare(ctx context.Context, c *options, img string, im *appliance.Image, d
 		return err
 	}
 	defer m.Kill()
-	if _, err := m.ExpectString(ctx, bootmark.Prefix+bootmark.ServiceReady+" "+demoService+" "); err != nil {
+	// kv listens before it has made its heap, so its readiness is not
+	// enough: its first answer is (nvinit asks, nvboot.answer).
+	if _, err := m.ExpectString(ctx, bootmark.Prefix+bootmark.Answered+" "+strconv.Itoa(demoPort)+" "); err != nil {
 		return fmt.Errorf("first boot: %w; console:\n%s", err, m.ConsoleTail(25))
 	}
 	go inject.Write([]byte("poweroff\n"))
@@ -140,6 +142,10 @@ func bootOnce(ctx context.Context, c *options, f firmware, img string, im *appli
 	if err != nil {
 		return nil, err
 	}
+	if !c.NICROM {
+		vc.Extra = append(vc.Extra, "-global", "virtio-net-pci.romfile=")
+	}
+	vc.Extra = append(vc.Extra, c.QEMUArgs...)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	m, err := vm.Start(ctx, vc)
@@ -147,13 +153,22 @@ func bootOnce(ctx context.Context, c *options, f firmware, img string, im *appli
 		return nil, err
 	}
 	defer m.Kill()
-	if _, err := m.ExpectString(ctx, bootmark.Prefix+bootmark.Answered+" "+strconv.Itoa(demoPort)+" "); err != nil {
-		return nil, fmt.Errorf("nvinit did not see kv answer: %w; console:\n%s", err, m.ConsoleTail(25))
+	// Both marks: nvinit may see kv answer before its readiness check does.
+	for _, mark := range []string{bootmark.Answered + " " + strconv.Itoa(demoPort), bootmark.ServiceReady + " " + demoService} {
+		if _, err := m.ExpectString(ctx, bootmark.Prefix+mark+" "); err != nil {
+			return nil, fmt.Errorf("no %q mark: %w; console:\n%s", mark, err, m.ConsoleTail(25))
+		}
 	}
 	if err := hostAnswer(ctx, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil {
 		return nil, fmt.Errorf("%w; console:\n%s", err, m.ConsoleTail(25))
 	}
 	m.Kill()
+	if c.Keep {
+		name := filepath.Join(runDir, fmt.Sprintf("console-%s-%d.txt", f.Name, time.Now().UnixNano()))
+		if err := os.WriteFile(name, []byte(m.Console()), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	var marks []bootmark.Mark
 	for _, l := range m.Lines() {
 		if mk, ok := bootmark.Parse(l.Text); ok {

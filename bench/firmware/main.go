@@ -83,6 +83,8 @@ type options struct {
 	CPURate   int64
 	Kernel    string
 	Keep      bool
+	NICROM    bool     // the network card's option ROM (iPXE), as QEMU loads it by default
+	QEMUArgs  []string // more QEMU arguments for every boot
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -119,13 +121,17 @@ Examples:
 	fs.StringVar(&storage, "storage", storage, "storage `profile` of the disk (sd, emmc, nvme, host)")
 	fs.Int64Var(&c.CPURate, "cpu-rate", vm.DefaultCPURate, "guest instructions per second of guest time (1e9 divided by a power of two)")
 	fs.StringVar(&c.Kernel, "kernel", "", "appliance `bzImage` (default $NVBOOT_KERNEL)")
+	fs.BoolVar(&c.NICROM, "nic-rom", true, "give the network card QEMU's option ROM (iPXE), which the firmware runs; false: none, as on a board without network boot")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (printed on stderr)")
+	qemuArgs := ""
+	fs.StringVar(&qemuArgs, "qemu-args", "", "more QEMU `arguments` for every boot, space-separated (experiments: another device, another -global)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (try -h)", fs.Args())
 	}
+	c.QEMUArgs = strings.Fields(qemuArgs)
 	if c.Runs < 1 {
 		return nil, fmt.Errorf("-runs %d: want at least 1", c.Runs)
 	}
