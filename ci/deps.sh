@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-dev
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
-	elfutils gdisk dosfstools mtools)
+	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

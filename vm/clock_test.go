@@ -151,10 +151,10 @@ echo "READS $t0 $t1 $t2"`})
 }
 
 func TestFirmwareArgs(t *testing.T) {
-	if a, err := firmwareArgs("seabios"); err != nil || a != nil {
+	if a, err := firmwareArgs("seabios", false); err != nil || a != nil {
 		t.Errorf("seabios: %q, %v; want QEMU's default", a, err)
 	}
-	a, err := firmwareArgs("")
+	a, err := firmwareArgs("", false)
 	if _, statErr := os.Stat(QBoot); statErr == nil {
 		if err != nil || strings.Join(a, " ") != "-bios "+QBoot {
 			t.Errorf("default with qboot installed: %q, %v", a, err)
@@ -162,7 +162,7 @@ func TestFirmwareArgs(t *testing.T) {
 	} else if err != nil || a != nil {
 		t.Errorf("default without qboot: %q, %v", a, err)
 	}
-	if _, err := firmwareArgs("/nonexistent/ovmf.fd"); err == nil || !strings.Contains(err.Error(), "/nonexistent/ovmf.fd") {
+	if _, err := firmwareArgs("/nonexistent/ovmf.fd", false); err == nil || !strings.Contains(err.Error(), "/nonexistent/ovmf.fd") {
 		t.Errorf("a missing firmware: %v", err)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // Config describes one virtual machine.
 type Config struct {
 	QEMU    string // the QEMU binary; default qemu-system-x86_64
-	Kernel  string // bzImage to boot directly (-kernel); required
+	Kernel  string // bzImage to boot directly (-kernel); required unless BootDisk
 	Initrd  string // initramfs, optional
 	Cmdline string // kernel command line after the console settings vm adds
 	MemMiB  int    // RAM; default 256
@@ -53,32 +53,17 @@ type Config struct {
 	// (the default).
 	PmemAs string
 	Extra  []string // more QEMU arguments, appended last
-	// Firmware is the -bios image. "": qboot where it is installed (it
-	// hands over to a -kernel in 0.4-0.6 ms of guest time at 1 GIPS,
-	// SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS). "seabios": QEMU's
-	// default.
+	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
+	// OVMF). "": qboot where it is installed and the kernel is booted
+	// directly (it hands over to a -kernel in 0.4-0.6 ms of guest time at
+	// 1 GIPS, SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS).
+	// "seabios": QEMU's default.
 	Firmware string
-}
-
-// QBoot is where Debian's qemu-system-data installs qboot, a minimal
-// firmware that only boots a -kernel (github.com/bonzini/qboot).
-const QBoot = "/usr/share/qemu/qboot.rom"
-
-// firmwareArgs is the -bios argument for name (see Config.Firmware).
-func firmwareArgs(name string) ([]string, error) {
-	switch name {
-	case "seabios":
-		return nil, nil
-	case "":
-		if _, err := os.Stat(QBoot); err == nil {
-			return []string{"-bios", QBoot}, nil
-		}
-		return nil, nil
-	}
-	if _, err := os.Stat(name); err != nil {
-		return nil, fmt.Errorf("vm: firmware: %w", err)
-	}
-	return []string{"-bios", name}, nil
+	// BootDisk boots the machine as a board boots: no -kernel, the
+	// firmware loads what the disks hold (UEFI firmware: the first disk's
+	// EFI/BOOT/BOOTX64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
+	// adds no console settings: the command line is the disk's.
+	BootDisk bool
 }
 
 // Disk is a virtio block device (vda, vdb, ... in order).
@@ -129,9 +114,6 @@ var ErrExited = errors.New("vm: QEMU exited")
 
 // Args returns the QEMU command line for c (without the binary).
 func (c Config) args(accel string) ([]string, error) {
-	if c.Kernel == "" {
-		return nil, errors.New("vm: no kernel (set NVBOOT_KERNEL or run make kernel)")
-	}
 	mem := c.MemMiB
 	if mem == 0 {
 		mem = 256
@@ -148,6 +130,10 @@ func (c Config) args(accel string) ([]string, error) {
 		return nil, err
 	}
 	machine += pm.machine
+	boot, err := c.bootArgs(accel, pm.cmdline)
+	if err != nil {
+		return nil, err
+	}
 	a := []string{
 		"-machine", machine, "-accel", accel, "-cpu", cpuModel(accel), "-smp", fmt.Sprint(cpus),
 	}
@@ -172,17 +158,8 @@ func (c Config) args(accel string) ([]string, error) {
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
 		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
 		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-		"-kernel", c.Kernel,
-		"-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel, c.CPURate)+pm.cmdline+c.Cmdline),
 	)
-	if c.Initrd != "" {
-		a = append(a, "-initrd", c.Initrd)
-	}
-	fw, err := firmwareArgs(c.Firmware)
-	if err != nil {
-		return nil, err
-	}
-	a = append(a, fw...)
+	a = append(a, boot...)
 	a = append(a, pm.args...)
 	for i, d := range c.Disks {
 		if _, err := os.Stat(d.Path); err != nil {

@@ -3,8 +3,9 @@
 // lays them out as the chosen layout asks (OFF2F with the text on pmem, plain
 // ELF, initramfs, or whole ELFs on the DAX filesystem), and writes the
 // artefacts a device or QEMU boots: a GPT disk image (EFI system partition
-// with the EFI-stub kernel, the read-only root, a data partition), the pmem
-// images (text store, state) and image.json, which says how to boot them.
+// with a unified kernel image that UEFI firmware boots, the read-only root, a
+// data partition), the pmem images (text store, state) and image.json, which
+// says how to boot them.
 //
 // Every step is reproducible: the same inputs give the same bytes. The output
 // directory is written beside its final place (.NAME.build-PID-N, locked
@@ -258,6 +259,9 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err := CheckKernel(o.Kernel); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	if err := CheckTools(o.Config, o.Layout); err != nil {
+		return nil, err
 	}
 	parent := filepath.Dir(filepath.Clean(o.Out))
 	if err := os.MkdirAll(parent, 0o755); err != nil {

@@ -175,6 +175,7 @@ func TestLayouts(t *testing.T) {
 			}
 			store := checkStore(t, filepath.Join(dir, TextPmemFile))
 			checkStore(t, filepath.Join(dir, StatePmemFile))
+			checkESP(t, dir, im, k)
 			var root string
 			if l == Initramfs {
 				if im.Initrd == "" || !strings.Contains(im.Cmdline, "rdinit="+GuestInit) {

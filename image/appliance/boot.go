@@ -27,6 +27,13 @@ type BootOptions struct {
 	Stdin   io.Reader
 	// ExtraCmdline is appended to the image's kernel command line.
 	ExtraCmdline string
+	// Firmware is the firmware QEMU runs (vm.Config.Firmware); "": qboot
+	// where installed, else SeaBIOS.
+	Firmware string
+	// BootDisk boots the disk image as a board does: the firmware (UEFI:
+	// vm.OVMF) runs the unified kernel image on its EFI system partition,
+	// whose command line is the image's; no -kernel, no ExtraCmdline.
+	BootDisk bool
 }
 
 // DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
@@ -36,9 +43,11 @@ type BootOptions struct {
 const DefaultPmemAs = vm.PmemE820
 
 // VMConfig is the QEMU machine for the image in dir: the kernel booted
-// directly (what the EFI system partition would hand over), the disk image as
-// vda, pmem0 the text store, pmem1 the state. The disk image is checked
-// first (CheckDisk): a truncated one would boot into a kernel panic.
+// directly with the image's command line (what the unified kernel image on
+// the EFI system partition hands over), or with BootDisk the disk booted by
+// the firmware; the disk image as vda, pmem0 the text store, pmem1 the state.
+// The disk image is checked first (CheckDisk): a truncated one would boot
+// into a kernel panic.
 func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	if err := CheckDisk(dir, im); err != nil {
 		return vm.Config{}, err
@@ -63,6 +72,17 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	}
 	if im.Initrd != "" {
 		c.Initrd = filepath.Join(dir, im.Initrd)
+	}
+	c.Firmware = o.Firmware
+	if o.BootDisk {
+		if o.ExtraCmdline != "" {
+			return vm.Config{}, fmt.Errorf("image %s: booted from its disk, the kernel command line is the one built in (%q cannot be added: rebuild with it in KernelCmdline)", dir, o.ExtraCmdline)
+		}
+		c.BootDisk, c.Kernel, c.Cmdline, c.Initrd = true, "", "", ""
+		if o.PmemAs == "" {
+			// The disk's command line has no memmap= for e820 regions.
+			c.PmemAs = vm.PmemNVDIMM
+		}
 	}
 	pdir := o.PmemDir
 	if pdir == "" {

@@ -160,33 +160,17 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 
 	// The root filesystem, or the initramfs.
 	var parts []gpt.Partition
-	espSize := int64(0)
-	kst, err := os.Stat(b.Kernel)
-	if err != nil {
-		return nil, err
-	}
-	espSize += kst.Size()
 	if err := copyFile(filepath.Join(b.dir, KernelFile), b.Kernel, 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(st.esp, "EFI/BOOT"), 0o755); err != nil {
-		return nil, err
-	}
-	if err := copyFile(filepath.Join(st.esp, "EFI/BOOT/BOOTX64.EFI"), b.Kernel, 0o644); err != nil {
-		return nil, err
-	}
-	rootImg := ""
+	rootImg, initrd := "", ""
 	if b.Layout == Initramfs {
 		im.Initrd = InitrdFile
 		im.Cmdline = "rdinit=" + GuestInit
-		if err := writeInitramfs(st.root, filepath.Join(b.dir, InitrdFile)); err != nil {
+		initrd = filepath.Join(b.dir, InitrdFile)
+		if err := writeInitramfs(st.root, initrd); err != nil {
 			return nil, err
 		}
-		if err := copyFile(filepath.Join(st.esp, "EFI/BOOT/initrd.cpio"), filepath.Join(b.dir, InitrdFile), 0o644); err != nil {
-			return nil, err
-		}
-		ist, _ := os.Stat(filepath.Join(b.dir, InitrdFile))
-		espSize += ist.Size()
 	} else {
 		fs := b.Config.RootFSOrDefault()
 		rootImg = filepath.Join(b.work, "root."+fs)
@@ -212,12 +196,8 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	if b.Config.KernelCmdline != "" {
 		im.Cmdline += " " + b.Config.KernelCmdline
 	}
-	if err := os.WriteFile(filepath.Join(st.esp, "EFI/BOOT/cmdline.txt"), []byte(im.Cmdline+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	espImg := filepath.Join(b.work, "esp.vfat")
-	espSize = (espSize + espSize/4 + (4 << 20)) &^ (1<<20 - 1)
-	if err := mkVfat(ctx, st.esp, espImg, espSize, volID(b.seed())); err != nil {
+	espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
+	if err != nil {
 		return nil, fmt.Errorf("EFI system partition: %w", err)
 	}
 	dataDir, dataImg := filepath.Join(b.work, "data"), filepath.Join(b.work, "data.ext4")

@@ -12,7 +12,11 @@ import (
 
 // tools are what image/appliance runs to build an image (make deps
 // installs them).
-var tools = []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "go", "make", "gcc"}
+var tools = []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "objcopy", "go", "make", "gcc"}
+
+// EFIStub is systemd's EFI stub, which the build makes the unified kernel
+// image from (Debian package systemd-boot-efi).
+const EFIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 
 // NeedTools skips the test unless the build's tools and extra are installed.
 func NeedTools(t testing.TB, extra ...string) {
@@ -21,6 +25,9 @@ func NeedTools(t testing.TB, extra ...string) {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed (make deps)", tool)
 		}
+	}
+	if _, err := os.Stat(EFIStub); err != nil {
+		t.Skipf("%s not installed (make deps; Debian package systemd-boot-efi)", EFIStub)
 	}
 }
 

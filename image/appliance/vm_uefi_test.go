@@ -1,0 +1,83 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
+)
+
+// TestUEFIBootsTheDisk boots disk.img as a board boots it: UEFI firmware
+// (OVMF), no -kernel, the firmware reads the unified kernel image from the
+// EFI system partition and its stub hands the kernel the image's command
+// line (and, in the initramfs layout, the initramfs). nvinit must run, kv
+// must answer through the network, and the guest must power off cleanly.
+// Before the UKI the kernel got an empty command line and panicked with no
+// root filesystem.
+func TestUEFIBootsTheDisk(t *testing.T) {
+	buildtest.NeedTools(t)
+	k := vmtest.Kernel(t, "qemu-system-x86_64")
+	if _, err := os.Stat(vm.OVMF); err != nil {
+		t.Skipf("no UEFI firmware for QEMU: %v (Debian package ovmf)", err)
+	}
+	for _, l := range []Layout{OFF2F, Initramfs} {
+		t.Run(string(l), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			im := buildLayout(t, config.Demo(), l, dir, k)
+			pm := t.TempDir()
+			if err := CopyPmem(dir, im, pm); err != nil {
+				t.Fatal(err)
+			}
+			b := startDisk(t, dir, im, pm)
+			if !slices.Contains(b.m.Args, vm.OVMF) || slices.Contains(b.m.Args, "-kernel") {
+				t.Fatalf("not a firmware boot of the disk: %q", b.m.Args)
+			}
+			b.expect(t, "NVBOOT-MARK init ")
+			b.expect(t, "NVBOOT-MARK service-ready kv ")
+			if code, _ := b.do(t, "PUT", "/kv/booted-by", "uefi"); code != http.StatusNoContent {
+				t.Fatalf("PUT: %d", code)
+			}
+			if code, v := b.do(t, "GET", "/kv/booted-by", ""); code != http.StatusOK || v != "uefi" {
+				t.Fatalf("GET: %d %q", code, v)
+			}
+			b.poweroff(t)
+		})
+	}
+}
+
+// startDisk boots the image's disk through OVMF with kv's port forwarded,
+// not waiting for anything.
+func startDisk(t *testing.T, dir string, im *Image, pmemDir string) *booted {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	in, stdin := io.Pipe()
+	cfg, err := VMConfig(dir, im, BootOptions{PmemDir: pmemDir, Forwards: []vm.Forward{{Host: port, Guest: 8080}},
+		Stdin: in, Firmware: vm.OVMF, BootDisk: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Kill)
+	return &booted{m: m, ctx: ctx, url: fmt.Sprintf("http://127.0.0.1:%d", port), stdin: stdin}
+}

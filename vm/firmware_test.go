@@ -1,0 +1,64 @@
+package vm
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBootArgs(t *testing.T) {
+	dir := t.TempDir()
+	disk, fw := filepath.Join(dir, "disk"), filepath.Join(dir, "fw.rom")
+	os.WriteFile(disk, make([]byte, 4096), 0o644)
+	os.WriteFile(fw, make([]byte, 4096), 0o644)
+	tests := []struct {
+		name string
+		c    Config
+		want []string // in the arguments, each as one run of them
+		not  []string // absent
+		err  string
+	}{
+		{"kernel, SeaBIOS", Config{Kernel: "bz", Initrd: "rd", Cmdline: "quiet", Firmware: "seabios"},
+			[]string{"-kernel bz -append console=ttyS0 noapictimer quiet -initrd rd"}, []string{"-bios"}, ""},
+		{"disk, default firmware: not qboot, which boots only a kernel", Config{BootDisk: true, Disks: []Disk{{Path: disk}}},
+			nil, []string{"-bios", "-kernel"}, ""},
+		{"disk with e820 pmem", Config{BootDisk: true, Disks: []Disk{{Path: disk}}, PmemAs: PmemE820,
+			NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}}, nil, nil, "give the pmem as NVDIMMs"},
+		{"kernel, other firmware", Config{Kernel: "bz", Firmware: fw},
+			[]string{"-bios " + fw, "-kernel bz"}, nil, ""},
+		{"disk through UEFI", Config{Firmware: fw, BootDisk: true, Disks: []Disk{{Path: disk}}},
+			[]string{"-bios " + fw, "virtio-blk-pci,drive=d0"}, []string{"-kernel", "-append", "-initrd", "console="}, ""},
+		{"disk and a kernel", Config{Kernel: "bz", BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "must be empty"},
+		{"disk and a command line", Config{Cmdline: "quiet", BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "must be empty"},
+		{"no disk to boot", Config{Firmware: fw, BootDisk: true}, nil, nil, "no disk"},
+		{"missing firmware", Config{Kernel: "bz", Firmware: filepath.Join(dir, "none.fd")}, nil, nil, "none.fd"},
+		{"no kernel", Config{}, nil, nil, "no kernel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := tt.c.args("tcg")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want one with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := " " + strings.Join(a, " ") + " "
+			for _, w := range tt.want {
+				if !strings.Contains(s, " "+w+" ") {
+					t.Errorf("args lack %q:\n%s", w, s)
+				}
+			}
+			for _, n := range tt.not {
+				if slices.ContainsFunc(a, func(x string) bool { return strings.HasPrefix(x, n) }) {
+					t.Errorf("args have %q:\n%s", n, s)
+				}
+			}
+		})
+	}
+}
