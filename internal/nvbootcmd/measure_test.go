@@ -76,3 +76,17 @@ func TestMeasureDeviceClock(t *testing.T) {
 		t.Errorf("%s = %v (present %v): three boots on the device clock differ by more than 10 %%\n%s", RatioSpread, sp, ok, stderr)
 	}
 }
+
+// measure -h's examples write their charts where the README's
+// `nvboot build -o out/demo` does not build: a chart file in out/demo made
+// that build refuse the directory (issue 19, item 12).
+func TestMeasureExamplesKeepOutDemoFree(t *testing.T) {
+	for _, line := range strings.Split(measureExamples, "\n") {
+		if strings.Contains(line, "-charts out/demo") || strings.Contains(line, "-work out/demo") {
+			t.Errorf("measure -h example writes into out/demo: %s", strings.TrimSpace(line))
+		}
+	}
+	if !strings.Contains(measureExamples, "-charts ") {
+		t.Error("no -charts example left to check")
+	}
+}
