@@ -98,6 +98,12 @@ func lockFile(f *os.File) error {
 
 // Create makes a new heap file of the given size (rounded up to a page) and
 // opens it. It refuses to overwrite an existing file.
+//
+// The heap is made under a temporary name beside path and linked to path
+// only once it is whole and durable, so a power cut during Create leaves
+// either no heap at path or a whole one: never a file of zeros that every
+// later Open refuses. (link(2), unlike rename(2), fails when path exists,
+// so a heap another process created meanwhile is never replaced.)
 func Create(path string, size int64) (*Heap, error) {
 	h, err := create(path, size)
 	if err != nil {
@@ -106,22 +112,36 @@ func Create(path string, size int64) (*Heap, error) {
 	return h, nil
 }
 
+// creatingName is where Create builds the heap for path.
+func creatingName(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".creating")
+}
+
 func create(path string, size int64) (h *Heap, err error) {
 	if size < MinSize {
 		return nil, fmt.Errorf("%w: %d bytes, need at least %d", ErrTooSmall, size, MinSize)
 	}
 	size = (size + pageSize - 1) &^ (pageSize - 1)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if _, err := os.Lstat(path); err == nil {
+		return nil, fmt.Errorf("open %s: %w", path, os.ErrExist)
+	}
+	tmp := creatingName(path)
+	// No O_TRUNC before the lock: another Create of the same path may be
+	// writing it. What a cut-short Create left is truncated once locked.
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(path)
+			os.Remove(tmp)
 		}
 	}()
 	if err := lockFile(f); err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil {
 		return nil, err
 	}
 	// Allocate the blocks now so a full filesystem shows here, not as
@@ -144,12 +164,18 @@ func create(path string, size int64) (h *Heap, err error) {
 		unix.Munmap(m.b)
 		return nil, err
 	}
-	if err := f.Sync(); err != nil { // the file's size and blocks
+	if err := f.Sync(); err != nil { // the heap's bytes, size and blocks
 		unix.Munmap(m.b)
 		return nil, err
 	}
+	if err := os.Link(tmp, path); err != nil {
+		unix.Munmap(m.b)
+		return nil, err
+	}
+	os.Remove(tmp)
 	if err := dirsync.Sync(filepath.Dir(path)); err != nil { // its name
 		unix.Munmap(m.b)
+		os.Remove(path)
 		return nil, err
 	}
 	h.closer = closer(f, m)

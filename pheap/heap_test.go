@@ -554,3 +554,34 @@ func TestRecoveryOfWholeRecordThenMore(t *testing.T) {
 		}
 	}
 }
+
+// A Create cut short by a power cut leaves its heap under the temporary
+// name, never a file of zeros at the heap's path: a later Create succeeds
+// over what it left, and leaves nothing beside the heap.
+func TestCreateAfterCutShortCreate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kv.heap")
+	// What a cut during Create leaves: the temporary file, zeros.
+	if err := os.WriteFile(creatingName(path), make([]byte, MinSize), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the heap's path exists before Create: %v", err)
+	}
+	h, err := Create(path, MinSize)
+	if err != nil {
+		t.Fatalf("Create over a cut-short Create: %v", err)
+	}
+	h.Close()
+	if _, err := os.Stat(creatingName(path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary file is left: %v", err)
+	}
+	h, err = Open(path)
+	if err != nil {
+		t.Fatalf("Open after Create: %v", err)
+	}
+	h.Close()
+	if _, err := Create(path, MinSize); !errors.Is(err, os.ErrExist) {
+		t.Errorf("Create over a heap: %v, want ErrExist", err)
+	}
+}
