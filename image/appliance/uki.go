@@ -81,8 +81,7 @@ func writeUKI(ctx context.Context, out, work, kernel, cmdline, osrel, initrd str
 			"--set-section-flags", s.name+"=data,readonly")
 		vma = alignUp(vma+uint64(st.Size()), ukiSectionAlign)
 	}
-	tmp := out + ".objcopy"
-	defer os.Remove(tmp)
+	tmp := filepath.Join(work, "uki.efi")
 	if err := run(ctx, nil, "objcopy", append(args, efiStub, tmp)...); err != nil {
 		return fmt.Errorf("unified kernel image: %w", err)
 	}

@@ -78,6 +78,13 @@ func startImage(t *testing.T, dir, pmemDir string) *booted {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startWith(t, dir, im, BootOptions{PmemDir: pmemDir})
+}
+
+// startWith boots the image as o says, with guest port 8080 forwarded to a
+// free host port and the console's input piped, not waiting for anything.
+func startWith(t *testing.T, dir string, im *Image, o BootOptions) *booted {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +92,8 @@ func startImage(t *testing.T, dir, pmemDir string) *booted {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	in, stdin := io.Pipe()
-	cfg, err := VMConfig(dir, im, BootOptions{PmemDir: pmemDir, Forwards: []vm.Forward{{Host: port, Guest: 8080}}, Stdin: in})
+	o.Forwards, o.Stdin = []vm.Forward{{Host: port, Guest: 8080}}, in
+	cfg, err := VMConfig(dir, im, o)
 	if err != nil {
 		t.Fatal(err)
 	}

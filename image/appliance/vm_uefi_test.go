@@ -1,16 +1,11 @@
 package appliance
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
@@ -39,7 +34,7 @@ func TestUEFIBootsTheDisk(t *testing.T) {
 			if err := CopyPmem(dir, im, pm); err != nil {
 				t.Fatal(err)
 			}
-			b := startDisk(t, dir, im, pm)
+			b := startWith(t, dir, im, BootOptions{PmemDir: pm, Firmware: vm.OVMF, BootDisk: true})
 			if !slices.Contains(b.m.Args, vm.OVMF) || slices.Contains(b.m.Args, "-kernel") {
 				t.Fatalf("not a firmware boot of the disk: %q", b.m.Args)
 			}
@@ -54,30 +49,4 @@ func TestUEFIBootsTheDisk(t *testing.T) {
 			b.poweroff(t)
 		})
 	}
-}
-
-// startDisk boots the image's disk through OVMF with kv's port forwarded,
-// not waiting for anything.
-func startDisk(t *testing.T, dir string, im *Image, pmemDir string) *booted {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	in, stdin := io.Pipe()
-	cfg, err := VMConfig(dir, im, BootOptions{PmemDir: pmemDir, Forwards: []vm.Forward{{Host: port, Guest: 8080}},
-		Stdin: in, Firmware: vm.OVMF, BootDisk: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	m, err := vm.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Kill)
-	return &booted{m: m, ctx: ctx, url: fmt.Sprintf("http://127.0.0.1:%d", port), stdin: stdin}
 }
