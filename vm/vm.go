@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -381,3 +382,15 @@ func (m *Machine) Wait(ctx context.Context) error {
 
 // Done is closed when QEMU has ended.
 func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// FreePort returns a TCP port free on the host's 127.0.0.1 now, to forward a
+// guest port from (Forward.Host). Another process may take it before QEMU
+// binds it; QEMU then fails to start, saying so.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("vm: finding a free host port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -178,7 +177,7 @@ func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*d
 	bo.PmemDir = runDir
 	// The same devices as measure's boots: a network card with the timed
 	// service's port forwarded.
-	port, err := freePort()
+	port, err := vm.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -308,15 +307,4 @@ func bootstatResults(name string, layouts []string, by map[string]*diag, service
 		}
 	}
 	return out
-}
-
-// freePort is a TCP port free on the host now, to forward the timed
-// service's port from: the boots have the network card measure's have.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -118,7 +118,7 @@ func scaledOnce(ctx context.Context, dir, pmem, run string, shift int, s vm.Stor
 	}
 	// nvinit times the answer inside the guest; the forwarded port gives
 	// the boot the network card measure's boots have.
-	host, err := freePort()
+	host, err := vm.FreePort()
 	if err != nil {
 		return scaledBoot{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -133,7 +132,7 @@ func bootOnce(ctx context.Context, c *options, f firmware, img string, im *appli
 	if err := appliance.CopyPmem(prep, im, runDir); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := vm.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -210,15 +209,6 @@ func hostAnswer(ctx context.Context, url string) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func fmtMS(d time.Duration) string { return fmt.Sprintf("%.0f ms", ms(d)) }

@@ -22,7 +22,7 @@ type BootOptions struct {
 	CPURate int64  // the device clock's instructions per second; 0: the wall clock (see vm.Config)
 	// PmemAs is how the pmem images reach the guest (vm.PmemE820 or
 	// vm.PmemNVDIMM); "": DefaultPmemAs.
-	PmemAs string
+	PmemAs  string
 	Console io.Writer
 	Stdin   io.Reader
 	// ExtraCmdline is appended to the image's kernel command line.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,21 +140,13 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 }
 
 // kernelEntry measures when the firmware hands over to the image's kernel
-// under the device clock (vm.KernelEntry), on the machine bootOnce boots.
+// under the device clock (vm.KernelEntry), on the machine bootOnce boots:
+// the same devices (a network card brings the firmware an option ROM to
+// run) and the same command line.
 func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
-	cfg, err := appliance.VMConfig(dir, im, o)
+	cfg, _, _, err := serveConfig(dir, im, o)
 	if err != nil {
 		return 0, err
-	}
-	if svc, ok := probeService(im); ok {
-		// The same devices as the timed boots: a network card brings the
-		// firmware an option ROM to run.
-		port, err := freePort()
-		if err != nil {
-			return 0, err
-		}
-		cfg.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
-		cfg.Cmdline += fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort)
 	}
 	return vm.KernelEntry(ctx, cfg)
 }
@@ -222,19 +213,7 @@ type served struct {
 // device clock the guest times its own first answer and the host asks only
 // after that, so its requests add no work to the guest while it boots.
 func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
-	svc, ok := probeService(im)
-	if !ok {
-		return nil, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
-	if o.CPURate != 0 {
-		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
-	}
-	cfg, err := appliance.VMConfig(dir, im, o)
+	cfg, svc, port, err := serveConfig(dir, im, o)
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +235,26 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 		return nil, bootFailed(err, m)
 	}
 	return &served{m: m, svc: svc, base: base, answered: answered}, nil
+}
+
+// serveConfig is the machine serve boots: the first forwarded service's
+// port on a free host port and, under the device clock, nvboot.answer for
+// that port, so nvinit times the first answer.
+func serveConfig(dir string, im *appliance.Image, o appliance.BootOptions) (vm.Config, appliance.ServiceInfo, int, error) {
+	svc, ok := probeService(im)
+	if !ok {
+		return vm.Config{}, svc, 0, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+	}
+	port, err := vm.FreePort()
+	if err != nil {
+		return vm.Config{}, svc, 0, err
+	}
+	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
+	if o.CPURate != 0 {
+		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
+	}
+	cfg, err := appliance.VMConfig(dir, im, o)
+	return cfg, svc, port, err
 }
 
 // probeService is the service the first request goes to: the first with a
@@ -302,15 +301,6 @@ func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

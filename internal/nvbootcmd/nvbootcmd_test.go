@@ -277,7 +277,7 @@ func TestRunHostPortInUse(t *testing.T) {
 	}
 	defer l.Close()
 	busy := l.Addr().(*net.TCPAddr).Port
-	free, err := freePort()
+	free, err := vm.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
