@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -114,7 +115,7 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	env := r.Sizes[0].Measure.Env
 	fmt.Fprintf(w, "bench/bigapp: storage %s; clock %s (cpu rate %s); ms, median (min-max) of %d cold boots\n\n",
-		env["storage"], env["clock"], or(env["cpu_rate"], "-"), r.Runs)
+		env["storage"], env["clock"], cmp.Or(env["cpu_rate"], "-"), r.Runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "size\tservices' text MiB\tlayout\tpower_on_to_service\tinit_to_service\t")
 	for _, s := range r.Sizes {
@@ -162,13 +163,6 @@ func serviceList(t texts) string {
 		parts = append(parts, fmt.Sprintf("%s %.1f", n, mib(t.Services[n])))
 	}
 	return strings.Join(parts, " + ")
-}
-
-func or(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // writeBootstat prints what the diagnostic boots saw by the first answer.

@@ -14,6 +14,7 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -292,7 +293,7 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 	if err != nil || o.Chart == "" {
 		return err
 	}
-	if err := writeFileAtomic(o.Chart, rep.chart()); err != nil {
+	if err := off2f.WriteFileAtomic(o.Chart, rep.chart(), 0o644); err != nil {
 		return fmt.Errorf("-chart %s: %w (the results are printed above)", o.Chart, err)
 	}
 	fmt.Fprintf(c.Stderr, "bigapp: chart %s\n", o.Chart)
@@ -310,26 +311,4 @@ func checkWritable(dir string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
-}
-
-// writeFileAtomic writes b beside p and renames it into place.
-func writeFileAtomic(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), ".bigapp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), p)
 }
