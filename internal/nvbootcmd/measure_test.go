@@ -68,8 +68,12 @@ func TestMeasureDeviceClock(t *testing.T) {
 			}
 		}
 	}
-	if d := median[StageReady] - median[StageService]; d > 5 {
-		t.Errorf("the service answered %.1f ms before it was marked ready: more than nvinit's 5 ms WaitFor poll", d)
+	// The readiness mark can trail the answer by one 5 ms poll plus that
+	// poll's dial and its hand-over to nvinit's main loop, which share the
+	// guest's CPU with the starting service (5.6 ms seen in CI): two polls
+	// bound it.
+	if d := median[StageReady] - median[StageService]; d > 10 {
+		t.Errorf("the service answered %.1f ms before it was marked ready: more than two of nvinit's 5 ms WaitFor polls", d)
 	}
 	sp, ok := out.Ratios[RatioSpread]
 	if !ok || sp > 0.10 {
