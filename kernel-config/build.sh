@@ -62,6 +62,18 @@ fi
 
 build="$cache/kernel/build-$arch-$key"
 mkdir -p "$build"
+# One build per key at a time: a second one (another make test, a measure
+# without NVBOOT_KERNEL) in the same tree would corrupt both. It waits, then
+# finds the kernel cached.
+exec 9>"$build.lock"
+if ! flock -n 9; then
+	echo "kernel: another build of $key is running; waiting for it" >&2
+	flock 9
+fi
+if [ -f "$out/bzImage" ] && [ -f "$out/config" ]; then
+	echo "kernel: cached $out (built meanwhile)" >&2
+	echo "$out"; exit 0
+fi
 karch=$arch; [ "$arch" = x86_64 ] && karch=x86_64
 echo "kernel: configuring (tinyconfig + $arch.config + common.config)" >&2
 make -s -C "$src" O="$build" ARCH="$karch" tinyconfig >"$build/merge.log" 2>&1

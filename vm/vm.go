@@ -14,6 +14,7 @@ package vm
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,14 @@ type Config struct {
 	// EFI/BOOT/BOOTX64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
 	// adds no console settings: the command line is the disk's.
 	BootDisk bool
+	// NoACPI gives the board no ACPI tables (-machine acpi=off), as on an
+	// embedded board whose devices are all described otherwise: the pmem
+	// as e820 regions (PmemE820), the CPU and interrupt routing by the
+	// firmware's MP table. The kernel then skips its ACPI interpreter (17
+	// ms of a 1-GIPS boot), but cannot power the machine off: the guest
+	// ends it with a reset, which -no-reboot turns into QEMU's exit.
+	// NVDIMMs (found through ACPI's NFIT) and BootDisk (UEFI) need ACPI.
+	NoACPI bool
 }
 
 // Disk is a virtio block device (vda, vdb, ... in order).
@@ -131,6 +140,15 @@ func (c Config) args(accel string) ([]string, error) {
 		return nil, err
 	}
 	machine += pm.machine
+	if c.NoACPI {
+		if c.PmemAs != PmemE820 && len(c.NVDIMMs) > 0 {
+			return nil, fmt.Errorf("vm: NoACPI with pmem as %q: the kernel finds NVDIMMs through ACPI's NFIT (use PmemE820)", cmp.Or(c.PmemAs, PmemNVDIMM))
+		}
+		if c.BootDisk {
+			return nil, fmt.Errorf("vm: NoACPI with BootDisk: UEFI firmware boots a board with ACPI")
+		}
+		machine += ",acpi=off"
+	}
 	boot, err := c.bootArgs(accel, pm.cmdline)
 	if err != nil {
 		return nil, err
@@ -196,8 +214,14 @@ func (c Config) args(accel string) ([]string, error) {
 // Under the device clock the TSC counts guest nanoseconds (QEMU's virtual
 // clock), whatever the rate: tsc_early_khz says so, as a board's CPUID or
 // firmware would, instead of a calibration against the PIT.
-func machineCmdline(accel string, cpuRate int64) string {
+//
+// A board without ACPI tables (NoACPI) says so with acpi=off: the kernel
+// would otherwise search for them and print an error that none are there.
+func machineCmdline(accel string, cpuRate int64, noACPI bool) string {
 	s := ""
+	if noACPI {
+		s += "acpi=off "
+	}
 	if accel == "tcg" {
 		s += "noapictimer "
 	}

@@ -141,6 +141,17 @@ func TestArgsE820(t *testing.T) {
 	if strings.Contains(s, "nvdimm") {
 		t.Errorf("an NVDIMM in e820 mode:\n%s", s)
 	}
+	if strings.Contains(s, "acpi=off") {
+		t.Errorf("ACPI off unasked:\n%s", s)
+	}
+	a, err = Config{Kernel: "bz", MemMiB: 512, PmemAs: PmemE820, NoACPI: true,
+		NVDIMMs: []NVDIMM{{Path: "t", Size: 256 << 20}}}.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(a, " "); !strings.Contains(s, "-machine pc,smm=off,vmport=off,acpi=off") || !strings.Contains(s, "console=ttyS0 acpi=off") {
+		t.Errorf("NoACPI: no acpi=off on the board and the kernel's command line:\n%s", s)
+	}
 }
 
 func TestArgs(t *testing.T) {
@@ -172,6 +183,8 @@ func TestArgs(t *testing.T) {
 		"odd nvdimm":               {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 12345}}},
 		"no disk":                  {Kernel: "bz", Disks: []Disk{{Path: filepath.Join(dir, "missing")}}},
 		"no pmem img":              {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: filepath.Join(dir, "missing")}}},
+		"NVDIMMs without ACPI":     {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}, NoACPI: true},
+		"UEFI without ACPI":        {BootDisk: true, NoACPI: true},
 	} {
 		if _, err := c.args("tcg"); err == nil {
 			t.Errorf("%s: no error", name)

@@ -89,6 +89,7 @@ const (
 	GuestStateDev    = "/dev/pmem1"
 	GuestTextDir     = "/nv/text"
 	GuestStateDir    = "/nv/state"
+	GuestDisk        = "vda" // the disk image, as /sys/block names it
 	GuestRootDev     = "/dev/vda2"
 	GuestDAXBinDir   = "/nv/text/bin" // dax-elf: the service executables
 )

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -17,7 +18,7 @@ type BootOptions struct {
 	// PmemDir holds the pmem images to attach; "": the image's own (so
 	// state persists from run to run). measure boots copies.
 	PmemDir string
-	MemMiB  int    // default 512
+	MemMiB  int    // default DefaultMemMiB
 	Accel   string // "": KVM when it really works, else TCG
 	CPURate int64  // the device clock's instructions per second; 0: the wall clock (see vm.Config)
 	// PmemAs is how the pmem images reach the guest (vm.PmemE820 or
@@ -42,6 +43,9 @@ type BootOptions struct {
 // a 1-GIPS boot in QEMU's ACPI methods (docs/BENCHMARKS.md).
 const DefaultPmemAs = vm.PmemE820
 
+// DefaultMemMiB is the guest's RAM when BootOptions leave it unset.
+const DefaultMemMiB = 512
+
 // VMConfig is the QEMU machine for the image in dir: the kernel booted
 // directly with the image's command line (what the unified kernel image on
 // the EFI system partition hands over), or with BootDisk the disk booted by
@@ -65,13 +69,22 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		Stdin:    o.Stdin,
 	}
 	if c.MemMiB == 0 {
-		c.MemMiB = 512
+		c.MemMiB = DefaultMemMiB
 	}
 	if o.ExtraCmdline != "" {
 		c.Cmdline += " " + o.ExtraCmdline
 	}
 	if im.Initrd != "" {
 		c.Initrd = filepath.Join(dir, im.Initrd)
+	}
+	if c.PmemAs == vm.PmemE820 && !o.BootDisk {
+		// Nothing on this board needs ACPI (vm.Config.NoACPI); nvinit
+		// ends it with a reset, the one way out without ACPI.
+		c.NoACPI = true
+		c.Cmdline += " " + guest.OffParam + "=reset"
+	}
+	if l, ok := diskLimit(o); ok {
+		c.Cmdline += " " + l.String()
 	}
 	c.Firmware = o.Firmware
 	if o.BootDisk {
@@ -96,6 +109,20 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: path})
 	}
 	return c, nil
+}
+
+// diskLimit is the storage model nvinit applies inside the guest under the
+// device clock, where QEMU's throttle alone charges a wait the guest
+// computes through by its instructions only (docs/DESIGN.md, "Device
+// clock"). QEMU's throttle stays: it paces the reads before nvinit runs
+// (the kernel's root mount, nvinit's own pages), and it seldom binds
+// after, since guest time never runs ahead of the host's.
+func diskLimit(o BootOptions) (guest.DiskLimit, bool) {
+	s := o.Storage
+	if o.CPURate == 0 || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
+		return guest.DiskLimit{}, false
+	}
+	return guest.DiskLimit{Disk: GuestDisk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true
 }
 
 // CopyPmem copies the image's pmem images into dst (sparse), for a boot that

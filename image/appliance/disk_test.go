@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/vm"
 )
 
 // diskImage writes an image directory whose disk.img has an esp, a root and
@@ -107,4 +109,43 @@ func TestCheckDisk(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
+}
+
+// The board a boot gets: with the pmem as e820 regions nothing needs ACPI,
+// so the board has none and nvinit ends it with a reset; under the device
+// clock nvinit also applies the storage model inside the guest. Neither
+// reaches a board's own command line (BootDisk) or a wall-clock boot.
+func TestVMConfigBoard(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	im := diskImage(t, dir)
+	os.WriteFile(filepath.Join(dir, TextPmemFile), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, StatePmemFile), nil, 0o644)
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := guest.DiskLimit{Disk: GuestDisk, ReadBPS: sd.ReadBPS, ReadIOPS: sd.ReadIOPS, WriteBPS: sd.WriteBPS, WriteIOPS: sd.WriteIOPS}.String()
+	for _, c := range []struct {
+		name          string
+		o             BootOptions
+		noACPI, limit bool
+	}{
+		{"default, wall clock", BootOptions{Storage: sd}, true, false},
+		{"device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate}, true, true},
+		{"device clock, unthrottled", BootOptions{CPURate: vm.DefaultCPURate}, true, false},
+		{"NVDIMMs", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemAs: vm.PmemNVDIMM}, false, true},
+		{"disk booted", BootOptions{Storage: sd, BootDisk: true}, false, false},
+	} {
+		cfg, err := VMConfig(dir, im, c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		off := strings.Contains(cfg.Cmdline, guest.OffParam+"=reset")
+		if cfg.NoACPI != c.noACPI || off != c.noACPI {
+			t.Errorf("%s: NoACPI %v, %s=reset %v; want both %v", c.name, cfg.NoACPI, guest.OffParam, off, c.noACPI)
+		}
+		if got := strings.Contains(cfg.Cmdline, limit); got != c.limit {
+			t.Errorf("%s: command line %q has %s: %v, want %v", c.name, cfg.Cmdline, limit, got, c.limit)
+		}
+	}
 }

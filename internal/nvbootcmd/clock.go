@@ -19,6 +19,8 @@ type machineFlags struct {
 	clock    *string
 	rate     *rateFlag
 	pmem     *string
+	append   *string
+	mem      *int
 	defClock string // "" picks: the device clock unless KVM really works
 }
 
@@ -28,6 +30,14 @@ type machine struct {
 	PmemAs  string // vm.PmemE820 or vm.PmemNVDIMM
 	Clock   string // vm.ClockWall or vm.ClockDevice
 	CPURate int64  // instructions per second of guest time; 0 on the wall clock
+	Append  string // appended to the image's kernel command line
+	MemMiB  int    // guest RAM
+}
+
+// boot is the BootOptions every boot of m on storage prof starts from.
+func (m machine) boot(prof vm.Storage) appliance.BootOptions {
+	return appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
+		ExtraCmdline: m.Append, MemMiB: m.MemMiB}
 }
 
 const clockHelp = `Clocks: -clock device runs QEMU under TCG with its instruction counter
@@ -49,6 +59,8 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 	f.clock = fs.String("clock", defClock, "`device` (guest instructions counted as time) or wall (the host's clock); "+what)
 	f.rate = &rateFlag{vm.DefaultCPURate}
 	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent) or nvdimm (emulated NVDIMMs, ACPI NFIT)")
+	f.append = fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug, acpi=off): to try a change to the boot")
+	f.mem = fs.Int("mem", appliance.DefaultMemMiB, "guest RAM in `MiB` (at least 64, at most the host's)")
 	fs.Var(f.rate, "cpu-rate", "device clock: guest instructions per `second`, 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)")
 	return f
 }
@@ -59,6 +71,10 @@ func (f *machineFlags) resolve() (machine, error) {
 	if err != nil {
 		return m, err
 	}
+	if err := checkMem(*f.mem); err != nil {
+		return machine{}, err
+	}
+	m.Append, m.MemMiB = *f.append, *f.mem
 	switch *f.pmem {
 	case vm.PmemE820, vm.PmemNVDIMM:
 		m.PmemAs = *f.pmem

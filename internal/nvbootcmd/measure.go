@@ -135,15 +135,14 @@ func measure(ctx context.Context, c *cli.Context) error {
 	for _, l := range ls {
 		log.printf("%s: first boot, to create the service's state (not timed)", l)
 		if err := prepare(ctx, filepath.Join(dir, string(l)), images[l], filepath.Join(dir, "prepared", string(l)),
-			appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs}); err != nil {
+			mach.boot(prof)); err != nil {
 			return fmt.Errorf("%s: %w", l, err)
 		}
 	}
 	entries := map[appliance.Layout]time.Duration{}
 	if mach.Clock == vm.ClockDevice {
 		for _, l := range ls {
-			e, err := kernelEntry(ctx, filepath.Join(dir, string(l)), images[l],
-				appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs, PmemDir: filepath.Join(dir, "prepared", string(l))})
+			e, err := kernelEntry(ctx, filepath.Join(dir, string(l)), images[l], pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))))
 			if err != nil {
 				return fmt.Errorf("%s: %w", l, err)
 			}
@@ -160,7 +159,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 			l := ls[(i+r-1)%len(ls)]
 			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
 			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
-				appliance.BootOptions{Storage: prof, Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs, PmemDir: filepath.Join(dir, "prepared", string(l))}, entries[l], 3*time.Minute)
+				pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))), entries[l], 3*time.Minute)
 			if err != nil {
 				return fmt.Errorf("%s boot %d: %w", l, r, err)
 			}

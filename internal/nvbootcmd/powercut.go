@@ -142,7 +142,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		res: powercutResult{Seed: *seed}}
 	for i := 0; i <= *n; i++ {
 		last := i == *n
-		if err := pc.round(ctx, dir, im, appliance.BootOptions{Storage: prof, PmemDir: pm, Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs}, last, i); err != nil {
+		if err := pc.round(ctx, dir, im, pmemIn(mach.boot(prof), pm), last, i); err != nil {
 			return fmt.Errorf("boot %d: %w", i+1, err)
 		}
 		if !last {
@@ -395,4 +395,10 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// pmemIn is o booting the pmem images in dir.
+func pmemIn(o appliance.BootOptions, dir string) appliance.BootOptions {
+	o.PmemDir = dir
+	return o
 }

@@ -162,6 +162,12 @@ func (r *report) output() output {
 // env describes how the boots ran: storage, accelerator and clock.
 func (r *report) env() map[string]string {
 	e := map[string]string{"storage": r.Storage.About, "accel": r.Accel, "clock": r.Machine.Clock, "pmem": r.Machine.PmemAs}
+	if r.Machine.MemMiB != 0 {
+		e["mem_mib"] = strconv.Itoa(r.Machine.MemMiB)
+	}
+	if r.Machine.Append != "" {
+		e["append"] = r.Machine.Append
+	}
 	if r.Machine.Clock == vm.ClockDevice {
 		e["cpu_rate"] = strconv.FormatInt(r.Machine.CPURate, 10)
 	}

@@ -52,9 +52,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	var ports portList
 	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
-	mem := fs.Int("mem", 512, "guest RAM in `MiB` (at least 64, at most the host's)")
 	mf := addMachineFlags(fs, vm.ClockWall)
-	appendCmd := fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -65,9 +63,6 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	prof, err := vm.Profile(*storage)
 	if err != nil {
 		return cli.Usagef("-storage: %v", err)
-	}
-	if err := checkMem(*mem); err != nil {
-		return err
 	}
 	mach, err := mf.resolve()
 	if err != nil {
@@ -101,8 +96,9 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	}
 	in, inject := io.Pipe()
 	go func() { io.Copy(inject, c.Stdin) }()
-	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: prof, Forwards: fwd, MemMiB: *mem,
-		Accel: mach.Accel, CPURate: mach.CPURate, PmemAs: mach.PmemAs, Console: c.Stdout, Stdin: in, ExtraCmdline: *appendCmd})
+	opts := mach.boot(prof)
+	opts.Forwards, opts.Console, opts.Stdin = fwd, c.Stdout, in
+	cfg, err := appliance.VMConfig(dir, im, opts)
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // Action is how the machine ends.
@@ -50,6 +53,7 @@ type Boot struct {
 func (b *Boot) Run(ctx context.Context) Action {
 	con := b.Console
 	con.Mark("init", "")
+	cmdline := "" // the kernel's, as PID 1
 	m := b.Mounter
 	if m == nil {
 		m = SysMounter{}
@@ -62,6 +66,15 @@ func (b *Boot) Run(ctx context.Context) Action {
 		markHandover(con)
 		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
 		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
+		cmdline = readCmdline()
+		// Before anything reads the disk that the model should charge.
+		if l, ok, err := guest.ParseDiskLimit(cmdline); err != nil {
+			con.Logf("%v; the disk is not limited", err)
+		} else if ok {
+			if err := ApplyDiskLimit(l, m, or(b.Sys, "/sys"), "/sys/fs/cgroup"); err != nil {
+				con.Logf("%v; the disk is not limited", err)
+			}
+		}
 	}
 	con.Mark("mounts", "")
 
@@ -117,7 +130,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		startAnswerProbe(actx, con, "/proc/cmdline")
+		startAnswerProbe(actx, con, cmdline)
 	}
 	action := b.supervise(ctx, cfg, texts)
 	Unmount(m, mounted, con.Logf)
@@ -126,7 +139,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 	}
 	con.Logf("%s", action)
 	cmd := syscall.LINUX_REBOOT_CMD_POWER_OFF
-	if action == Reboot {
+	reset, err := guest.OffByReset(cmdline)
+	if err != nil {
+		con.Logf("%v; powering off", err)
+	}
+	if action == Reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
 	}
 	if err := syscall.Reboot(cmd); err != nil {
@@ -207,4 +224,14 @@ func reopenConsole() {
 	if fd > 2 {
 		syscall.Close(fd)
 	}
+}
+
+// readCmdline returns the kernel command line ("" if unreadable: then no
+// nvboot.* parameter applies).
+func readCmdline() string {
+	b, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

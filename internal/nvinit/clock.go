@@ -1,13 +1,11 @@
 package nvinit
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -99,14 +97,8 @@ func markFirstAnswer(ctx context.Context, c *Console, port int, poll time.Durati
 }
 
 // startAnswerProbe starts markFirstAnswer when the kernel command line asks.
-func startAnswerProbe(ctx context.Context, c *Console, cmdlinePath string) {
-	f, err := os.Open(cmdlinePath)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadString('\n')
-	port, err := AnswerPort(line)
+func startAnswerProbe(ctx context.Context, c *Console, cmdline string) {
+	port, err := AnswerPort(cmdline)
 	if err != nil {
 		c.Logf("%v", err)
 		return

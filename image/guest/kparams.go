@@ -1,0 +1,109 @@
+package guest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The kernel command-line parameters nvboot's VM runner gives nvinit. A
+// board's command line has none of them.
+const (
+	// OffParam=reset ends the machine with a reset instead of a power-off:
+	// a QEMU board booted without ACPI cannot power off, and QEMU started
+	// with -no-reboot ends on the reset.
+	OffParam = "nvboot.off"
+	// DiskLimitParam=DISK,rbps=N,riops=N,wbps=N,wiops=N limits the disk
+	// from inside the guest (see DiskLimit).
+	DiskLimitParam = "nvboot.disklimit"
+)
+
+// OffByReset reports whether the command line asks for nvboot.off=reset;
+// a value other than reset or poweroff is an error naming it.
+func OffByReset(cmdline string) (bool, error) {
+	v, ok := param(cmdline, OffParam)
+	switch {
+	case !ok || v == "poweroff":
+		return false, nil
+	case v == "reset":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want reset or poweroff", OffParam, v)
+}
+
+// param returns the value of the last name=value on the command line (the
+// kernel's rule: a later one wins).
+func param(cmdline, name string) (string, bool) {
+	v, ok := "", false
+	for _, f := range strings.Fields(cmdline) {
+		if s, found := strings.CutPrefix(f, name+"="); found {
+			v, ok = s, true
+		}
+	}
+	return v, ok
+}
+
+// DiskLimit is a storage speed model applied inside the guest, with the io
+// controller's io.max (the kernel's blk-throttle). Its waits pass on the
+// guest's own clock: under QEMU's instruction counter a request the guest
+// waits for while it computes costs what the model says, where QEMU's
+// throttle, which waits on the host's clock, charged only the instructions
+// that ran meanwhile (docs/DESIGN.md, "Device clock"). nvinit applies it.
+type DiskLimit struct {
+	Disk                string // block device name in /sys/block, e.g. vda
+	ReadBPS, ReadIOPS   int64  // 0: unlimited
+	WriteBPS, WriteIOPS int64
+}
+
+// ParseDiskLimit reads nvboot.disklimit from a kernel command line; ok is
+// false when it is absent. A malformed value is an error naming it.
+func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
+	v, ok := param(cmdline, DiskLimitParam)
+	if !ok {
+		return DiskLimit{}, false, nil
+	}
+	bad := func(why string) (DiskLimit, bool, error) {
+		return DiskLimit{}, false, fmt.Errorf("%s=%q: %s (want DISK,rbps=N,riops=N,wbps=N,wiops=N)", DiskLimitParam, v, why)
+	}
+	parts := strings.Split(v, ",")
+	l.Disk = parts[0]
+	if l.Disk == "" || strings.ContainsAny(l.Disk, "/.") {
+		return bad(fmt.Sprintf("disk %q is not a block device name", l.Disk))
+	}
+	for _, kv := range parts[1:] {
+		k, s, found := strings.Cut(kv, "=")
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if !found || perr != nil || n < 0 {
+			return bad(fmt.Sprintf("%q is not KEY=N with N ≥ 0", kv))
+		}
+		switch k {
+		case "rbps":
+			l.ReadBPS = n
+		case "riops":
+			l.ReadIOPS = n
+		case "wbps":
+			l.WriteBPS = n
+		case "wiops":
+			l.WriteIOPS = n
+		default:
+			return bad(fmt.Sprintf("unknown limit %q", k))
+		}
+	}
+	return l, true, nil
+}
+
+// String is the nvboot.disklimit parameter for l.
+func (l DiskLimit) String() string {
+	return fmt.Sprintf("%s=%s,rbps=%d,riops=%d,wbps=%d,wiops=%d", DiskLimitParam, l.Disk, l.ReadBPS, l.ReadIOPS, l.WriteBPS, l.WriteIOPS)
+}
+
+// IOMax is l as an io.max line for the disk numbered dev ("MAJ:MIN").
+func (l DiskLimit) IOMax(dev string) string {
+	f := func(n int64) string {
+		if n == 0 {
+			return "max"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return fmt.Sprintf("%s rbps=%s wbps=%s riops=%s wiops=%s", dev, f(l.ReadBPS), f(l.WriteBPS), f(l.ReadIOPS), f(l.WriteIOPS))
+}

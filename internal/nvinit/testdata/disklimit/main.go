@@ -1,0 +1,63 @@
+// Command disklimit applies the kernel command line's nvboot.disklimit the
+// way nvinit does, then times direct reads of the disk on the guest's clock:
+// TestDiskLimitUnderDeviceClock holds them to the storage profile.
+package main
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/nvinit"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "disklimit:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return err
+	}
+	l, ok, err := guest.ParseDiskLimit(string(cmdline))
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err := nvinit.ApplyDiskLimit(l, nvinit.SysMounter{}, "/sys", "/sys/fs/cgroup"); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile("/dev/vda", os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// O_DIRECT wants an aligned buffer: an anonymous mapping is one.
+	buf, err := syscall.Mmap(-1, 0, 1<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	for i := int64(0); i < 128; i++ {
+		if _, err := f.ReadAt(buf, i<<20); err != nil {
+			return fmt.Errorf("1 MiB read %d: %w", i, err)
+		}
+	}
+	t1 := time.Now()
+	for i := int64(0); i < 1500; i++ {
+		// Every 4 KiB read its own request: 64 KiB apart, none merged.
+		if _, err := f.ReadAt(buf[:4096], i<<16); err != nil {
+			return fmt.Errorf("4 KiB read %d: %w", i, err)
+		}
+	}
+	t2 := time.Now()
+	fmt.Printf("READS %.6f %.6f\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds())
+	return nil
+}
