@@ -71,28 +71,6 @@ func ParseLayout(s string) (Layout, error) {
 	return "", fmt.Errorf("layout %q: unknown (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// Where things are on the device.
-const (
-	GuestLoader   = "/lib/ld-off2f.so.1"
-	GuestInit     = "/sbin/nvinit"
-	GuestBin      = "/bin"
-	GuestFallback = "/lib/off2f"                 // fallback copies of the text
-	GuestStoreImg = "/lib/nvboot/textstore.ext4" // provisioning source
-	// GuestStateImg is the state filesystem as built, gzip-compressed: nvinit
-	// writes it onto a blank state device (a flashed device's first boot).
-	GuestStateImg = "/lib/nvboot/state.ext4.gz"
-	GuestManifest = "/etc/nvboot/MANIFEST"
-	GuestConfig   = "/etc/nvboot/config.json"
-	// GuestPooldConfig is poold's config, in images with pooled services.
-	GuestPooldConfig = "/etc/nvboot/poold.json"
-	GuestTextDev     = "/dev/pmem0"
-	GuestStateDev    = "/dev/pmem1"
-	GuestTextDir     = "/nv/text"
-	GuestStateDir    = "/nv/state"
-	GuestRootDev     = "/dev/vda2"
-	GuestDAXBinDir   = "/nv/text/bin" // dax-elf: the service executables
-)
-
 // The files of an output directory.
 const (
 	ManifestFile  = "image.json"

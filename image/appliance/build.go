@@ -12,12 +12,11 @@ import (
 	"path/filepath"
 
 	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/image/guest/derive"
 	"github.com/nvboot/nvboot/image/initramfs"
 	"github.com/nvboot/nvboot/image/pmem"
-	"github.com/nvboot/nvboot/internal/nvinit"
-	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/off2f"
-	"github.com/nvboot/nvboot/pool"
 )
 
 // builder is one Build: the options, the output directory being filled and
@@ -73,39 +72,28 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		if err := off2f.WriteManifest(filepath.Join(st.store, off2f.ManifestName), hashes); err != nil {
 			return nil, err
 		}
-		if err := off2f.WriteManifest(filepath.Join(st.root, GuestManifest[1:]), hashes); err != nil {
+		if err := off2f.WriteManifest(filepath.Join(st.root, guest.Manifest[1:]), hashes); err != nil {
 			return nil, err
 		}
 	}
-	cfg := b.initConfig(progs, useStore)
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("nvinit config: %w", err)
-	}
-	cfgJSON, err := json.MarshalIndent(cfg, "", "  ")
+	dev, err := derive.FromImage(b.Config, derive.Options{BinDir: b.binDir(), TextStore: useStore})
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(st.root, GuestConfig[1:]), append(cfgJSON, '\n'), 0o644); err != nil {
+	if err := writeJSON(filepath.Join(st.root, guest.InitConfigPath[1:]), dev.Init); err != nil {
 		return nil, err
 	}
-	if pc := b.pooldConfig(progs); pc != nil {
-		if err := pc.Validate(); err != nil {
-			return nil, fmt.Errorf("poold config: %w", err)
-		}
-		pcJSON, err := json.MarshalIndent(pc, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(st.root, GuestPooldConfig[1:]), append(pcJSON, '\n'), 0o644); err != nil {
+	if dev.Poold != nil {
+		if err := writeJSON(filepath.Join(st.root, guest.PooldConfigPath[1:]), dev.Poold); err != nil {
 			return nil, err
 		}
 	}
-	for i, p := range progs[1:] {
+	for _, p := range progs[1:] {
+		sv := dev.Service(p.Name)
 		pc := b.Config.PackageConfig[p.Package]
-		// Args as nvinit starts it (poold with its config), never nil: an
-		// image.json without them is from before they were recorded.
-		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: b.servicePath(p.Name),
-			Args: append([]string{}, cfg.Services[i].Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text})
+		// Args as nvinit starts it (poold with its config), [] for none.
+		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: sv.Path,
+			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text})
 	}
 
 	// pmem0: the text store, a bigalloc ext4 so text lands 2 MiB-aligned.
@@ -121,10 +109,10 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	}
 	if useStore {
 		// The provisioning source: nvinit copies it onto a blank or stale store.
-		if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStoreImg)[1:]), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(guest.StoreImage)[1:]), 0o755); err != nil {
 			return nil, err
 		}
-		if err := copyFile(filepath.Join(st.root, GuestStoreImg[1:]), storeImg, 0o444); err != nil {
+		if err := copyFile(filepath.Join(st.root, guest.StoreImage[1:]), storeImg, 0o444); err != nil {
 			return nil, err
 		}
 	}
@@ -151,10 +139,10 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		return nil, err
 	}
 	// The provisioning source: nvinit writes it onto a blank state device.
-	if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStateImg)[1:]), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(guest.StateImage)[1:]), 0o755); err != nil {
 		return nil, err
 	}
-	if err := gzipFile(filepath.Join(st.root, GuestStateImg[1:]), stateImg, 0o444); err != nil {
+	if err := gzipFile(filepath.Join(st.root, guest.StateImage[1:]), stateImg, 0o444); err != nil {
 		return nil, fmt.Errorf("state template: %w", err)
 	}
 
@@ -166,7 +154,7 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	rootImg, initrd := "", ""
 	if b.Layout == Initramfs {
 		im.Initrd = InitrdFile
-		im.Cmdline = "rdinit=" + GuestInit
+		im.Cmdline = "rdinit=" + guest.Init
 		initrd = filepath.Join(b.dir, InitrdFile)
 		if err := writeInitramfs(st.root, initrd); err != nil {
 			return nil, err
@@ -187,7 +175,7 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 		if err != nil {
 			return nil, fmt.Errorf("root filesystem: %w", err)
 		}
-		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", GuestRootDev, fs, GuestInit)
+		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", guest.RootDevice, fs, guest.Init)
 	}
 	im.Cmdline += " quiet"
 	if !b.Config.NoBootTrims {
@@ -251,13 +239,16 @@ func volID(seed string) string {
 	return hex.EncodeToString(h[:4])
 }
 
-// servicePath is where a service's executable is in the guest.
-func (b *builder) servicePath(name string) string {
+// binDir is where the services' executables are in the guest.
+func (b *builder) binDir() string {
 	if b.Layout == DAXELF {
-		return GuestDAXBinDir + "/" + name
+		return guest.DAXBinDir
 	}
-	return GuestBin + "/" + name
+	return guest.BinDir
 }
+
+// servicePath is where a service's executable is in the guest.
+func (b *builder) servicePath(name string) string { return b.binDir() + "/" + name }
 
 // place puts nvinit and the services where the layout wants them and
 // returns the hashes the store MANIFEST lists.
@@ -266,7 +257,7 @@ func (b *builder) place(progs []program, st staging, loader string) ([]string, e
 	for i, p := range progs {
 		dst := filepath.Join(st.root, b.servicePath(p.Name)[1:])
 		if i == 0 {
-			dst = filepath.Join(st.root, GuestInit[1:])
+			dst = filepath.Join(st.root, guest.Init[1:])
 		}
 		switch {
 		case b.Layout == OFF2F:
@@ -298,7 +289,7 @@ func (b *builder) place(progs []program, st staging, loader string) ([]string, e
 		}
 	}
 	if b.Layout == OFF2F {
-		if err := copyFile(filepath.Join(st.root, GuestLoader[1:]), loader, 0o755); err != nil {
+		if err := copyFile(filepath.Join(st.root, guest.Loader[1:]), loader, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -313,15 +304,15 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 	if err != nil {
 		return "", err
 	}
-	opt := off2f.Options{Loader: GuestLoader, StoreDir: GuestTextDir, FallbackDir: GuestFallback}
+	opt := off2f.Options{Loader: guest.Loader, StoreDir: guest.TextDir, FallbackDir: guest.FallbackDir}
 	if isInit {
-		opt.Device, opt.FSType, opt.MountOpts = GuestTextDev, "ext4", "dax=always"
+		opt.Device, opt.FSType, opt.MountOpts = guest.TextDevice, "ext4", "dax=always"
 	}
 	conv, err := off2f.Convert(raw, opt)
 	if err != nil {
 		return "", fmt.Errorf("converting %s to OFF2F: %w", p.Name, err)
 	}
-	for _, d := range []string{st.store, filepath.Join(st.root, GuestFallback[1:])} {
+	for _, d := range []string{st.store, filepath.Join(st.root, guest.FallbackDir[1:])} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return "", err
 		}
@@ -333,54 +324,6 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 		return "", err
 	}
 	return conv.TextName(), off2f.WriteFileAtomic(dst, conv.Header, 0o755)
-}
-
-// initConfig is nvinit's config for the image.
-func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
-	c := &nvinit.Config{Hostname: b.Config.HostnameOrDefault(),
-		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir, Image: GuestStateImg}}
-	for _, in := range b.Config.InterfacesOrDefault() {
-		c.Network = append(c.Network, nvinit.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway})
-	}
-	if useStore {
-		c.TextStore = nvinit.TextStore{Device: GuestTextDev, Dir: GuestTextDir, Image: GuestStoreImg, Manifest: GuestManifest}
-	}
-	for _, p := range progs[1:] {
-		if p.Package == pooldPackage {
-			c.Services = append(c.Services, nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
-				Args: []string{"-config", GuestPooldConfig}, WaitFor: pool.DefaultSocket})
-			continue
-		}
-		pc := b.Config.PackageConfig[p.Package]
-		sv := nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart}
-		if pc.Pool != nil {
-			sv.Pool = p.Name
-		}
-		c.Services = append(c.Services, sv)
-	}
-	return c
-}
-
-// pooldConfig is poold's config for the image: one pool per service with a
-// Pool, its argv and environment those of the service; only root (nvinit)
-// may spawn. nil: no pooled service.
-func (b *builder) pooldConfig(progs []program) *poold.Config {
-	if !b.Config.Pooled() {
-		return nil
-	}
-	c := &poold.Config{Socket: pool.DefaultSocket}
-	for _, p := range progs[1:] {
-		pc := b.Config.PackageConfig[p.Package]
-		if pc.Pool == nil {
-			continue
-		}
-		c.Programs = append(c.Programs, poold.Program{Name: p.Name, Path: b.servicePath(p.Name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, MinIdle: pc.Pool.MinIdle, MaxIdle: pc.Pool.MaxIdle,
-			IdleTimeout: pc.Pool.IdleTimeout, MaxUses: pc.Pool.MaxUses, Prefault: pc.Pool.Prefault,
-			Allow: []string{"uid:0"}})
-	}
-	return c
 }
 
 // storeSize is the text store filesystem's size: TextStoreMiB, or fitted to
@@ -498,4 +441,13 @@ func copyFile(dst, src string, perm os.FileMode) error {
 		return err
 	}
 	return os.Chmod(dst, perm)
+}
+
+// writeJSON writes v as indented JSON, a newline at the end.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

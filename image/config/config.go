@@ -12,13 +12,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // Config is one appliance image.
@@ -95,7 +96,7 @@ type PackageConfig struct {
 	Pool *Pool `json:",omitempty"`
 }
 
-// Pool is how poold keeps one service's program (see poold's Program).
+// Pool is how poold keeps one service's program (see guest.Program).
 type Pool struct {
 	// MinIdle processes are kept parked; MaxIdle bounds what a burst of
 	// starts makes poold keep (default: MinIdle; both 0: parked on demand).
@@ -104,8 +105,10 @@ type Pool struct {
 	// IdleTimeout trims processes parked longer than this, down to
 	// MinIdle (a Go duration, e.g. "30s"); empty: never.
 	IdleTimeout string `json:",omitempty"`
-	// MaxUses > 1 lets one process serve that many activations if the
-	// program calls pool.Reusable; 0 or 1: a fresh process each time.
+	// MaxUses is poold's (guest.Program.MaxUses): 0, a fresh process per
+	// start; 1, a fresh process too, whose end is known as soon as main
+	// returns if the program calls pool.Reusable; above 1, one such
+	// process serves up to that many activations.
 	MaxUses int `json:",omitempty"`
 	// Prefault faults the program's text and data in before it parks.
 	Prefault bool `json:",omitempty"`
@@ -190,7 +193,7 @@ func Load(p string) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Hostname != "" && !ValidHostname(c.Hostname) {
+	if c.Hostname != "" && !guest.ValidHostname(c.Hostname) {
 		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
 	}
 	if len(c.Packages) == 0 {
@@ -267,20 +270,6 @@ func (c *Config) Validate() error {
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
 	}
 	return errors.Join(errs...)
-}
-
-// ValidHostname reports whether h is a usable hostname label: letters,
-// digits and '-', not starting with '-', up to 63, not an IP address.
-func ValidHostname(h string) bool {
-	if len(h) > 63 || strings.HasPrefix(h, "-") || net.ParseIP(h) != nil {
-		return false
-	}
-	for _, r := range h {
-		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // Write is the one canonical writer: indented JSON, defaults left out.

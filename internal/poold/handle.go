@@ -62,8 +62,8 @@ func (s *Server) handle(c pool.Conn) {
 		case pool.TypeStats:
 			s.stats(c)
 		case pool.TypeReduce:
-			_, cfg := s.lookup("")
-			if !allowed(cfg.admins, cred) {
+			_, admins := s.lookup("")
+			if !allowed(admins, cred) {
 				s.refuse(c, cred, "reduce")
 				return
 			}
@@ -114,13 +114,13 @@ func (s *Server) stats(c pool.Conn) {
 func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*os.File) *activation {
 	defer closeFiles(files)
 	t0 := time.Now()
-	pr, cfg := s.lookup(m.Name)
+	pr, admins := s.lookup(m.Name)
 	if pr == nil {
 		s.opt.Log.Printf("spawn by pid %d uid %d: no program %q", cred.Pid, cred.Uid, m.Name)
 		sendError(c, fmt.Sprintf("no program %q in poold's config", m.Name))
 		return nil
 	}
-	if !allowed(pr.cfg.allow, cred) && !allowed(cfg.admins, cred) {
+	if !allowed(pr.allow, cred) && !allowed(admins, cred) {
 		s.refuse(c, cred, "spawn "+m.Name)
 		return nil
 	}
