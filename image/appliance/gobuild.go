@@ -32,7 +32,7 @@ type program struct {
 // or ours); an import path is built in the nvboot module.
 func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string, dst string) error {
 	dir, target := b.ModuleRoot, pkg
-	if isLocal(pkg) {
+	if config.IsLocal(pkg) {
 		dir = pkg
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(or(b.ConfigDir, "."), dir)
@@ -94,10 +94,6 @@ func packageName(ctx context.Context, dir string, env []string, target string) s
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func isLocal(pkg string) bool {
-	return strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../") || filepath.IsAbs(pkg) || pkg == "."
 }
 
 // buildPrograms builds nvinit and every service into work/bin.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/config"
 )
 
 // The EFI system partition boots through a unified kernel image (UKI), as
@@ -22,9 +24,9 @@ import (
 // current time; writeUKI sets it to the epoch, like every other time in the
 // image, and recomputes the header checksum.
 
-// efiStub is systemd's EFI stub for x86-64 (Debian package systemd-boot-efi;
-// the same path on Fedora and Arch).
-var efiStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+// efiStub is systemd's EFI stub for x86-64 (the same path on Fedora and
+// Arch); a variable so that tests can point it elsewhere.
+var efiStub = config.DefaultEFIStub
 
 // SerialConsole is the console on the UKI's command line: the first serial
 // port at the usual 115200 baud. (QEMU's -kernel boots get console=ttyS0

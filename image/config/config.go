@@ -12,8 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,8 +169,10 @@ func Demo() *Config {
 	}
 }
 
-// Load reads and validates the config file at p. Unknown fields are errors:
-// a misspelt field must not be silently ignored.
+// Load reads the config file at p and runs every check that needs no
+// compiling: the fields (Validate), the paths it names (CheckPaths, relative
+// to p's directory) and the tools every build runs (Tools, CheckTools).
+// Unknown fields are errors: a misspelt field must not be silently ignored.
 func Load(p string) (*Config, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -184,6 +188,14 @@ func Load(p string) (*Config, error) {
 		return nil, fmt.Errorf("config %s: more than one JSON value", p)
 	}
 	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
+	if err := c.CheckPaths(filepath.Dir(p)); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
+	// What every layout's build runs; the layout's own tools are checked
+	// when the build starts (appliance.CheckTools), still before compiling.
+	if err := CheckTools(c.Tools(Needs{})); err != nil {
 		return nil, fmt.Errorf("config %s: %w", p, err)
 	}
 	return &c, nil
@@ -263,6 +275,24 @@ func (c *Config) Validate() error {
 	}
 	if c.StateMiB < 0 || (c.StateMiB > 0 && c.StateMiB%2 != 0) {
 		bad("StateMiB %d: a positive multiple of 2 (or 0: %d)", c.StateMiB, DefaultStateMiB)
+	}
+	ifnames := map[string]int{}
+	for i, in := range c.Interfaces {
+		at := fmt.Sprintf("Interfaces[%d]", i)
+		gi := guest.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway}
+		if err := gi.Validate(); err != nil {
+			bad("%s.%v", at, err)
+			continue
+		}
+		if j, dup := ifnames[in.Name]; dup {
+			bad("%s.Name %q: also Interfaces[%d]'s", at, in.Name, j)
+		}
+		ifnames[in.Name] = i
+		// The kernel refuses a default route through a gateway it cannot
+		// reach on the link: the device would fail at boot.
+		if pfx, gw := netip.MustParsePrefix(in.Address), in.Gateway; gw != "" && !pfx.Masked().Contains(netip.MustParseAddr(gw)) {
+			bad("%s.Gateway %q: not in %s, the interface's network", at, gw, pfx.Masked())
+		}
 	}
 	switch c.RootFSOrDefault() {
 	case "erofs", "ext4":
