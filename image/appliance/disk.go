@@ -45,8 +45,8 @@ func CheckDisk(dir string, im *Image) error {
 		return fmt.Errorf("image %s: %s is %d bytes, but its partition table puts the backup table at its end, byte %d: truncated (%d bytes missing); %s",
 			dir, path, size, tab.Bytes(), tab.Bytes()-size, rebuild)
 	}
-	// image.json says where each partition is (an image from before it
-	// recorded them says nothing): the disk must be that build's.
+	// image.json says where each partition is: the disk must be that
+	// build's.
 	for i, want := range im.Partitions {
 		if i >= len(tab.Partitions) {
 			return fmt.Errorf("image %s: %s says partition %d is %s, but %s's table has %d partitions: the disk is not the one image.json describes; %s",

@@ -160,9 +160,9 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 		default:
 			c.Send(exitedMsg(e.ps), nil)
 			// add: replace what was taken once the activation is over.
-			// Refilling as soon as the client had its pid (as before) ran
-			// a fork and exec beside the very request it replaced, on this
-			// 2-core machine about 400 µs of its spawn-to-exit.
+			// Refilling as soon as the client has its pid runs a fork and
+			// exec beside the very request it replaces: on a 2-core
+			// machine, about 400 µs of its spawn-to-exit.
 			pr.kickFill()
 		}
 		// Idle again before ended lets the loop serve the next request
