@@ -2,8 +2,10 @@ package appliance
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/pe"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -171,4 +173,10 @@ func (b *builder) espImage(ctx context.Context, dir, cmdline, initrd string) (st
 		return "", err
 	}
 	return img, nil
+}
+
+// volID is the ESP's vfat volume id, derived from the image's seed.
+func volID(seed string) string {
+	h := sha256.Sum256([]byte("nvboot-esp\x00" + seed))
+	return hex.EncodeToString(h[:4])
 }
