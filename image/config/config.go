@@ -162,7 +162,7 @@ func Demo() *Config {
 	return &Config{
 		Packages: []string{kv},
 		PackageConfig: map[string]PackageConfig{kv: {
-			CommandLineFlags: []string{"-listen", ":8080", "-heap", "/nv/state/kv.heap"},
+			CommandLineFlags: []string{"-listen", ":8080", "-heap", guest.StateDir + "/kv.heap"},
 			WaitFor:          "tcp:8080",
 			ForwardPort:      8080,
 		}},

@@ -54,12 +54,9 @@ type peers struct {
 	allow  [][]peerRule // by Programs index
 }
 
-// resolve validates c and looks up the names its peer rules and Users
-// give, reporting every one that fails, named by its field.
+// resolve looks up the names the peer rules and Users of c, a validated
+// config, give, reporting every one that fails, named by its field.
 func resolve(c *Config) (*peers, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	var errs []error
 	p := &peers{allow: make([][]peerRule, len(c.Programs))}
 	var err error

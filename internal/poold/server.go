@@ -96,6 +96,9 @@ func New(cfg *Config, opt Options) (*Server, error) {
 // cgroup, its user) keeps its old pool, if it had one, and is named in the
 // error.
 func (s *Server) Reload(cfg *Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	peers, err := resolve(cfg)
 	if err != nil {
 		return err
