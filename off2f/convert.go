@@ -3,13 +3,15 @@ package off2f
 import (
 	"debug/elf"
 	"fmt"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // DefaultLoader is where the appliance keeps ld-off2f.
-const DefaultLoader = "/lib/ld-off2f.so.1"
+const DefaultLoader = guest.Loader
 
 // DefaultStoreDir is where the appliance mounts the text store.
-const DefaultStoreDir = "/nv/text"
+const DefaultStoreDir = guest.TextDir
 
 // Options say how a program is converted. The directories are the paths the
 // loader will use at run time, which need not be where the files are written now.

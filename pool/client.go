@@ -10,10 +10,12 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
-// DefaultSocket is where poold listens.
-const DefaultSocket = "/run/poold.sock"
+// DefaultSocket is where poold listens on an appliance.
+const DefaultSocket = guest.PooldSocket
 
 // EnvSocket overrides DefaultSocket for clients.
 const EnvSocket = "NVBOOT_POOLD_SOCKET"
@@ -382,16 +384,17 @@ func (p *Process) Release() error {
 	return p.conn.Close()
 }
 
-// Stats asks poold for its statistics, decoded into v (see poold's Stats).
-func (c *Client) Stats(ctx context.Context, v any) error {
+// Stats asks poold for its statistics.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	r, err := c.call(ctx, TypeStats)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := json.Unmarshal(r.Data, v); err != nil {
-		return fmt.Errorf("poold stats: %w", err)
+	var st Stats
+	if err := json.Unmarshal(r.Data, &st); err != nil {
+		return nil, fmt.Errorf("poold stats: %w", err)
 	}
-	return nil
+	return &st, nil
 }
 
 // Reduce asks poold to trim now what stayed idle past its timeout.

@@ -9,17 +9,18 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
 )
 
 // Where things are in the guest.
 const (
-	guestProg  = "/prog"    // the program disk (vda, throttled to the profile)
-	guestNV    = "/nv"      // the ext4 on the fsdax NVDIMM, mounted dax=always
-	guestStore = "/nv/text" // the OFF2F text store on it
-	guestRAM   = "/ram"     // in the initramfs: tmpfs
-	guestLD    = "/lib/ld-off2f.so.1"
+	guestProg  = "/prog"       // the program disk (vda, throttled to the profile)
+	guestNV    = "/nv"         // the ext4 on the fsdax NVDIMM, mounted dax=always
+	guestStore = guest.TextDir // the OFF2F text store on it
+	guestRAM   = "/ram"        // in the initramfs: tmpfs
+	guestLD    = guest.Loader
 )
 
 // runVM measures inside a QEMU guest running the appliance kernel: the program

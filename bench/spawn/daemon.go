@@ -90,9 +90,11 @@ func startDaemon(cfg *poold.Config, bin string, env []string, dir string, progre
 }
 
 func (d *procDaemon) Stats() (poold.Stats, error) {
-	var st poold.Stats
-	err := d.client.Stats(context.Background(), &st)
-	return st, err
+	st, err := d.client.Stats(context.Background())
+	if err != nil {
+		return poold.Stats{}, err
+	}
+	return *st, nil
 }
 
 // Fill polls poold's stats until no pool is below its level and nothing

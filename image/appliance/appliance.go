@@ -15,10 +15,9 @@
 //
 // An output directory is marked by the file .nvboot-image (StampFile). A build
 // replaces an existing directory only when it holds nothing but the files a
-// build writes (OutputFiles) and is marked as a build: by the stamp, or, for
-// builds from before the stamp, by an image.json that is nvboot's (strictly
-// an Image). Anything else there, such as the user's own image config named
-// image.json beside their sources, is refused and left as it is.
+// build writes (OutputFiles), carries the stamp, and its image.json, if any,
+// is nvboot's. Anything else there, such as the user's own image config
+// named image.json beside their sources, is refused and left as it is.
 //
 // Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package appliance
@@ -70,29 +69,6 @@ func ParseLayout(s string) (Layout, error) {
 	}
 	return "", fmt.Errorf("layout %q: unknown (want one of %s)", s, strings.Join(names, ", "))
 }
-
-// Where things are on the device.
-const (
-	GuestLoader   = "/lib/ld-off2f.so.1"
-	GuestInit     = "/sbin/nvinit"
-	GuestBin      = "/bin"
-	GuestFallback = "/lib/off2f"                 // fallback copies of the text
-	GuestStoreImg = "/lib/nvboot/textstore.ext4" // provisioning source
-	// GuestStateImg is the state filesystem as built, gzip-compressed: nvinit
-	// writes it onto a blank state device (a flashed device's first boot).
-	GuestStateImg = "/lib/nvboot/state.ext4.gz"
-	GuestManifest = "/etc/nvboot/MANIFEST"
-	GuestConfig   = "/etc/nvboot/config.json"
-	// GuestPooldConfig is poold's config, in images with pooled services.
-	GuestPooldConfig = "/etc/nvboot/poold.json"
-	GuestTextDev     = "/dev/pmem0"
-	GuestStateDev    = "/dev/pmem1"
-	GuestTextDir     = "/nv/text"
-	GuestStateDir    = "/nv/state"
-	GuestDisk        = "vda" // the disk image, as /sys/block names it
-	GuestRootDev     = "/dev/vda2"
-	GuestDAXBinDir   = "/nv/text/bin" // dax-elf: the service executables
-)
 
 // The files of an output directory.
 const (
@@ -157,7 +133,7 @@ type Image struct {
 	// TextSHA256 and StateSHA256 are the sha256 of pmem-text.img and
 	// pmem-state.img as this build made them (hex). The files differ from
 	// them once a device has used them, or when a rebuild kept the ones
-	// a device had used. Empty: an image built before they were recorded.
+	// a device had used.
 	TextSHA256  string `json:",omitempty"`
 	StateSHA256 string `json:",omitempty"`
 }
@@ -173,16 +149,14 @@ type ServiceInfo struct {
 	Name    string
 	Package string
 	Path    string // in the guest
-	// Args are the service's arguments (its CommandLineFlags); nil: an
-	// image built before image.json recorded them (a build writes [] for
-	// none).
+	// Args are the arguments nvinit starts the service with (its
+	// CommandLineFlags; poold's -config); [] for none.
 	Args        []string
 	WaitFor     string `json:",omitempty"`
 	ForwardPort int    `json:",omitempty"`
 	DontStart   bool   `json:",omitempty"`
 	// TextBytes is the program's read-only bytes (text + rodata), its part
-	// of the Image's TextBytes; 0 in an image.json from before it was
-	// recorded.
+	// of the Image's TextBytes.
 	TextBytes uint64 `json:",omitempty"`
 }
 
@@ -369,10 +343,9 @@ func AbsOut(out string) (string, error) {
 // earlier build: replacing it would lose what the user put there; and one
 // that is in use (LockImage: a VM running on it, another build). Nothing or
 // an empty directory is fine; a directory is replaced only when every entry is
-// a regular file a build writes, and it carries the stamp or (a build from
-// before the stamp) an image.json nvboot wrote. An image.json that is not
-// nvboot's is refused even beside the stamp: it is the user's. (Beside the
-// stamp, image.json may have fields a later nvboot added.)
+// a regular file a build writes and it carries the stamp. An image.json that
+// is not nvboot's is refused even beside the stamp: it is the user's. (It may
+// have fields a later nvboot added.)
 func CheckOut(out string) error {
 	fi, err := os.Lstat(out)
 	if errors.Is(err, os.ErrNotExist) {
@@ -391,7 +364,7 @@ func CheckOut(out string) error {
 	if len(ents) == 0 {
 		return checkFree(out)
 	}
-	var foreign []string
+	var foreign, names []string
 	stamped, manifest := false, false
 	for _, e := range ents {
 		name := e.Name()
@@ -402,6 +375,7 @@ func CheckOut(out string) error {
 			foreign = append(foreign, name)
 			continue
 		}
+		names = append(names, name)
 		stamped = stamped || name == StampFile
 		manifest = manifest || name == ManifestFile
 	}
@@ -409,13 +383,15 @@ func CheckOut(out string) error {
 		return fmt.Errorf("output directory %s holds %s, which nvboot build does not write: refusing to replace it (build into a new or empty directory, or remove them)",
 			out, listNames(foreign, 5))
 	}
+	if !stamped {
+		return fmt.Errorf("output directory %s holds %s and no %s: not an nvboot image, refusing to replace it (build into a new or empty directory)",
+			out, listNames(names, 5), StampFile)
+	}
 	if manifest {
-		if err := checkManifest(filepath.Join(out, ManifestFile), !stamped); err != nil {
+		if err := checkManifest(filepath.Join(out, ManifestFile)); err != nil {
 			return fmt.Errorf("output directory %s: its %s is not one nvboot build wrote (%v): refusing to replace it (is it your image config? build into another directory)",
 				out, ManifestFile, err)
 		}
-	} else if !stamped {
-		return fmt.Errorf("output directory %s: not empty and not an nvboot image (no %s or %s): refusing to replace it", out, StampFile, ManifestFile)
 	}
 	return checkFree(out)
 }
@@ -432,20 +408,14 @@ func checkFree(dir string) error {
 }
 
 // checkManifest checks that an image.json is one nvboot build wrote: a known
-// layout and the file names a build gives; strict, only Image's fields (an
-// unstamped directory: a build from before the stamp, which had no others).
-func checkManifest(path string, strict bool) error {
-	f, err := os.Open(path)
+// layout and the file names a build gives.
+func checkManifest(path string) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	if strict {
-		dec.DisallowUnknownFields()
-	}
 	var im Image
-	if err := dec.Decode(&im); err != nil {
+	if err := json.Unmarshal(b, &im); err != nil {
 		return err
 	}
 	if _, err := ParseLayout(string(im.Layout)); err != nil {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/pmem"
-	"github.com/nvboot/nvboot/internal/nvinit"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -97,9 +97,13 @@ func extractRoot(t *testing.T, dir string, im *Image) string {
 	return tree
 }
 
-func readInitConfig(t *testing.T, root string) *nvinit.Config {
+func readInitConfig(t *testing.T, root string) *guest.InitConfig {
 	t.Helper()
-	c, err := nvinit.LoadConfig(filepath.Join(root, GuestConfig[1:]))
+	b, err := os.ReadFile(filepath.Join(root, guest.InitConfigPath[1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := guest.ParseInitConfig(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +182,7 @@ func TestLayouts(t *testing.T) {
 			checkESP(t, dir, im, k)
 			var root string
 			if l == Initramfs {
-				if im.Initrd == "" || !strings.Contains(im.Cmdline, "rdinit="+GuestInit) {
+				if im.Initrd == "" || !strings.Contains(im.Cmdline, "rdinit="+guest.Init) {
 					t.Fatalf("initramfs layout: initrd %q cmdline %q", im.Initrd, im.Cmdline)
 				}
 				root = t.TempDir()
@@ -200,11 +204,11 @@ func TestLayouts(t *testing.T) {
 			if len(cfg.Services) != 1 || cfg.Services[0].Path != im.Services[0].Path || cfg.Services[0].WaitFor != "tcp:8080" {
 				t.Fatalf("nvinit config services: %+v", cfg.Services)
 			}
-			if cfg.State.Device != GuestStateDev || cfg.State.Image != GuestStateImg {
+			if cfg.State.Device != guest.StateDevice || cfg.State.Image != guest.StateImage {
 				t.Errorf("state config %+v", cfg.State)
 			}
-			checkStateTemplate(t, filepath.Join(root, GuestStateImg[1:]), filepath.Join(dir, StatePmemFile))
-			initHdr, err := os.ReadFile(filepath.Join(root, GuestInit[1:]))
+			checkStateTemplate(t, filepath.Join(root, guest.StateImage[1:]), filepath.Join(dir, StatePmemFile))
+			initHdr, err := os.ReadFile(filepath.Join(root, guest.Init[1:]))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,10 +218,10 @@ func TestLayouts(t *testing.T) {
 				if hdrErr != nil {
 					t.Fatalf("/sbin/nvinit is not an OFF2F header: %v", hdrErr)
 				}
-				if cfg.TextStore.Device != GuestTextDev || cfg.TextStore.Image != GuestStoreImg {
+				if cfg.TextStore.Device != guest.TextDevice || cfg.TextStore.Image != guest.StoreImage {
 					t.Errorf("text store config %+v", cfg.TextStore)
 				}
-				want, err := off2f.ReadManifest(filepath.Join(root, GuestManifest[1:]))
+				want, err := off2f.ReadManifest(filepath.Join(root, guest.Manifest[1:]))
 				if err != nil || len(want) != 2 {
 					t.Fatalf("manifest: %v %v", want, err)
 				}
@@ -225,18 +229,18 @@ func TestLayouts(t *testing.T) {
 					if !strings.Contains(store, h) {
 						t.Errorf("text %s of the manifest is not in the store:\n%s", h, store)
 					}
-					if _, err := os.Stat(filepath.Join(root, GuestFallback[1:], h)); err != nil {
+					if _, err := os.Stat(filepath.Join(root, guest.FallbackDir[1:], h)); err != nil {
 						t.Errorf("no fallback copy of %s: %v", h, err)
 					}
 				}
-				if _, err := os.Stat(filepath.Join(root, GuestLoader[1:])); err != nil {
+				if _, err := os.Stat(filepath.Join(root, guest.Loader[1:])); err != nil {
 					t.Error(err)
 				}
 			case DAXELF:
 				if hdrErr == nil {
 					t.Error("dax-elf: nvinit should be a plain ELF")
 				}
-				if cfg.Services[0].Path != GuestDAXBinDir+"/kv" || !strings.Contains(store, "bin") {
+				if cfg.Services[0].Path != guest.DAXBinDir+"/kv" || !strings.Contains(store, "bin") {
 					t.Errorf("dax-elf: kv at %q; store:\n%s", cfg.Services[0].Path, store)
 				}
 			default:

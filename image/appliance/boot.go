@@ -122,7 +122,7 @@ func diskLimit(o BootOptions) (guest.DiskLimit, bool) {
 	if o.CPURate == 0 || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
 		return guest.DiskLimit{}, false
 	}
-	return guest.DiskLimit{Disk: GuestDisk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true
+	return guest.DiskLimit{Disk: guest.Disk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true
 }
 
 // CopyPmem copies the image's pmem images into dst (sparse), for a boot that

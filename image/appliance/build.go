@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,14 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/nvboot/nvboot/image/gpt"
-	"github.com/nvboot/nvboot/image/initramfs"
-	"github.com/nvboot/nvboot/image/pmem"
-	"github.com/nvboot/nvboot/internal/nvinit"
-	"github.com/nvboot/nvboot/internal/poold"
-	"github.com/nvboot/nvboot/off2f"
-	"github.com/nvboot/nvboot/pool"
 )
 
 // builder is one Build: the options, the output directory being filled and
@@ -28,203 +19,36 @@ type builder struct {
 	work string
 }
 
-// staging holds the trees the filesystems are made from.
-type staging struct {
-	root  string // the root filesystem
-	store string // the text store (its filesystem's root)
-	esp   string // the EFI system partition
-}
-
+// The build runs in phases, one file each, as gokrazy's packer splits its
+// work: prepare (the staging trees, the device configs), programs (go build,
+// ld-off2f), place (the programs, manifests and configs on the root tree),
+// store (the text store on pmem0), state (the state on pmem1) and disk (the
+// root filesystem or initramfs, the ESP, the GPT disk). Each phase takes
+// what the earlier ones made and fills in its part of the Image.
 func (b *builder) build(ctx context.Context) (*Image, error) {
-	st := staging{root: filepath.Join(b.work, "root"), store: filepath.Join(b.work, "store"), esp: filepath.Join(b.work, "esp")}
-	for _, d := range []string{st.root, st.store, st.esp} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	progs, err := b.buildPrograms(ctx)
+	st, dev, err := b.prepare()
 	if err != nil {
 		return nil, err
 	}
-	loader := filepath.Join(b.work, "ld-off2f")
-	if b.Layout == OFF2F {
-		b.logf("building ld-off2f")
-		if err := run(ctx, nil, "make", "-s", "-C", filepath.Join(b.ModuleRoot, "loader"), "OUT="+loader); err != nil {
-			return nil, fmt.Errorf("building ld-off2f: %w", err)
-		}
-	}
-	for _, d := range []string{"bin", "sbin", "lib", "etc/nvboot", "proc", "sys", "dev", "run", "tmp", "nv/text", "nv/state"} {
-		if err := os.MkdirAll(filepath.Join(st.root, d), 0o755); err != nil {
-			return nil, err
-		}
+	progs, loader, err := b.buildPrograms(ctx)
+	if err != nil {
+		return nil, err
 	}
 	im := &Image{Layout: b.Layout, Hostname: b.Config.HostnameOrDefault(), Kernel: KernelFile, Disk: DiskFile,
 		Pmem: []string{TextPmemFile, StatePmemFile}}
-	for _, p := range progs {
-		im.TextBytes += p.Text
-	}
-	b.logf("placing %d programs (%s layout, %.1f MiB of text+rodata)", len(progs), b.Layout, float64(im.TextBytes)/(1<<20))
-	hashes, err := b.place(progs, st, loader)
-	if err != nil {
+	if err := b.place(progs, loader, dev, st, im); err != nil {
 		return nil, err
 	}
-	useStore := b.Layout == OFF2F || b.Layout == DAXELF
-	if useStore {
-		if err := off2f.WriteManifest(filepath.Join(st.store, off2f.ManifestName), hashes); err != nil {
-			return nil, err
-		}
-		if err := off2f.WriteManifest(filepath.Join(st.root, GuestManifest[1:]), hashes); err != nil {
-			return nil, err
-		}
-	}
-	cfg := b.initConfig(progs, useStore)
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("nvinit config: %w", err)
-	}
-	cfgJSON, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
+	if err := b.textStore(ctx, st); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(st.root, GuestConfig[1:]), append(cfgJSON, '\n'), 0o644); err != nil {
+	if err := b.state(ctx, st, im); err != nil {
 		return nil, err
 	}
-	if pc := b.pooldConfig(progs); pc != nil {
-		if err := pc.Validate(); err != nil {
-			return nil, fmt.Errorf("poold config: %w", err)
-		}
-		pcJSON, err := json.MarshalIndent(pc, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(st.root, GuestPooldConfig[1:]), append(pcJSON, '\n'), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	for i, p := range progs[1:] {
-		pc := b.Config.PackageConfig[p.Package]
-		// Args as nvinit starts it (poold with its config), never nil: an
-		// image.json without them is from before they were recorded.
-		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: b.servicePath(p.Name),
-			Args: append([]string{}, cfg.Services[i].Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text})
-	}
-
-	// pmem0: the text store, a bigalloc ext4 so text lands 2 MiB-aligned.
-	storeImg := filepath.Join(b.work, "textstore.ext4")
-	storeSize, err := b.storeSize(st.store)
-	if err != nil {
+	if err := b.disk(ctx, st, im); err != nil {
 		return nil, err
 	}
-	storeSize = pmemSize(storeSize) - pmem.Align // the rest of the section is room to grow
-	b.logf("text store: %d MiB ext4 (2 MiB clusters)", storeSize>>20)
-	if err := mkExt4(ctx, st.store, storeImg, storeSize, uuidFor(b.seed(), "text"), "-O", "bigalloc", "-C", "2097152"); err != nil {
-		return nil, fmt.Errorf("text store: %w", err)
-	}
-	if useStore {
-		// The provisioning source: nvinit copies it onto a blank or stale store.
-		if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStoreImg)[1:]), 0o755); err != nil {
-			return nil, err
-		}
-		if err := copyFile(filepath.Join(st.root, GuestStoreImg[1:]), storeImg, 0o444); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.pmemImage(TextPmemFile, storeImg, storeSize); err != nil {
-		return nil, err
-	}
-	// pmem1: the state filesystem, empty.
-	stateSize, _ := stateSizes(b.Config)
-	stateDir, stateImg := filepath.Join(b.work, "state"), filepath.Join(b.work, "state.ext4")
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, err
-	}
-	b.logf("state: %d MiB ext4", stateSize>>20)
-	if err := mkExt4(ctx, stateDir, stateImg, stateSize, uuidFor(b.seed(), "state")); err != nil {
-		return nil, fmt.Errorf("state filesystem: %w", err)
-	}
-	if err := b.pmemImage(StatePmemFile, stateImg, stateSize); err != nil {
-		return nil, err
-	}
-	if im.TextSHA256, err = sha256File(filepath.Join(b.dir, TextPmemFile)); err != nil {
-		return nil, err
-	}
-	if im.StateSHA256, err = sha256File(filepath.Join(b.dir, StatePmemFile)); err != nil {
-		return nil, err
-	}
-	// The provisioning source: nvinit writes it onto a blank state device.
-	if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(GuestStateImg)[1:]), 0o755); err != nil {
-		return nil, err
-	}
-	if err := gzipFile(filepath.Join(st.root, GuestStateImg[1:]), stateImg, 0o444); err != nil {
-		return nil, fmt.Errorf("state template: %w", err)
-	}
-
-	// The root filesystem, or the initramfs.
-	var parts []gpt.Partition
-	if err := copyFile(filepath.Join(b.dir, KernelFile), b.Kernel, 0o644); err != nil {
-		return nil, err
-	}
-	rootImg, initrd := "", ""
-	if b.Layout == Initramfs {
-		im.Initrd = InitrdFile
-		im.Cmdline = "rdinit=" + GuestInit
-		initrd = filepath.Join(b.dir, InitrdFile)
-		if err := writeInitramfs(st.root, initrd); err != nil {
-			return nil, err
-		}
-	} else {
-		fs := b.Config.RootFSOrDefault()
-		rootImg = filepath.Join(b.work, "root."+fs)
-		b.logf("root filesystem: %s", fs)
-		if fs == "erofs" {
-			err = mkErofs(ctx, st.root, rootImg, uuidFor(b.seed(), "root"))
-		} else {
-			var n int64
-			n, _, err = treeSize(st.root)
-			if err == nil {
-				err = mkExt4(ctx, st.root, rootImg, (n*5/4+(8<<20))&^(1<<20-1), uuidFor(b.seed(), "root"))
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("root filesystem: %w", err)
-		}
-		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", GuestRootDev, fs, GuestInit)
-	}
-	im.Cmdline += " quiet"
-	if !b.Config.NoBootTrims {
-		im.Cmdline += " " + BootTrims
-	}
-	if b.Config.KernelCmdline != "" {
-		im.Cmdline += " " + b.Config.KernelCmdline
-	}
-	espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
-	if err != nil {
-		return nil, fmt.Errorf("EFI system partition: %w", err)
-	}
-	dataDir, dataImg := filepath.Join(b.work, "data"), filepath.Join(b.work, "data.ext4")
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := mkExt4(ctx, dataDir, dataImg, 16<<20, uuidFor(b.seed(), "data")); err != nil {
-		return nil, fmt.Errorf("data partition: %w", err)
-	}
-	parts = append(parts, gpt.Partition{Name: "esp", Type: gpt.TypeESP, Src: espImg})
-	if rootImg != "" {
-		parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
-	}
-	parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
-	b.logf("disk image")
-	lay, err := gpt.Write(filepath.Join(b.dir, DiskFile), b.seed(), parts)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range lay {
-		im.Partitions = append(im.Partitions, Partition{Name: l.Name, Offset: l.First * 512, Bytes: (l.Last - l.First + 1) * 512})
-	}
-	imJSON, err := json.MarshalIndent(im, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, ManifestFile), append(imJSON, '\n'), 0o644); err != nil {
+	if err := writeJSON(filepath.Join(b.dir, ManifestFile), im); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644); err != nil {
@@ -233,246 +57,9 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	return im, nil
 }
 
-// BootTrims are kernel parameters that take probing the appliance does not
-// need out of the boot: PCI interrupts routed through the PIIX router instead
-// of evaluating ACPI link objects (230 ms per virtio device under TCG), no
-// PS/2 keyboard or mouse probe (600 ms before the root is mounted), and no
-// check that the IO-APIC delivers the timer interrupt (no_timer_check: a
-// busy wait for timer ticks, 11 ms of a 1-GIPS core's boot, for a fault of
-// old chipsets).
-const BootTrims = "acpi=noirq i8042.noaux i8042.nokbd no_timer_check"
-
 // seed makes the uuids of one image: the layout and hostname, so two layouts
 // of one config do not share filesystem uuids.
 func (b *builder) seed() string { return string(b.Layout) + "/" + b.Config.HostnameOrDefault() }
-
-func volID(seed string) string {
-	h := sha256.Sum256([]byte("nvboot-esp\x00" + seed))
-	return hex.EncodeToString(h[:4])
-}
-
-// servicePath is where a service's executable is in the guest.
-func (b *builder) servicePath(name string) string {
-	if b.Layout == DAXELF {
-		return GuestDAXBinDir + "/" + name
-	}
-	return GuestBin + "/" + name
-}
-
-// place puts nvinit and the services where the layout wants them and
-// returns the hashes the store MANIFEST lists.
-func (b *builder) place(progs []program, st staging, loader string) ([]string, error) {
-	var hashes []string
-	for i, p := range progs {
-		dst := filepath.Join(st.root, b.servicePath(p.Name)[1:])
-		if i == 0 {
-			dst = filepath.Join(st.root, GuestInit[1:])
-		}
-		switch {
-		case b.Layout == OFF2F:
-			h, err := b.convert(p, i == 0, dst, st)
-			if err != nil {
-				return nil, err
-			}
-			hashes = append(hashes, h)
-		case b.Layout == DAXELF && i > 0:
-			dst = filepath.Join(st.store, "bin", p.Name)
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return nil, err
-			}
-			if err := copyFile(dst, p.Bin, 0o755); err != nil {
-				return nil, err
-			}
-			// The whole executable is the store's content: its hash is what
-			// makes a store current or stale.
-			raw, err := os.ReadFile(p.Bin)
-			if err != nil {
-				return nil, err
-			}
-			sum := sha256.Sum256(raw)
-			hashes = append(hashes, hex.EncodeToString(sum[:]))
-		default:
-			if err := copyFile(dst, p.Bin, 0o755); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if b.Layout == OFF2F {
-		if err := copyFile(filepath.Join(st.root, GuestLoader[1:]), loader, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	return hashes, nil
-}
-
-// convert makes p an OFF2F program: the header file at dst, the text in the
-// store and, as the fallback, on the root filesystem. nvinit's loader mounts
-// the store itself (it runs before anyone else could).
-func (b *builder) convert(p program, isInit bool, dst string, st staging) (string, error) {
-	raw, err := os.ReadFile(p.Bin)
-	if err != nil {
-		return "", err
-	}
-	opt := off2f.Options{Loader: GuestLoader, StoreDir: GuestTextDir, FallbackDir: GuestFallback}
-	if isInit {
-		opt.Device, opt.FSType, opt.MountOpts = GuestTextDev, "ext4", "dax=always"
-	}
-	conv, err := off2f.Convert(raw, opt)
-	if err != nil {
-		return "", fmt.Errorf("converting %s to OFF2F: %w", p.Name, err)
-	}
-	for _, d := range []string{st.store, filepath.Join(st.root, GuestFallback[1:])} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
-		}
-		if _, err := (off2f.Store{Dir: d}).Put(conv.TextName(), conv.Text); err != nil {
-			return "", fmt.Errorf("storing the text of %s: %w", p.Name, err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", err
-	}
-	return conv.TextName(), off2f.WriteFileAtomic(dst, conv.Header, 0o755)
-}
-
-// initConfig is nvinit's config for the image.
-func (b *builder) initConfig(progs []program, useStore bool) *nvinit.Config {
-	c := &nvinit.Config{Hostname: b.Config.HostnameOrDefault(),
-		State: nvinit.State{Device: GuestStateDev, Dir: GuestStateDir, Image: GuestStateImg}}
-	for _, in := range b.Config.InterfacesOrDefault() {
-		c.Network = append(c.Network, nvinit.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway})
-	}
-	if useStore {
-		c.TextStore = nvinit.TextStore{Device: GuestTextDev, Dir: GuestTextDir, Image: GuestStoreImg, Manifest: GuestManifest}
-	}
-	for _, p := range progs[1:] {
-		if p.Package == pooldPackage {
-			c.Services = append(c.Services, nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
-				Args: []string{"-config", GuestPooldConfig}, WaitFor: pool.DefaultSocket})
-			continue
-		}
-		pc := b.Config.PackageConfig[p.Package]
-		sv := nvinit.Service{Name: p.Name, Path: b.servicePath(p.Name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart}
-		if pc.Pool != nil {
-			sv.Pool = p.Name
-		}
-		c.Services = append(c.Services, sv)
-	}
-	return c
-}
-
-// pooldConfig is poold's config for the image: one pool per service with a
-// Pool, its argv and environment those of the service; only root (nvinit)
-// may spawn. nil: no pooled service.
-func (b *builder) pooldConfig(progs []program) *poold.Config {
-	if !b.Config.Pooled() {
-		return nil
-	}
-	c := &poold.Config{Socket: pool.DefaultSocket}
-	for _, p := range progs[1:] {
-		pc := b.Config.PackageConfig[p.Package]
-		if pc.Pool == nil {
-			continue
-		}
-		c.Programs = append(c.Programs, poold.Program{Name: p.Name, Path: b.servicePath(p.Name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, MinIdle: pc.Pool.MinIdle, MaxIdle: pc.Pool.MaxIdle,
-			IdleTimeout: pc.Pool.IdleTimeout, MaxUses: pc.Pool.MaxUses, Prefault: pc.Pool.Prefault,
-			Allow: []string{"uid:0"}})
-	}
-	return c
-}
-
-// storeSize is the text store filesystem's size: TextStoreMiB, or fitted to
-// the files (a 2 MiB cluster at least each) with a quarter to spare.
-func (b *builder) storeSize(dir string) (int64, error) {
-	n, files, err := treeSize(dir)
-	if err != nil {
-		return 0, err
-	}
-	need := n + int64(files)*(2<<20) + 16<<20
-	if b.Config.TextStoreMiB > 0 {
-		size := int64(b.Config.TextStoreMiB) << 20
-		if size < need {
-			return 0, fmt.Errorf("TextStoreMiB %d: the text store needs at least %d MiB (%d files, %d MiB of text): make it larger or 0 (fitted)",
-				b.Config.TextStoreMiB, (need+(1<<20)-1)>>20, files, n>>20)
-		}
-		return size, nil
-	}
-	return (need + need/4 + (2<<20 - 1)) &^ (2<<20 - 1), nil
-}
-
-// pmemSize is the size of a pmem image holding a filesystem of fsSize: the
-// 2 MiB of fsdax metadata added, rounded up to 128 MiB (the kernel adds pmem
-// in memory sections).
-func pmemSize(fsSize int64) int64 {
-	const section = 128 << 20
-	return (fsSize + pmem.Align + section - 1) / section * section
-}
-
-// pmemImage writes out/name: the PFN info block and the filesystem image.
-func (b *builder) pmemImage(name, fsImg string, fsSize int64) error {
-	return pmem.WriteImage(filepath.Join(b.dir, name), pmemSize(fsSize), fsImg)
-}
-
-// writeInitramfs packs the root tree into a newc archive.
-func writeInitramfs(root, out string) error {
-	a := initramfs.New()
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			return a.Dir(rel, 0o755)
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return a.File(rel, fi.Mode().Perm(), data)
-	})
-	if err != nil {
-		return fmt.Errorf("initramfs: %w", err)
-	}
-	if err := a.CharDev("dev/console", 0o600, 5, 1); err != nil {
-		return err
-	}
-	return off2f.WriteFileAtomic(out, a.Bytes(), 0o644)
-}
-
-// gzipFile writes src gzip-compressed to dst with mode perm. The header has
-// no name and no time: the same src gives the same bytes.
-func gzipFile(dst, src string, perm os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	zw, err := gzip.NewWriterLevel(out, gzip.BestCompression)
-	if err == nil {
-		_, err = io.Copy(zw, in)
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Chmod(dst, perm)
-}
 
 // sha256File is the sha256 of the file at path, in hex.
 func sha256File(path string) (string, error) {
@@ -498,4 +85,13 @@ func copyFile(dst, src string, perm os.FileMode) error {
 		return err
 	}
 	return os.Chmod(dst, perm)
+}
+
+// writeJSON writes v as indented JSON, a newline at the end.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

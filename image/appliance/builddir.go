@@ -62,12 +62,6 @@ func buildDirPattern(name string) *regexp.Regexp {
 	return regexp.MustCompile(`^\.` + regexp.QuoteMeta(name) + `\.build-([0-9]+)-[0-9]+(\.old)?$`)
 }
 
-// legacyBuildDirPattern matches the build directories of nvboot before the
-// process id was in their name: whether one is in use cannot be told.
-func legacyBuildDirPattern(name string) *regexp.Regexp {
-	return regexp.MustCompile(`^\.` + regexp.QuoteMeta(name) + `\.build-[0-9]+(\.old)?$`)
-}
-
 // removeStale removes the build directories of the output name in parent
 // that a killed build left: only those named as buildDir names them, whose
 // process is gone and, for a build directory, whose lock is free (a builder
@@ -78,13 +72,9 @@ func removeStale(parent, name string, logf func(string, ...any)) {
 	if err != nil {
 		return
 	}
-	pat, legacy := buildDirPattern(name), legacyBuildDirPattern(name)
+	pat := buildDirPattern(name)
 	for _, e := range ents {
 		p := filepath.Join(parent, e.Name())
-		if legacy.MatchString(e.Name()) && e.IsDir() {
-			logf("%s: left by an older nvboot's build of %s; remove it by hand if no build is running", p, name)
-			continue
-		}
 		m := pat.FindStringSubmatch(e.Name())
 		if m == nil || !e.IsDir() {
 			continue

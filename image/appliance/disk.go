@@ -1,11 +1,15 @@
 package appliance
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/nvboot/nvboot/image/gpt"
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/image/initramfs"
+	"github.com/nvboot/nvboot/off2f"
 )
 
 // CheckDisk checks the disk image of the image in dir before a boot: it has
@@ -45,8 +49,8 @@ func CheckDisk(dir string, im *Image) error {
 		return fmt.Errorf("image %s: %s is %d bytes, but its partition table puts the backup table at its end, byte %d: truncated (%d bytes missing); %s",
 			dir, path, size, tab.Bytes(), tab.Bytes()-size, rebuild)
 	}
-	// image.json says where each partition is (an image from before it
-	// recorded them says nothing): the disk must be that build's.
+	// image.json says where each partition is: the disk must be that
+	// build's.
 	for i, want := range im.Partitions {
 		if i >= len(tab.Partitions) {
 			return fmt.Errorf("image %s: %s says partition %d is %s, but %s's table has %d partitions: the disk is not the one image.json describes; %s",
@@ -60,4 +64,113 @@ func CheckDisk(dir string, im *Image) error {
 		}
 	}
 	return nil
+}
+
+// disk is the last phase: the kernel, the root filesystem (or, in the
+// initramfs layout, the initramfs), the kernel command line, the EFI system
+// partition with the unified kernel image, the data partition, and the GPT
+// disk image holding them.
+func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
+	if err := copyFile(filepath.Join(b.dir, KernelFile), b.Kernel, 0o644); err != nil {
+		return err
+	}
+	rootImg, initrd := "", ""
+	if b.Layout == Initramfs {
+		im.Initrd = InitrdFile
+		im.Cmdline = "rdinit=" + guest.Init
+		initrd = filepath.Join(b.dir, InitrdFile)
+		if err := writeInitramfs(st.root, initrd); err != nil {
+			return err
+		}
+	} else {
+		fs := b.Config.RootFSOrDefault()
+		rootImg = filepath.Join(b.work, "root."+fs)
+		b.logf("root filesystem: %s", fs)
+		var err error
+		if fs == "erofs" {
+			err = mkErofs(ctx, st.root, rootImg, uuidFor(b.seed(), "root"))
+		} else {
+			var n int64
+			n, _, err = treeSize(st.root)
+			if err == nil {
+				err = mkExt4(ctx, st.root, rootImg, (n*5/4+(8<<20))&^(1<<20-1), uuidFor(b.seed(), "root"))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("root filesystem: %w", err)
+		}
+		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", guest.RootDevice, fs, guest.Init)
+	}
+	im.Cmdline += " quiet"
+	if !b.Config.NoBootTrims {
+		im.Cmdline += " " + BootTrims
+	}
+	if b.Config.KernelCmdline != "" {
+		im.Cmdline += " " + b.Config.KernelCmdline
+	}
+	espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
+	if err != nil {
+		return fmt.Errorf("EFI system partition: %w", err)
+	}
+	dataDir, dataImg := filepath.Join(b.work, "data"), filepath.Join(b.work, "data.ext4")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	if err := mkExt4(ctx, dataDir, dataImg, 16<<20, uuidFor(b.seed(), "data")); err != nil {
+		return fmt.Errorf("data partition: %w", err)
+	}
+	parts := []gpt.Partition{{Name: "esp", Type: gpt.TypeESP, Src: espImg}}
+	if rootImg != "" {
+		parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
+	}
+	parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
+	b.logf("disk image")
+	lay, err := gpt.Write(filepath.Join(b.dir, DiskFile), b.seed(), parts)
+	if err != nil {
+		return err
+	}
+	for _, l := range lay {
+		im.Partitions = append(im.Partitions, Partition{Name: l.Name, Offset: l.First * 512, Bytes: (l.Last - l.First + 1) * 512})
+	}
+	return nil
+}
+
+// BootTrims are kernel parameters that take probing the appliance does not
+// need out of the boot: PCI interrupts routed through the PIIX router instead
+// of evaluating ACPI link objects (230 ms per virtio device under TCG), no
+// PS/2 keyboard or mouse probe (600 ms before the root is mounted), and no
+// check that the IO-APIC delivers the timer interrupt (no_timer_check: a
+// busy wait for timer ticks, 11 ms of a 1-GIPS core's boot, for a fault of
+// old chipsets).
+const BootTrims = "acpi=noirq i8042.noaux i8042.nokbd no_timer_check"
+
+// writeInitramfs packs the root tree into a newc archive.
+func writeInitramfs(root, out string) error {
+	a := initramfs.New()
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			return a.Dir(rel, 0o755)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return a.File(rel, fi.Mode().Perm(), data)
+	})
+	if err != nil {
+		return fmt.Errorf("initramfs: %w", err)
+	}
+	if err := a.CharDev("dev/console", 0o600, 5, 1); err != nil {
+		return err
+	}
+	return off2f.WriteFileAtomic(out, a.Bytes(), 0o644)
 }

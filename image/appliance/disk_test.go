@@ -124,7 +124,7 @@ func TestVMConfigBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := guest.DiskLimit{Disk: GuestDisk, ReadBPS: sd.ReadBPS, ReadIOPS: sd.ReadIOPS, WriteBPS: sd.WriteBPS, WriteIOPS: sd.WriteIOPS}.String()
+	limit := guest.DiskLimit{Disk: guest.Disk, ReadBPS: sd.ReadBPS, ReadIOPS: sd.ReadIOPS, WriteBPS: sd.WriteBPS, WriteIOPS: sd.WriteIOPS}.String()
 	for _, c := range []struct {
 		name          string
 		o             BootOptions

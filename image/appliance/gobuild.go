@@ -10,21 +10,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
-	"github.com/nvboot/nvboot/off2f"
 )
-
-const nvinitPackage = "github.com/nvboot/nvboot/cmd/nvinit"
-
-// pooldPackage is built into images with pooled services.
-const pooldPackage = "github.com/nvboot/nvboot/cmd/poold"
-
-// program is one executable of the image, built on the host.
-type program struct {
-	Name    string // program name: nvinit, or the service's
-	Package string // as in the config
-	Bin     string // the built ELF
-	Text    uint64 // bytes of read-only PT_LOADs
-}
 
 // goBuild builds a Go package as a static executable: no cgo, paths trimmed,
 // no build id or VCS stamp, so the same source gives the same bytes. A local
@@ -32,7 +18,7 @@ type program struct {
 // or ours); an import path is built in the nvboot module.
 func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string, dst string) error {
 	dir, target := b.ModuleRoot, pkg
-	if isLocal(pkg) {
+	if config.IsLocal(pkg) {
 		dir = pkg
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(or(b.ConfigDir, "."), dir)
@@ -94,47 +80,6 @@ func packageName(ctx context.Context, dir string, env []string, target string) s
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func isLocal(pkg string) bool {
-	return strings.HasPrefix(pkg, "./") || strings.HasPrefix(pkg, "../") || filepath.IsAbs(pkg) || pkg == "."
-}
-
-// buildPrograms builds nvinit and every service into work/bin.
-func (b *builder) buildPrograms(ctx context.Context) ([]program, error) {
-	out := filepath.Join(b.work, "bin")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, err
-	}
-	progs := []program{{Name: "nvinit", Bin: filepath.Join(out, "nvinit")}}
-	b.logf("building nvinit")
-	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, progs[0].Bin); err != nil {
-		return nil, err
-	}
-	pkgs := b.Config.Packages
-	if b.Config.Pooled() {
-		// poold is a service like the others, started first; a pooled
-		// service's spawn that finds no socket yet is retried with the
-		// restart backoff.
-		pkgs = append([]string{pooldPackage}, pkgs...)
-	}
-	for _, pkg := range pkgs {
-		name := config.Name(pkg)
-		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
-		b.logf("building %s (%s)", name, pkg)
-		if err := b.goBuild(ctx, name, pkg, b.Config.PackageConfig[pkg].GoBuildFlags, p.Bin); err != nil {
-			return nil, err
-		}
-		progs = append(progs, p)
-	}
-	for i := range progs {
-		n, err := off2f.ReadOnlyBytes(progs[i].Bin)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", progs[i].Name, err)
-		}
-		progs[i].Text = n
-	}
-	return progs, nil
 }
 
 func or(s, d string) string {

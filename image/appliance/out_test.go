@@ -55,7 +55,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-// manifestJSON is an image.json as a build (before the stamp) wrote it.
+// manifestJSON is an image.json as a build writes it.
 func manifestJSON(t *testing.T, l Layout) string {
 	t.Helper()
 	im := Image{Layout: l, Hostname: "nvboot", Kernel: KernelFile, Disk: DiskFile, Pmem: []string{TextPmemFile, StatePmemFile},
@@ -84,15 +84,16 @@ func TestBuildRefusesProjectDirectory(t *testing.T) {
 	}{
 		{"project with image.json", map[string]string{"image.json": userConfig, "go.mod": "module x\n", "svc/main.go": "package main\n", "notes.txt": "x"},
 			[]string{`"go.mod"`, `"notes.txt"`, `"svc/"`}},
-		{"only the user's image.json", map[string]string{"image.json": userConfig}, []string{"image.json", "not one nvboot build wrote"}},
+		{"only the user's image.json", map[string]string{"image.json": userConfig}, []string{"image.json", "not an nvboot image"}},
 		{"user's image.json beside a stamp", map[string]string{"image.json": userConfig, StampFile: stampText}, []string{"image.json", "not one nvboot build wrote"}},
 		{"earlier build plus a user file", map[string]string{ManifestFile: "", StampFile: stampText, DiskFile: "d", "keep.txt": "mine"},
 			[]string{`"keep.txt"`}},
 		{"a directory named like an output file", map[string]string{DiskFile + "/": ""}, []string{`"disk.img/"`}},
 		{"unmarked output files", map[string]string{DiskFile: "d", KernelFile: "k"}, []string{"not an nvboot image"}},
-		{"legacy image.json with a foreign field", map[string]string{ManifestFile: `{"Layout": "elf", "Kernel": "bzImage", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"], "Packages": ["x"]}`},
-			[]string{"image.json", `unknown field "Packages"`}},
-		{"legacy image.json with other file names", map[string]string{ManifestFile: `{"Layout": "elf", "Kernel": "vmlinuz", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"]}`},
+		{"an nvboot image.json without the stamp", map[string]string{ManifestFile: manifestJSON(t, ELF), DiskFile: "d"},
+			[]string{"image.json", "not an nvboot image"}},
+		{"image.json with other file names beside the stamp", map[string]string{StampFile: stampText,
+			ManifestFile: `{"Layout": "elf", "Kernel": "vmlinuz", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"]}`},
 			[]string{"vmlinuz"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,8 +139,7 @@ func TestBuildRefusesFileAsOutput(t *testing.T) {
 	}
 }
 
-// What a build may replace: nothing, an empty directory, a stamped build, and
-// a build from before the stamp (nvboot's image.json, only build files).
+// What a build may replace: nothing, an empty directory, a stamped build.
 func TestCheckOutAcceptsBuilds(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -152,9 +152,7 @@ func TestCheckOutAcceptsBuilds(t *testing.T) {
 		{"stamped build with a later image.json field", map[string]string{StampFile: stampText,
 			ManifestFile: `{"Layout": "off2f", "Kernel": "bzImage", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"], "Later": 1}`}},
 		{"stamp only", map[string]string{StampFile: stampText}},
-		{"build from before the stamp", map[string]string{ManifestFile: manifestJSON(t, ELF), DiskFile: "d", KernelFile: "k",
-			TextPmemFile: "t", StatePmemFile: "s"}},
-		{"initramfs build from before the stamp", map[string]string{ManifestFile: manifestJSON(t, Initramfs), InitrdFile: "i", DiskFile: "d"}},
+		{"stamped initramfs build", map[string]string{StampFile: stampText, ManifestFile: manifestJSON(t, Initramfs), InitrdFile: "i", DiskFile: "d"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")

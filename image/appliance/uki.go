@@ -2,11 +2,15 @@ package appliance
 
 import (
 	"context"
+	"crypto/sha256"
 	"debug/pe"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/config"
 )
 
 // The EFI system partition boots through a unified kernel image (UKI), as
@@ -22,9 +26,9 @@ import (
 // current time; writeUKI sets it to the epoch, like every other time in the
 // image, and recomputes the header checksum.
 
-// efiStub is systemd's EFI stub for x86-64 (Debian package systemd-boot-efi;
-// the same path on Fedora and Arch).
-var efiStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+// efiStub is systemd's EFI stub for x86-64 (the same path on Fedora and
+// Arch); a variable so that tests can point it elsewhere.
+var efiStub = config.DefaultEFIStub
 
 // SerialConsole is the console on the UKI's command line: the first serial
 // port at the usual 115200 baud. (QEMU's -kernel boots get console=ttyS0
@@ -169,4 +173,10 @@ func (b *builder) espImage(ctx context.Context, dir, cmdline, initrd string) (st
 		return "", err
 	}
 	return img, nil
+}
+
+// volID is the ESP's vfat volume id, derived from the image's seed.
+func volID(seed string) string {
+	h := sha256.Sum256([]byte("nvboot-esp\x00" + seed))
+	return hex.EncodeToString(h[:4])
 }

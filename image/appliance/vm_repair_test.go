@@ -14,6 +14,7 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -47,7 +48,7 @@ func TestApplianceRepairsDamagedText(t *testing.T) {
 		t.Fatalf("kv's header: %v", err)
 	}
 	name := off2f.HashName(h.Note.Hash)
-	clean, err := os.ReadFile(filepath.Join(root, GuestFallback[1:], name))
+	clean, err := os.ReadFile(filepath.Join(root, guest.FallbackDir[1:], name))
 	if err != nil {
 		t.Fatalf("kv's fallback text: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestApplianceRepairsDamagedText(t *testing.T) {
 	line, _, err := b.m.Expect(b.ctx, 0, func(s string) bool {
 		return strings.Contains(s, "nvinit: kv: text ") || strings.Contains(s, "kv: restarting in 1.6s")
 	})
-	if err != nil || !strings.Contains(line.Text, "repaired from "+GuestFallback+"/"+name) {
+	if err != nil || !strings.Contains(line.Text, "repaired from "+guest.FallbackDir+"/"+name) {
 		t.Fatalf("no repair of kv's text (%v); console:\n%s", err, b.m.Console())
 	}
 	if !strings.Contains(line.Text, "/nv/text/"+name) || !strings.Contains(line.Text, "damaged") {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -62,7 +63,7 @@ func TestApplianceStateProvisioning(t *testing.T) {
 	t.Log("boot 1: blank state pmem, the power cut while it is provisioned")
 	b := startImage(t, dir, pm)
 	b.expect(t, "state: namespace1.0 was raw and blank; switched to fsdax")
-	b.expect(t, "state: /dev/pmem1 was blank; provisioning it from "+GuestStateImg)
+	b.expect(t, "state: /dev/pmem1 was blank; provisioning it from "+guest.StateImage)
 	// The cut lands in the write: as soon as the pmem file (the guest's
 	// stores land in it through the shared mapping) shows the body's first
 	// blocks, which a 126 MiB write under TCG follows by seconds.
@@ -86,7 +87,7 @@ func TestApplianceStateProvisioning(t *testing.T) {
 	lines := stateLines(b)
 	for _, want := range []string{
 		"state: /dev/pmem1 held nothing but an interrupted provisioning",
-		"state: /dev/pmem1 provisioned from " + GuestStateImg,
+		"state: /dev/pmem1 provisioned from " + guest.StateImage,
 	} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("console lacks %q; state lines:\n%s\nconsole:\n%s", want, lines, b.m.Console())

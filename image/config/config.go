@@ -12,13 +12,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // Config is one appliance image.
@@ -95,7 +98,7 @@ type PackageConfig struct {
 	Pool *Pool `json:",omitempty"`
 }
 
-// Pool is how poold keeps one service's program (see poold's Program).
+// Pool is how poold keeps one service's program (see guest.Program).
 type Pool struct {
 	// MinIdle processes are kept parked; MaxIdle bounds what a burst of
 	// starts makes poold keep (default: MinIdle; both 0: parked on demand).
@@ -104,8 +107,10 @@ type Pool struct {
 	// IdleTimeout trims processes parked longer than this, down to
 	// MinIdle (a Go duration, e.g. "30s"); empty: never.
 	IdleTimeout string `json:",omitempty"`
-	// MaxUses > 1 lets one process serve that many activations if the
-	// program calls pool.Reusable; 0 or 1: a fresh process each time.
+	// MaxUses is poold's (guest.Program.MaxUses): 0, a fresh process per
+	// start; 1, a fresh process too, whose end is known as soon as main
+	// returns if the program calls pool.Reusable; above 1, one such
+	// process serves up to that many activations.
 	MaxUses int `json:",omitempty"`
 	// Prefault faults the program's text and data in before it parks.
 	Prefault bool `json:",omitempty"`
@@ -157,15 +162,17 @@ func Demo() *Config {
 	return &Config{
 		Packages: []string{kv},
 		PackageConfig: map[string]PackageConfig{kv: {
-			CommandLineFlags: []string{"-listen", ":8080", "-heap", "/nv/state/kv.heap"},
+			CommandLineFlags: []string{"-listen", ":8080", "-heap", guest.StateDir + "/kv.heap"},
 			WaitFor:          "tcp:8080",
 			ForwardPort:      8080,
 		}},
 	}
 }
 
-// Load reads and validates the config file at p. Unknown fields are errors:
-// a misspelt field must not be silently ignored.
+// Load reads the config file at p and runs every check that needs no
+// compiling: the fields (Validate), the paths it names (CheckPaths, relative
+// to p's directory) and the tools every build runs (Tools, CheckTools).
+// Unknown fields are errors: a misspelt field must not be silently ignored.
 func Load(p string) (*Config, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -183,6 +190,14 @@ func Load(p string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", p, err)
 	}
+	if err := c.CheckPaths(filepath.Dir(p)); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
+	// What every layout's build runs; the layout's own tools are checked
+	// when the build starts (appliance.CheckTools), still before compiling.
+	if err := CheckTools(c.Tools(Needs{})); err != nil {
+		return nil, fmt.Errorf("config %s: %w", p, err)
+	}
 	return &c, nil
 }
 
@@ -190,7 +205,7 @@ func Load(p string) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Hostname != "" && !ValidHostname(c.Hostname) {
+	if c.Hostname != "" && !guest.ValidHostname(c.Hostname) {
 		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
 	}
 	if len(c.Packages) == 0 {
@@ -261,26 +276,30 @@ func (c *Config) Validate() error {
 	if c.StateMiB < 0 || (c.StateMiB > 0 && c.StateMiB%2 != 0) {
 		bad("StateMiB %d: a positive multiple of 2 (or 0: %d)", c.StateMiB, DefaultStateMiB)
 	}
+	ifnames := map[string]int{}
+	for i, in := range c.Interfaces {
+		at := fmt.Sprintf("Interfaces[%d]", i)
+		gi := guest.Interface{Name: in.Name, Address: in.Address, Gateway: in.Gateway}
+		if err := gi.Validate(); err != nil {
+			bad("%s.%v", at, err)
+			continue
+		}
+		if j, dup := ifnames[in.Name]; dup {
+			bad("%s.Name %q: also Interfaces[%d]'s", at, in.Name, j)
+		}
+		ifnames[in.Name] = i
+		// The kernel refuses a default route through a gateway it cannot
+		// reach on the link: the device would fail at boot.
+		if pfx, gw := netip.MustParsePrefix(in.Address), in.Gateway; gw != "" && !pfx.Masked().Contains(netip.MustParseAddr(gw)) {
+			bad("%s.Gateway %q: not in %s, the interface's network", at, gw, pfx.Masked())
+		}
+	}
 	switch c.RootFSOrDefault() {
 	case "erofs", "ext4":
 	default:
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
 	}
 	return errors.Join(errs...)
-}
-
-// ValidHostname reports whether h is a usable hostname label: letters,
-// digits and '-', not starting with '-', up to 63, not an IP address.
-func ValidHostname(h string) bool {
-	if len(h) > 63 || strings.HasPrefix(h, "-") || net.ParseIP(h) != nil {
-		return false
-	}
-	for _, r := range h {
-		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 // Write is the one canonical writer: indented JSON, defaults left out.

@@ -1,198 +1,37 @@
 package nvinit
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 
-	imageconfig "github.com/nvboot/nvboot/image/config"
-	"github.com/nvboot/nvboot/internal/bootmark"
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // DefaultConfigPath is where the image puts nvinit's config.
-const DefaultConfigPath = "/etc/nvboot/config.json"
+const DefaultConfigPath = guest.InitConfigPath
 
-// Config is what nvinit reads at boot. `nvboot build` writes it from the image
-// config (image/config); the shape follows gokrazy's so it reads the same.
-type Config struct {
-	// Hostname is set with sethostname; empty leaves the kernel's.
-	Hostname string `json:",omitempty"`
-	// Services are started in this order.
-	Services []Service `json:",omitempty"`
-	// TextStore is the OFF2F text store on pmem; no Device: none.
-	TextStore TextStore `json:",omitzero"`
-	// State is the read-write state filesystem; no Device: none.
-	State State `json:",omitzero"`
-	// Network configures interfaces with static IPv4 addresses before the
-	// services start; loopback is always brought up.
-	Network []Interface `json:",omitempty"`
-	// Poweroff powers the machine off once every service has exited and none
-	// will restart: a test image ends by itself.
-	Poweroff bool `json:",omitempty"`
-}
-
-// Service is one supervised program.
-type Service struct {
-	// Name prefixes the service's console lines and names it in markers: a
-	// word of letters, digits, '-', '_', '.'.
-	Name string
-	// Path is the absolute path of the program.
-	Path string
-	// Args are the arguments after argv[0] (which is Path).
-	Args []string `json:",omitempty"`
-	// Env is added to the base environment, as KEY=VALUE.
-	Env []string `json:",omitempty"`
-	// WaitFor marks the service ready when it answers: a TCP "host:port",
-	// "tcp:PORT" (127.0.0.1:PORT, as image/config writes it) or an absolute
-	// unix socket path; empty: ready once started.
-	WaitFor string `json:",omitempty"`
-	// Restart is "always" (default), "on-failure" or "never".
-	Restart string `json:",omitempty"`
-	// DontStart keeps the service configured but not started.
-	DontStart bool `json:",omitempty"`
-	// Pool names the service's program in poold's config: the service is
-	// started by activating a process poold parked (poold itself being an
-	// earlier service with WaitFor its socket); empty: fork and exec.
-	Pool string `json:",omitempty"`
-}
+// nvinit reads the device contract's config (image/guest), which `nvboot
+// build` writes from the image config; these are its names here.
+type (
+	Config    = guest.InitConfig
+	Service   = guest.Service
+	TextStore = guest.TextStore
+	State     = guest.State
+	Interface = guest.Interface
+)
 
 // Restart policies.
 const (
-	RestartAlways    = "always"
-	RestartOnFailure = "on-failure"
-	RestartNever     = "never"
+	RestartAlways    = guest.RestartAlways
+	RestartOnFailure = guest.RestartOnFailure
+	RestartNever     = guest.RestartNever
 )
-
-// RestartOrDefault returns the restart policy, "always" when unset.
-func (s *Service) RestartOrDefault() string {
-	if s.Restart == "" {
-		return RestartAlways
-	}
-	return s.Restart
-}
-
-// TextStore is where the OFF2F text files live, and how to refill it.
-type TextStore struct {
-	// Device is the block device of the fsdax namespace, e.g. /dev/pmem0.
-	Device string `json:",omitempty"`
-	// Namespace is the nvdimm namespace behind Device ("namespace0.0"); empty:
-	// derived from a /dev/pmemN[.M] Device. A raw namespace is switched to fsdax.
-	Namespace string `json:",omitempty"`
-	// FSType is the filesystem type; default "ext4".
-	FSType string `json:",omitempty"`
-	// Options are the mount data; default "dax=always"; "defaults": none.
-	Options string `json:",omitempty"`
-	// Dir is the mount point; default /nv/text.
-	Dir string `json:",omitempty"`
-	// Image is the store filesystem image on the root filesystem, copied onto
-	// Device when the store is blank or stale.
-	Image string `json:",omitempty"`
-	// Manifest is the image's MANIFEST on the root filesystem; the store is
-	// current when its own MANIFEST lists the same hashes.
-	Manifest string `json:",omitempty"`
-}
-
-// State is the read-write filesystem for service state. nvinit writes a
-// filesystem onto Device only when every byte of it reads as zero (blank: a
-// fresh device) or it holds nothing but an interrupted provisioning of Image;
-// a device that does not mount and holds anything else is left as it is.
-type State struct {
-	// Device is the block device, e.g. /dev/pmem1.
-	Device string `json:",omitempty"`
-	// Namespace is the nvdimm namespace behind Device ("namespace1.0"); empty:
-	// derived from a /dev/pmemN[.M] Device. A raw namespace is switched to
-	// fsdax only when it is blank: the switch moves the data start.
-	Namespace string `json:",omitempty"`
-	// Image is the gzip-compressed state filesystem template on the root
-	// filesystem, written onto a blank Device; empty: a blank device stays
-	// blank.
-	Image string `json:",omitempty"`
-	// FSType is the filesystem type; default "ext4".
-	FSType string `json:",omitempty"`
-	// Options are the mount data; default "dax=always" (pheap wants DAX);
-	// "defaults": none, for a state device without DAX.
-	Options string `json:",omitempty"`
-	// Dir is the mount point; default /nv/state.
-	Dir string `json:",omitempty"`
-}
-
-// Defaults.
-const (
-	DefaultFSType   = "ext4"
-	DefaultOptions  = "dax=always"
-	DefaultTextDir  = "/nv/text"
-	DefaultStateDir = "/nv/state"
-)
-
-func (t *TextStore) FSTypeOrDefault() string  { return or(t.FSType, DefaultFSType) }
-func (t *TextStore) OptionsOrDefault() string { return mountData(t.Options) }
-func (t *TextStore) DirOrDefault() string     { return or(t.Dir, DefaultTextDir) }
-func (s *State) FSTypeOrDefault() string      { return or(s.FSType, DefaultFSType) }
-func (s *State) OptionsOrDefault() string     { return mountData(s.Options) }
-func (s *State) DirOrDefault() string         { return or(s.Dir, DefaultStateDir) }
-
-// NamespaceOrDefault names the nvdimm namespace of the store: see pmemNamespace.
-func (t *TextStore) NamespaceOrDefault() string { return pmemNamespace(t.Device, t.Namespace) }
-
-// NamespaceOrDefault names the nvdimm namespace of the state: see pmemNamespace.
-func (s *State) NamespaceOrDefault() string { return pmemNamespace(s.Device, s.Namespace) }
-
-// pmemNamespace is namespace when set, else the namespace the kernel names
-// /dev/pmemN (namespaceN.0) or /dev/pmemN.M (namespaceN.M); empty when
-// neither says.
-func pmemNamespace(device, namespace string) string {
-	if namespace != "" {
-		return namespace
-	}
-	n, ok := strings.CutPrefix(device, "/dev/pmem")
-	if !ok || n == "" {
-		return ""
-	}
-	region, sub, dotted := strings.Cut(n, ".")
-	if !digits(region) || dotted && !digits(sub) {
-		return ""
-	}
-	if !dotted {
-		sub = "0"
-	}
-	return "namespace" + region + "." + sub
-}
-
-// mountData turns Options into mount(2) data: "" is the default, and
-// "defaults" (as in fstab) is no options at all.
-func mountData(o string) string {
-	switch o {
-	case "":
-		return DefaultOptions
-	case "defaults":
-		return ""
-	}
-	return o
-}
 
 func or(s, d string) string {
 	if s == "" {
 		return d
 	}
 	return s
-}
-
-func digits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // LoadConfig reads and validates a config file. Unknown fields are errors: a
@@ -210,136 +49,4 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // ParseConfig decodes and validates a config.
-func ParseConfig(b []byte) (*Config, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value")
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-// Validate checks every field and names each one that is wrong.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Hostname != "" && !imageconfig.ValidHostname(c.Hostname) {
-		bad("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
-	}
-	names := map[string]int{}
-	for i, s := range c.Services {
-		at := fmt.Sprintf("Services[%d]", i)
-		if !bootmark.IsWord(s.Name) {
-			bad("%s.Name %q: a word of letters, digits, '-', '_', '.' (up to 64)", at, s.Name)
-		} else if j, dup := names[s.Name]; dup {
-			bad("%s.Name %q: also Services[%d]'s", at, s.Name, j)
-		} else {
-			names[s.Name] = i
-		}
-		if !filepath.IsAbs(s.Path) {
-			bad("%s.Path %q: want an absolute path", at, s.Path)
-		}
-		for _, e := range s.Env {
-			if i := strings.IndexByte(e, '='); i <= 0 {
-				bad("%s.Env %q: want KEY=VALUE", at, e)
-			}
-		}
-		if s.WaitFor != "" && !validWaitFor(s.WaitFor) {
-			bad("%s.WaitFor %q: want a TCP host:port or an absolute unix socket path", at, s.WaitFor)
-		}
-		switch s.RestartOrDefault() {
-		case RestartAlways, RestartOnFailure, RestartNever:
-		default:
-			bad("%s.Restart %q: want always, on-failure or never", at, s.Restart)
-		}
-	}
-	for i, in := range c.Network {
-		if err := validInterface(in); err != nil {
-			bad("Network[%d].%v", i, err)
-		}
-	}
-	t := &c.TextStore
-	if t.Device != "" {
-		if !filepath.IsAbs(t.Device) {
-			bad("TextStore.Device %q: want an absolute path", t.Device)
-		}
-		if t.Image == "" || !filepath.IsAbs(t.Image) {
-			bad("TextStore.Image %q: want the absolute path of the store image", t.Image)
-		}
-		if t.Manifest == "" || !filepath.IsAbs(t.Manifest) {
-			bad("TextStore.Manifest %q: want the absolute path of the image manifest", t.Manifest)
-		}
-		if !validNamespace(t.Namespace) {
-			bad("TextStore.Namespace %q: want an nvdimm namespace name like namespace0.0", t.Namespace)
-		}
-		if !extFamily(t.FSTypeOrDefault()) {
-			bad("TextStore.FSType %q: provisioning writes ext2/3/4 images only (it reads their size from the superblock)", t.FSType)
-		}
-	} else if *t != (TextStore{}) {
-		bad("TextStore.Device: empty while other TextStore fields are set")
-	}
-	if !filepath.IsAbs(t.DirOrDefault()) {
-		bad("TextStore.Dir %q: want an absolute path", t.Dir)
-	}
-	s := &c.State
-	if s.Device != "" && !filepath.IsAbs(s.Device) {
-		bad("State.Device %q: want an absolute path", s.Device)
-	} else if s.Device == "" && *s != (State{}) {
-		bad("State.Device: empty while other State fields are set")
-	}
-	if s.Image != "" && !filepath.IsAbs(s.Image) {
-		bad("State.Image %q: want the absolute path of the gzip-compressed state image", s.Image)
-	}
-	if !validNamespace(s.Namespace) {
-		bad("State.Namespace %q: want an nvdimm namespace name like namespace1.0", s.Namespace)
-	}
-	if s.Image != "" && !extFamily(s.FSTypeOrDefault()) {
-		bad("State.FSType %q: provisioning from State.Image writes ext2/3/4 images only", s.FSType)
-	}
-	if !filepath.IsAbs(s.DirOrDefault()) {
-		bad("State.Dir %q: want an absolute path", s.Dir)
-	}
-	if t.Device != "" && s.Device != "" && filepath.Clean(t.Device) == filepath.Clean(s.Device) {
-		bad("State.Device %q: also TextStore.Device (text and state must be apart)", s.Device)
-	} else if ns := s.NamespaceOrDefault(); ns != "" && ns == t.NamespaceOrDefault() {
-		bad("State.Namespace %q: also TextStore's namespace (text and state must be apart)", ns)
-	}
-	if filepath.Clean(t.DirOrDefault()) == filepath.Clean(s.DirOrDefault()) {
-		bad("State.Dir %q: also TextStore.Dir", s.DirOrDefault())
-	}
-	return errors.Join(errs...)
-}
-
-// validNamespace: empty (derived from the device) or an nvdimm namespace name.
-func validNamespace(ns string) bool { return ns == "" || strings.HasPrefix(ns, "namespace") }
-
-func validWaitFor(w string) bool {
-	network, addr := waitForAddr(w)
-	if network == "unix" {
-		return true
-	}
-	_, port, err := net.SplitHostPort(addr)
-	n, perr := strconv.Atoi(port)
-	return err == nil && perr == nil && n > 0 && n < 65536
-}
-
-// waitForAddr turns a WaitFor into what net.Dial takes.
-func waitForAddr(w string) (network, addr string) {
-	if strings.HasPrefix(w, "/") {
-		return "unix", w
-	}
-	if port, ok := strings.CutPrefix(w, "tcp:"); ok {
-		return "tcp", net.JoinHostPort("127.0.0.1", port)
-	}
-	return "tcp", w
-}
-
-// extFamily reports whether fstype is one provisioning can write.
-func extFamily(fstype string) bool { return fstype == "ext2" || fstype == "ext3" || fstype == "ext4" }
+func ParseConfig(b []byte) (*Config, error) { return guest.ParseInitConfig(b) }

@@ -7,16 +7,6 @@ import (
 	"unsafe"
 )
 
-// Interface is a static IPv4 setting for one network interface.
-type Interface struct {
-	// Name is the kernel's name, e.g. eth0.
-	Name string
-	// Address is the address with its prefix length, e.g. 10.0.2.15/24.
-	Address string
-	// Gateway is the default route's next hop; empty: no default route.
-	Gateway string `json:",omitempty"`
-}
-
 // The ioctl structures of <linux/if.h> and <linux/route.h>, amd64/arm64
 // layout. The standard library has the request numbers but not these.
 type ifreqAddr struct {
@@ -119,22 +109,6 @@ func ConfigureNetwork(ifs []Interface) error {
 		err = ioctl(fd, syscall.SIOCADDRT, unsafe.Pointer(&rt))
 		if err != nil && err != syscall.EEXIST {
 			return fmt.Errorf("interface %s: default route via %s: %w", in.Name, in.Gateway, err)
-		}
-	}
-	return nil
-}
-
-// validInterface names what is wrong with an interface setting.
-func validInterface(in Interface) error {
-	if in.Name == "" || len(in.Name) > 15 {
-		return fmt.Errorf("Name %q: an interface name of 1 to 15 bytes", in.Name)
-	}
-	if p, err := netip.ParsePrefix(in.Address); err != nil || !p.Addr().Is4() {
-		return fmt.Errorf("Address %q: want IPv4 with a prefix length, e.g. 10.0.2.15/24", in.Address)
-	}
-	if in.Gateway != "" {
-		if g, err := netip.ParseAddr(in.Gateway); err != nil || !g.Is4() {
-			return fmt.Errorf("Gateway %q: want an IPv4 address", in.Gateway)
 		}
 	}
 	return nil

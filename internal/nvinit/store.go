@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -140,7 +141,7 @@ func waitFor(path string, d time.Duration) error {
 // looksLikeFS reports whether dev starts with a superblock of fstype; only the
 // ext family is recognised (magic 0xEF53 at 1080), others count as not.
 func looksLikeFS(dev, fstype string) bool {
-	if !extFamily(fstype) {
+	if !guest.ExtFamily(fstype) {
 		return false
 	}
 	f, err := os.Open(dev)

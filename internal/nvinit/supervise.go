@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nvboot/nvboot/image/guest"
 )
 
 // Clock is the time the supervisor decides backoff by; tests pass a fake so
@@ -252,7 +254,7 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 	if poll == 0 {
 		poll = 5 * time.Millisecond
 	}
-	network, addr := waitForAddr(sv.WaitFor)
+	network, addr := guest.WaitForAddr(sv.WaitFor)
 	d := net.Dialer{Timeout: time.Second}
 	t := time.NewTicker(poll)
 	defer t.Stop()

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/pool"
 )
 
 func stats(ctx context.Context, c *cli.Context) error {
@@ -40,7 +40,7 @@ misses).`,
 	return nil
 }
 
-func printHistogram(w io.Writer, h []poold.Bucket) {
+func printHistogram(w io.Writer, h []pool.Bucket) {
 	var total uint64
 	for _, b := range h {
 		total += b.Count

@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -37,15 +36,15 @@ ones hold (proportional set size). With -json: one object,
 
 // poolsJSON is what status -json and reduce -json print: one object.
 type poolsJSON struct {
-	Programs  []poold.ProgramStats `json:"programs"`
-	HeldBytes int64                `json:"held_bytes"`
+	Programs  []pool.ProgramStats `json:"programs"`
+	HeldBytes int64               `json:"held_bytes"`
 }
 
 // query adds -socket and -json to fs, parses the verb's arguments, runs
 // before (if any) and fetches poold's statistics: what status, stats and
 // reduce share.
 func query(ctx context.Context, c *cli.Context, fs *flag.FlagSet, jsonHelp string,
-	before func(*pool.Client) error) (*poold.Stats, bool, error) {
+	before func(*pool.Client) error) (*pool.Stats, bool, error) {
 	socket := socketFlag(fs)
 	jsonOut := fs.Bool("json", false, jsonHelp)
 	if err := cli.Parse(fs, c.Args); err != nil {
@@ -60,11 +59,11 @@ func query(ctx context.Context, c *cli.Context, fs *flag.FlagSet, jsonHelp strin
 			return nil, false, err
 		}
 	}
-	var st poold.Stats
-	if err := client.Stats(ctx, &st); err != nil {
+	st, err := client.Stats(ctx)
+	if err != nil {
 		return nil, false, err
 	}
-	return &st, *jsonOut, nil
+	return st, *jsonOut, nil
 }
 
 func bytesText(n int64) string {

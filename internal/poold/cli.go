@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/pool"
 )
 
 // Execute runs the poold command line in c: it serves until ctx ends or
@@ -44,12 +45,12 @@ not import pool), MaxIdle, IdleTimeout ("30s"), MaxUses, Prefault, User,
 Cgroup, MemoryMax, CgroupMemoryMax, Rlimits ({"nofile": 1024}); Allow takes
 "uid:N", "gid:N", "user:NAME", "group:NAME" or "*". The config's: Socket,
 Admins (who may reduce; default ["uid:0"]), ReduceTick. Each is described in
-'go doc github.com/nvboot/nvboot/internal/poold Program' (and Config).`,
+'go doc github.com/nvboot/nvboot/image/guest Program' (and PooldConfig).`,
 		`  poold -config /etc/nvboot/poold.json
   poold -config pools.json -socket /tmp/poold.sock &
   poolctl stats -socket /tmp/poold.sock`)
 	cfgPath := fs.String("config", DefaultConfigPath, "the config `file` (JSON, as above)")
-	socket := fs.String("socket", "", "the API socket `path` (default: the config's Socket, else "+DefaultConfigSocket+")")
+	socket := fs.String("socket", "", "the API socket `path` (default: the config's Socket, else "+pool.DefaultSocket+")")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -102,9 +103,6 @@ const ExampleConfig = `{
   ]
 }
 `
-
-// DefaultConfigSocket names the default socket in help.
-const DefaultConfigSocket = "/run/poold.sock"
 
 func reload(srv *Server, path string, logger *log.Logger) {
 	cfg, err := LoadConfig(path)

@@ -34,7 +34,7 @@ func TestExecuteHelpAndErrors(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "poold.json")
 	os.WriteFile(cfg, []byte(`{"Programs":[{"Name":"x","Path":"rel"}]}`), 0o644)
 	err = Execute(context.Background(), &cli.Context{Stdout: io.Discard, Stderr: io.Discard, Args: []string{"-config", cfg}})
-	if err == nil || !strings.Contains(err.Error(), "Programs[0] (x): Path") {
+	if err == nil || !strings.Contains(err.Error(), "Programs[0].Path") {
 		t.Fatalf("bad config: %v, want the field named", err)
 	}
 	os.WriteFile(cfg, []byte(`{"Programs":[],"Typo":1}`), 0o644)

@@ -62,8 +62,8 @@ func (s *Server) handle(c pool.Conn) {
 		case pool.TypeStats:
 			s.stats(c)
 		case pool.TypeReduce:
-			_, cfg := s.lookup("")
-			if !allowed(cfg.admins, cred) {
+			_, admins := s.lookup("")
+			if !allowed(admins, cred) {
 				s.refuse(c, cred, "reduce")
 				return
 			}
@@ -114,13 +114,13 @@ func (s *Server) stats(c pool.Conn) {
 func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*os.File) *activation {
 	defer closeFiles(files)
 	t0 := time.Now()
-	pr, cfg := s.lookup(m.Name)
+	pr, admins := s.lookup(m.Name)
 	if pr == nil {
 		s.opt.Log.Printf("spawn by pid %d uid %d: no program %q", cred.Pid, cred.Uid, m.Name)
 		sendError(c, fmt.Sprintf("no program %q in poold's config", m.Name))
 		return nil
 	}
-	if !allowed(pr.cfg.allow, cred) && !allowed(cfg.admins, cred) {
+	if !allowed(pr.allow, cred) && !allowed(admins, cred) {
 		s.refuse(c, cred, "spawn "+m.Name)
 		return nil
 	}
@@ -160,9 +160,9 @@ func (s *Server) spawn(c pool.Conn, cred *syscall.Ucred, m *pool.Msg, files []*o
 		default:
 			c.Send(exitedMsg(e.ps), nil)
 			// add: replace what was taken once the activation is over.
-			// Refilling as soon as the client had its pid (as before) ran
-			// a fork and exec beside the very request it replaced, on this
-			// 2-core machine about 400 µs of its spawn-to-exit.
+			// Refilling as soon as the client has its pid runs a fork and
+			// exec beside the very request it replaces: on a 2-core
+			// machine, about 400 µs of its spawn-to-exit.
 			pr.kickFill()
 		}
 		// Idle again before ended lets the loop serve the next request

@@ -63,8 +63,7 @@ func TestListenLiveAndStale(t *testing.T) {
 	if !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "in use by another poold") {
 		t.Errorf("second Listen: %v", err)
 	}
-	var st Stats
-	if err := (&pool.Client{Socket: sock}).Stats(context.Background(), &st); err != nil {
+	if _, err := (&pool.Client{Socket: sock}).Stats(context.Background()); err != nil {
 		t.Errorf("the first poold after the second's attempt: %v", err)
 	}
 	stop()

@@ -17,7 +17,7 @@ func TestPeerRuleErrors(t *testing.T) {
 		name, json, want string
 	}{
 		{"unknown user", `{"Programs":[{"Name":"x","Path":"/x","Allow":["uid:0","user:no-such-user-nvboot"]}]}`,
-			`Programs[0] (x): Allow[1]: "user:no-such-user-nvboot"`},
+			`Programs[0].Allow[1]: "user:no-such-user-nvboot"`},
 		{"unknown group", `{"Programs":[{"Name":"x","Path":"/x","Allow":["group:no-such-group-nvboot"]}]}`,
 			`Allow[0]: "group:no-such-group-nvboot"`},
 		{"not a number", `{"Programs":[{"Name":"x","Path":"/x","Allow":["uid:root"]}]}`, `Allow[0]: "uid:root": root is not a number`},
@@ -61,7 +61,7 @@ func TestPeerRulesResolvedOnce(t *testing.T) {
 	if users.Load() != 1 || groups.Load() != 1 {
 		t.Fatalf("spawns looked names up: %d user, %d group lookups in all", users.Load(), groups.Load())
 	}
-	if pr, _ := srv.lookup("child"); !allowed(pr.cfg.allow, &syscall.Ucred{Uid: 999999, Gid: 4711}) {
+	if pr, _ := srv.lookup("child"); !allowed(pr.allow, &syscall.Ucred{Uid: 999999, Gid: 4711}) {
 		t.Error("the group rule, resolved at load, does not match its gid")
 	}
 	if err := srv.Reload(&Config{Socket: sock, Admins: cfg.Admins, Programs: []Program{prog}}); err != nil {

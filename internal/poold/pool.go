@@ -80,22 +80,7 @@ type idleEntry struct {
 }
 
 // Counters are a pool's events since poold started.
-type Counters struct {
-	Hits    uint64 `json:"hits"`    // spawns served by a parked process
-	Misses  uint64 `json:"misses"`  // spawns that found none
-	Added   uint64 `json:"added"`   // processes parked
-	Reduced uint64 `json:"reduced"` // parked processes trimmed by reduce
-	Died    uint64 `json:"died"`    // parked processes that exited while parked
-	Failed  uint64 `json:"failed"`  // starts that failed
-	Reused  uint64 `json:"reused"`  // activations that ended with the process parked again
-	// OverMemory counts processes let go to keep the pool under MemoryMax:
-	// started but not parked, not taken back after an activation (reuse),
-	// or trimmed by reduce.
-	OverMemory uint64 `json:"over_memory"`
-	// AsPeer counts spawns served by a process started with the client's
-	// own credentials (no User, and the client is not poold's user).
-	AsPeer uint64 `json:"as_peer"`
-}
+type Counters = pool.Counters
 
 // CountAsPeer counts a spawn served with the client's credentials.
 func (p *Pool) CountAsPeer() {
@@ -321,14 +306,8 @@ func (p *Pool) Close() {
 	}
 }
 
-// PoolState is a snapshot of a pool.
-type PoolState struct {
-	Idle      int   `json:"idle"`
-	Starting  int   `json:"starting"`
-	Want      int   `json:"want"`
-	HeldBytes int64 `json:"held_bytes"` // PSS of the parked processes
-	Counters
-}
+// PoolState is a snapshot of a pool, as the stats report it.
+type PoolState = pool.PoolState
 
 // State returns a snapshot; HeldBytes is measured now.
 func (p *Pool) State() PoolState {

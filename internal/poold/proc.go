@@ -322,9 +322,9 @@ func (p *proc) setOwner(f func(*proc, ending), act chan struct{}) {
 
 // signal sends sig if activation act still owns the process, and reports
 // whether it did. A reused process serves one activation after another:
-// checking that act ended and then signalling (as before) let a signal
-// sent just as act ended reach the process's next activation, another
-// client's request. Under mu, the end cannot be taken (takeOwner) between
+// checking that act ended and then signalling would let a signal sent
+// just as act ended reach the process's next activation, another client's
+// request. Under mu, the end cannot be taken (takeOwner) between
 // the check and the kill; a signal that arrives while main has returned
 // but poold has not yet heard the Done still belongs to act, whose end the
 // signal then decides.

@@ -33,8 +33,8 @@ func TestReduceFreesMemory(t *testing.T) {
 		p.Wait()
 	}
 	srv.Fill()
-	var st Stats
-	if err := (&pool.Client{Socket: sock}).Stats(context.Background(), &st); err != nil {
+	st, err := (&pool.Client{Socket: sock}).Stats(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	ps := st.Programs[0]

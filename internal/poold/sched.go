@@ -20,10 +20,10 @@ const (
 // CAP_SYS_NICE, so only a root poold does this.
 //
 // The fork itself runs at poold's normal policy. Forking from a poold
-// thread set to SCHED_IDLE (as before) starved that thread under load while
-// it held one of the Go runtime's Ps and syscall.ForkLock: requests queued
-// behind it, and a miss's direct start waited for the lock, for as long as
-// other work kept the CPUs busy.
+// thread set to SCHED_IDLE starves that thread under load while it holds
+// one of the Go runtime's Ps and syscall.ForkLock: requests queue behind
+// it, and a miss's direct start waits for the lock, for as long as other
+// work keeps the CPUs busy.
 
 // startIdle runs fork (a StartProcess) and demotes the child it started.
 func startIdle(fork func() (int, error)) error {

@@ -42,6 +42,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	cfg      *Config
+	admins   []peerRule // cfg's Admins, resolved
 	programs map[string]*program
 	closed   bool
 	wg       sync.WaitGroup // fillers
@@ -56,6 +57,7 @@ type Server struct {
 // program is one configured pool and what runs it.
 type program struct {
 	cfg     Program
+	allow   []peerRule // cfg's Allow, resolved
 	pool    *Pool
 	starter *procStarter
 	kick    chan struct{}
@@ -97,6 +99,10 @@ func (s *Server) Reload(cfg *Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	peers, err := resolve(cfg)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -104,7 +110,7 @@ func (s *Server) Reload(cfg *Config) error {
 	}
 	next := map[string]*program{}
 	var errs []error
-	for _, pc := range cfg.Programs {
+	for i, pc := range cfg.Programs {
 		if err := CheckExecutable(pc.Path); err != nil {
 			// Checked now, not when a process is first started for it.
 			errs = append(errs, fmt.Errorf("program %s: Path %s: %w", pc.Name, pc.Path, err))
@@ -114,12 +120,12 @@ func (s *Server) Reload(cfg *Config) error {
 			}
 			continue
 		}
-		if old := s.programs[pc.Name]; old != nil && reflect.DeepEqual(old.cfg, pc) {
+		if old := s.programs[pc.Name]; old != nil && reflect.DeepEqual(old.cfg, pc) && reflect.DeepEqual(old.allow, peers.allow[i]) {
 			next[pc.Name] = old
 			delete(s.programs, pc.Name)
 			continue
 		}
-		pr, err := s.newProgram(pc)
+		pr, err := s.newProgram(pc, peers.allow[i])
 		if err != nil {
 			// What ran goes on running: a reload that cannot apply a
 			// program's new config leaves its pool as it was.
@@ -135,12 +141,12 @@ func (s *Server) Reload(cfg *Config) error {
 	for _, old := range s.programs {
 		old.close()
 	}
-	s.programs, s.cfg = next, cfg
+	s.programs, s.cfg, s.admins = next, cfg, peers.admins
 	return errors.Join(errs...)
 }
 
-func (s *Server) newProgram(pc Program) (*program, error) {
-	pr := &program{cfg: pc, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func (s *Server) newProgram(pc Program, allow []peerRule) (*program, error) {
+	pr := &program{cfg: pc, allow: allow, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	st := &procStarter{prog: pc, self: s.opt.Self, cgroupFD: -1,
 		runAs: credential{uint32(os.Geteuid()), uint32(os.Getegid())}}
 	if pc.User != "" {
@@ -287,10 +293,11 @@ func (s *Server) snapshot() []*program {
 	return out
 }
 
-func (s *Server) lookup(name string) (*program, *Config) {
+// lookup returns the program called name (nil: none) and the admins.
+func (s *Server) lookup(name string) (*program, []peerRule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.programs[name], s.cfg
+	return s.programs[name], s.admins
 }
 
 // Stats returns a snapshot of every pool.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/nvboot/nvboot/pool"
 )
 
 // Histogram counts spawn latencies (request received to Started sent) in
@@ -15,11 +17,8 @@ type Histogram struct {
 
 const histBuckets = 24 // up to 2^23 µs ≈ 8 s, the last bucket open-ended
 
-// Bucket is one histogram bucket: Count latencies ≤ LeMicros (the last: any).
-type Bucket struct {
-	LeMicros int64  `json:"le_us"`
-	Count    uint64 `json:"count"`
-}
+// Bucket is one histogram bucket, as the stats report it.
+type Bucket = pool.Bucket
 
 // Add records one latency.
 func (h *Histogram) Add(d time.Duration) {
@@ -40,31 +39,16 @@ func (h *Histogram) Buckets() []Bucket {
 	var out []Bucket
 	for i, c := range h.counts {
 		if c > 0 {
-			out = append(out, Bucket{int64(1) << i, c})
+			out = append(out, Bucket{LeMicros: int64(1) << i, Count: c})
 		}
 	}
 	return out
 }
 
-// Stats is what poolctl status and stats print.
-type Stats struct {
-	Programs []ProgramStats `json:"programs"`
-	// SpawnLatency is over every program: hits and misses.
-	SpawnLatency []Bucket `json:"spawn_latency"`
-	// HeldBytes is the PSS of every parked process.
-	HeldBytes int64 `json:"held_bytes"`
-	// Connections counts the client connections accepted (a client that
-	// keeps its connection makes one for many spawns).
-	Connections uint64 `json:"connections"`
-}
-
-// ProgramStats is one pool.
-type ProgramStats struct {
-	Name   string `json:"name"`
-	Active int    `json:"active"` // activated and still running
-	PoolState
-	HitLatency  []Bucket `json:"hit_latency"`
-	MissLatency []Bucket `json:"miss_latency"`
-}
+// Stats and ProgramStats are what a StatsReply carries (pool.Client.Stats).
+type (
+	Stats        = pool.Stats
+	ProgramStats = pool.ProgramStats
+)
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -8,26 +8,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/nvboot/nvboot/image/config"
 )
 
-// tools are what image/appliance runs to build an image (make deps
-// installs them).
-var tools = []string{"mke2fs", "debugfs", "mkfs.erofs", "mkfs.vfat", "mcopy", "objcopy", "go", "make", "gcc"}
-
-// EFIStub is systemd's EFI stub, which the build makes the unified kernel
-// image from (Debian package systemd-boot-efi).
-const EFIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
-
-// NeedTools skips the test unless the build's tools and extra are installed.
+// NeedTools skips the test unless the tools of every build (config.Tools,
+// as make deps installs them) and extra are installed.
 func NeedTools(t testing.TB, extra ...string) {
 	t.Helper()
-	for _, tool := range append(append([]string(nil), tools...), extra...) {
+	if err := config.CheckTools((&config.Config{}).Tools(config.Needs{RootImage: true, Loader: true})); err != nil {
+		t.Skipf("%v", err)
+	}
+	for _, tool := range extra {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed (make deps)", tool)
 		}
-	}
-	if _, err := os.Stat(EFIStub); err != nil {
-		t.Skipf("%s not installed (make deps; Debian package systemd-boot-efi)", EFIStub)
 	}
 }
 

@@ -1,0 +1,55 @@
+package appliance
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/image/guest/derive"
+)
+
+// staging holds the trees the filesystems are made from.
+type staging struct {
+	root  string // the root filesystem
+	store string // the text store (its filesystem's root)
+	esp   string // the EFI system partition
+}
+
+// rootDirs are the directories of every root filesystem.
+var rootDirs = []string{"bin", "sbin", "lib", "etc/nvboot", "proc", "sys", "dev", "run", "tmp", "nv/text", "nv/state"}
+
+// prepare is the first phase: the staging trees, and the configs nvinit
+// and poold will read, derived and checked before anything is compiled.
+func (b *builder) prepare() (staging, *derive.Configs, error) {
+	st := staging{root: filepath.Join(b.work, "root"), store: filepath.Join(b.work, "store"), esp: filepath.Join(b.work, "esp")}
+	dev, err := derive.FromImage(b.Config, derive.Options{BinDir: b.binDir(), TextStore: b.useStore()})
+	if err != nil {
+		return st, nil, err
+	}
+	for _, d := range []string{st.root, st.store, st.esp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return st, nil, err
+		}
+	}
+	for _, d := range rootDirs {
+		if err := os.MkdirAll(filepath.Join(st.root, d), 0o755); err != nil {
+			return st, nil, err
+		}
+	}
+	return st, dev, nil
+}
+
+// useStore says whether the layout puts programs in the text store (off2f:
+// their text; dax-elf: whole executables), which nvinit then keeps current.
+func (b *builder) useStore() bool { return b.Layout == OFF2F || b.Layout == DAXELF }
+
+// binDir is where the services' executables are in the guest.
+func (b *builder) binDir() string {
+	if b.Layout == DAXELF {
+		return guest.DAXBinDir
+	}
+	return guest.BinDir
+}
+
+// servicePath is where a service's executable is in the guest.
+func (b *builder) servicePath(name string) string { return b.binDir() + "/" + name }

@@ -1,0 +1,79 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+const nvinitPackage = "github.com/nvboot/nvboot/cmd/nvinit"
+
+// pooldPackage is built into images with pooled services.
+const pooldPackage = "github.com/nvboot/nvboot/cmd/poold"
+
+// program is one executable of the image, built on the host.
+type program struct {
+	Name    string // program name: nvinit, or the service's
+	Package string // as in the config
+	Bin     string // the built ELF
+	Text    uint64 // bytes of read-only PT_LOADs
+}
+
+// buildPrograms is the second phase: it builds nvinit and every service
+// into work/bin, and in the off2f layout ld-off2f, whose path it returns.
+func (b *builder) buildPrograms(ctx context.Context) ([]program, string, error) {
+	progs, err := b.goPrograms(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	loader := filepath.Join(b.work, "ld-off2f")
+	if b.Layout == OFF2F {
+		b.logf("building ld-off2f")
+		if err := run(ctx, nil, "make", "-s", "-C", filepath.Join(b.ModuleRoot, "loader"), "OUT="+loader); err != nil {
+			return nil, "", fmt.Errorf("building ld-off2f: %w", err)
+		}
+	}
+	return progs, loader, nil
+}
+
+// goPrograms builds nvinit and every service into work/bin: nvinit first,
+// then poold if a service is pooled, then the services in Packages order.
+func (b *builder) goPrograms(ctx context.Context) ([]program, error) {
+	out := filepath.Join(b.work, "bin")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	progs := []program{{Name: "nvinit", Bin: filepath.Join(out, "nvinit")}}
+	b.logf("building nvinit")
+	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, progs[0].Bin); err != nil {
+		return nil, err
+	}
+	pkgs := b.Config.Packages
+	if b.Config.Pooled() {
+		// poold is a service like the others, started first; a pooled
+		// service's spawn that finds no socket yet is retried with the
+		// restart backoff.
+		pkgs = append([]string{pooldPackage}, pkgs...)
+	}
+	for _, pkg := range pkgs {
+		name := config.Name(pkg)
+		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
+		b.logf("building %s (%s)", name, pkg)
+		if err := b.goBuild(ctx, name, pkg, b.Config.PackageConfig[pkg].GoBuildFlags, p.Bin); err != nil {
+			return nil, err
+		}
+		progs = append(progs, p)
+	}
+	for i := range progs {
+		n, err := off2f.ReadOnlyBytes(progs[i].Bin)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", progs[i].Name, err)
+		}
+		progs[i].Text = n
+	}
+	return progs, nil
+}
