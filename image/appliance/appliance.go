@@ -158,6 +158,9 @@ type ServiceInfo struct {
 	// TextBytes is the program's read-only bytes (text + rodata), its part
 	// of the Image's TextBytes.
 	TextBytes uint64 `json:",omitempty"`
+	// Checker is the service's config Checker: how nvboot powercut
+	// writes to it and checks it; nil: none.
+	Checker *config.Checker `json:",omitempty"`
 }
 
 // ReadImage reads the image.json of an output directory.

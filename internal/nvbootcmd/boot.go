@@ -144,7 +144,11 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 // the same devices (a network card brings the firmware an option ROM to
 // run) and the same command line.
 func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
-	cfg, _, _, err := serveConfig(dir, im, o)
+	svc, err := probeService(dir, im)
+	if err != nil {
+		return 0, err
+	}
+	cfg, _, err := serveConfig(dir, im, svc, o)
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +217,16 @@ type served struct {
 // device clock the guest times its own first answer and the host asks only
 // after that, so its requests add no work to the guest while it boots.
 func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
-	cfg, svc, port, err := serveConfig(dir, im, o)
+	svc, err := probeService(dir, im)
+	if err != nil {
+		return nil, err
+	}
+	return serveService(ctx, dir, im, svc, o)
+}
+
+// serveService is serve with svc's port forwarded and awaited.
+func serveService(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (*served, error) {
+	cfg, port, err := serveConfig(dir, im, svc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -237,35 +250,31 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 	return &served{m: m, svc: svc, base: base, answered: answered}, nil
 }
 
-// serveConfig is the machine serve boots: the first forwarded service's
-// port on a free host port and, under the device clock, nvboot.answer for
-// that port, so nvinit times the first answer.
-func serveConfig(dir string, im *appliance.Image, o appliance.BootOptions) (vm.Config, appliance.ServiceInfo, int, error) {
-	svc, ok := probeService(im)
-	if !ok {
-		return vm.Config{}, svc, 0, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
-	}
+// serveConfig is the machine serve boots: svc's port on a free host port
+// and, under the device clock, nvboot.answer for that port, so nvinit
+// times the first answer.
+func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (vm.Config, int, error) {
 	port, err := vm.FreePort()
 	if err != nil {
-		return vm.Config{}, svc, 0, err
+		return vm.Config{}, 0, err
 	}
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	if o.CPURate != 0 {
 		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
 	}
 	cfg, err := appliance.VMConfig(dir, im, o)
-	return cfg, svc, port, err
+	return cfg, port, err
 }
 
 // probeService is the service the first request goes to: the first with a
 // ForwardPort.
-func probeService(im *appliance.Image) (appliance.ServiceInfo, bool) {
+func probeService(dir string, im *appliance.Image) (appliance.ServiceInfo, error) {
 	for _, s := range im.Services {
 		if s.ForwardPort != 0 && !s.DontStart {
-			return s, true
+			return s, nil
 		}
 	}
-	return appliance.ServiceInfo{}, false
+	return appliance.ServiceInfo{}, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
 }
 
 // firstAnswer polls url until the service answers (any HTTP status below
