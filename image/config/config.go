@@ -9,6 +9,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,21 +151,9 @@ const (
 )
 
 // HostnameOrDefault and friends fill in the defaults.
-func (c *Config) HostnameOrDefault() string { return or(c.Hostname, DefaultHostname) }
-func (c *Config) StateMiBOrDefault() int {
-	if c.StateMiB == 0 {
-		return DefaultStateMiB
-	}
-	return c.StateMiB
-}
-func (c *Config) RootFSOrDefault() string { return or(c.RootFS, DefaultRootFS) }
-
-func or(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
+func (c *Config) HostnameOrDefault() string { return cmp.Or(c.Hostname, DefaultHostname) }
+func (c *Config) StateMiBOrDefault() int    { return cmp.Or(c.StateMiB, DefaultStateMiB) }
+func (c *Config) RootFSOrDefault() string   { return cmp.Or(c.RootFS, DefaultRootFS) }
 
 // PooldName is the program name of poold in an image with pooled services.
 const PooldName = "poold"

@@ -89,28 +89,19 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	m.Kill()
 	m.Wait(context.Background())
 	res := &bootResult{Stages: map[string]time.Duration{}, Console: m.Console(), Accel: m.Accel}
-	var marks []bootmark.Stamped
-	for _, l := range m.Lines() {
-		if mk, ok := bootmark.Parse(l.Text); ok {
-			marks = append(marks, bootmark.Stamped{At: l.At, Mark: mk})
-		}
-	}
+	marks := m.Marks()
 	if len(marks) == 0 {
-		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", lastLines(res.Console, 25))
+		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", vm.LastLines(res.Console, 25))
 	}
 	var tl bootmark.Timeline
 	if o.CPURate != 0 {
-		ms := make([]bootmark.Mark, len(marks))
-		for i, s := range marks {
-			ms[i] = s.Mark
-		}
-		if tl, err = bootmark.PlaceGuest(ms); err != nil {
+		if tl, err = bootmark.PlaceGuest(bootmark.Unstamped(marks)); err != nil {
 			return nil, err
 		}
 		t, ok := tl.Stages[bootmark.Answered+":"+strconv.Itoa(svc.ForwardPort)]
 		if !ok {
 			return nil, fmt.Errorf("no %s mark for port %d: nvinit did not time the first answer; console:\n%s",
-				bootmark.Answered, svc.ForwardPort, lastLines(res.Console, 25))
+				bootmark.Answered, svc.ForwardPort, vm.LastLines(res.Console, 25))
 		}
 		res.Stages[StageService] = t
 		tl.KernelStart = entry
@@ -310,12 +301,4 @@ func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

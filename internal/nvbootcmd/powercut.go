@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -109,7 +110,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 	}
-	log := newProgress(c.Stderr)
+	log := cli.NewProgress(c.Stderr)
 	work, err := os.MkdirTemp("", "nvboot-powercut-")
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	if dir == "" {
 		path := *cfgPath
 		if path == "" {
-			root, err := moduleRoot(ctx, *src)
+			root, err := checkout.Root(ctx, *src)
 			if err != nil {
 				return err
 			}
@@ -138,7 +139,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 		dir = filepath.Join(work, "image")
-		log.printf("building %s", path)
+		log.Printf("building %s", path)
 		if _, err := appliance.Build(ctx, in.options(appliance.OFF2F, dir, nil)); err != nil {
 			return err
 		}
@@ -174,7 +175,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if !last {
 			pc.res.Cuts++
 		}
-		log.printf("%s", pc.progress(i+1, *n+1))
+		log.Printf("%s", pc.progress(i+1, *n+1))
 	}
 	if *asJSON {
 		if err := cli.JSON(c.Stdout, pc.res); err != nil {
@@ -249,7 +250,7 @@ func commandProblem(ctx context.Context, argv []string, base string) (string, er
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
-		return fmt.Sprintf("heap check %s: %v: %s", argv[0], exit, lastLines(strings.TrimSpace(string(out)), 5)), nil
+		return fmt.Sprintf("heap check %s: %v: %s", argv[0], exit, vm.LastLines(strings.TrimSpace(string(out)), 5)), nil
 	case err != nil:
 		return "", fmt.Errorf("Checker.Command %q: %w", argv, err)
 	}
