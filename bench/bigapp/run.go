@@ -11,9 +11,9 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -282,7 +282,7 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 	if err != nil || o.Chart == "" {
 		return err
 	}
-	if err := off2f.WriteFileAtomic(o.Chart, rep.chart(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(o.Chart, rep.chart(), 0o644); err != nil {
 		return fmt.Errorf("-chart %s: %w (the results are printed above)", o.Chart, err)
 	}
 	fmt.Fprintf(c.Stderr, "bigapp: chart %s\n", o.Chart)
