@@ -73,23 +73,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // IsLeftover says whether name is a temporary file WriteFileAtomic (Store.Put,
 // WriteManifest) leaves behind when it is interrupted, for a text file or the
 // manifest: ".HASH.off2f-tmp-XXXXXXXXXXXXXXXX" or ".MANIFEST.off2f-tmp-...".
-// Earlier versions named them ".HASH.tmpDIGITS", which matches too. Nothing
-// else does: gc removes only what matches.
+// Nothing else matches: gc removes only what does.
 func IsLeftover(name string) bool {
-	if atomicfile.IsTemp(name, func(base string) bool { return isHashName(base) || base == ManifestName }) {
-		return true
-	}
-	if !strings.HasPrefix(name, ".") {
-		return false
-	}
-	base, suffix, ok := strings.Cut(name[1:], ".")
-	if !ok || !isHashName(base) && base != ManifestName {
-		return false
-	}
-	if digits, ok := strings.CutPrefix(suffix, "tmp"); ok {
-		return len(digits) > 0 && len(digits) <= 10 && strings.Trim(digits, "0123456789") == ""
-	}
-	return false
+	return atomicfile.IsTemp(name, func(base string) bool { return isHashName(base) || base == ManifestName })
 }
 
 func isHashName(s string) bool { return len(s) == 64 && isLowerHex(s) }

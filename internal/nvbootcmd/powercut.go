@@ -382,8 +382,8 @@ func (pc *cutter) ack(k, v string) {
 
 // progress is the line printed after boot of boots: the keys this boot
 // checked, and apart the writes acknowledged after the check, which only
-// the next boot checks (one count of both said the first boot had checked
-// writes it had just made).
+// the next boot checks (so the first boot does not claim writes it has
+// just made as checked).
 func (pc *cutter) progress(boot, boots int) string {
 	line := fmt.Sprintf("boot %d/%d: %d keys checked (%d lost so far), %d heap checks failed", boot, boots, pc.checked, pc.res.Lost, pc.res.HeapCheckFailures)
 	if n := pc.res.Acked - pc.ackedAtCheck; n > 0 {
