@@ -36,13 +36,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/exec: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(err, os.Stderr, "bench/exec"))
 }
 
 // config is everything the command line sets.

@@ -38,13 +38,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/firmware: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(err, os.Stderr, "bench/firmware"))
 }
 
 // firmware is one boot path.
