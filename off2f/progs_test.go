@@ -94,22 +94,15 @@ func (p *progs) convertInto(t testing.TB, name, dir string, opt off2f.Options) (
 	if opt.StoreDir == "" {
 		opt.StoreDir = filepath.Join(dir, "store")
 	}
-	conv, err := off2f.Convert(raw, opt)
-	if err != nil {
-		t.Fatalf("converting %s: %v", name, err)
-	}
-	if err := os.MkdirAll(opt.StoreDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := (off2f.Store{Dir: opt.StoreDir}).Put(conv.TextName(), conv.Text); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{opt.StoreDir, dir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hdr := filepath.Join(dir, name)
-	if err := os.WriteFile(hdr, conv.Header, 0o755); err != nil {
-		t.Fatal(err)
+	conv, _, err := off2f.Install(raw, opt, hdr, opt.StoreDir)
+	if err != nil {
+		t.Fatalf("converting %s: %v", name, err)
 	}
 	return hdr, conv
 }

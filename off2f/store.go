@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
@@ -61,116 +61,21 @@ func sameText(path string, text []byte) (bool, error) {
 	return bytes.Equal(page, text[:TextHeaderSize]), nil
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory: write, fsync, rename, fsync the directory. Zero pages are left as
-// holes, so 2 MiB-aligned text costs no space for its padding. The temporary
-// file is named ".NAME.off2f-tmp-" and 16 hex digits (see IsLeftover), and
-// errors name path, never the temporary file.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("writing %s: it is a directory", path)
-	}
-	if st, err := os.Stat(dir); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("writing %s: directory %s does not exist", path, dir)
-		}
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	} else if !st.IsDir() {
-		return fmt.Errorf("writing %s: %s is not a directory", path, dir)
-	}
-	tmp, err := createTemp(dir, filepath.Base(path))
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = writeSparse(tmp, data); err != nil {
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	}
-	if err = tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("writing %s: fsync: %w", path, bareErr(err))
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, bareErr(err))
-	}
-	return dirsync.Sync(dir)
-}
-
-// tempMark is what names a temporary file of WriteFileAtomic:
-// "." + the final name + tempMark + 16 lowercase hex digits.
-const tempMark = ".off2f-tmp-"
-
-func createTemp(dir, base string) (*os.File, error) {
-	for range 100 {
-		name := filepath.Join(dir, fmt.Sprintf(".%s%s%016x", base, tempMark, rand.Uint64()))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		return f, err
-	}
-	return nil, fmt.Errorf("no free temporary name in %s", dir)
+// WriteFileAtomic writes data to path as the text store writes its files
+// (atomicfile.WriteFile): through a temporary file beside it, fsynced,
+// renamed into place, the directory fsynced; zero pages left as holes. An
+// interrupted write leaves only a temporary file IsLeftover recognises,
+// and errors name path, never the temporary file.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return atomicfile.WriteFile(path, data, perm)
 }
 
 // IsLeftover says whether name is a temporary file WriteFileAtomic (Store.Put,
 // WriteManifest) leaves behind when it is interrupted, for a text file or the
 // manifest: ".HASH.off2f-tmp-XXXXXXXXXXXXXXXX" or ".MANIFEST.off2f-tmp-...".
-// Earlier versions named them ".HASH.tmpDIGITS", which matches too. Nothing
-// else does: gc removes only what matches.
+// Nothing else matches: gc removes only what does.
 func IsLeftover(name string) bool {
-	if !strings.HasPrefix(name, ".") {
-		return false
-	}
-	base, suffix, ok := strings.Cut(name[1:], ".")
-	if !ok || !isHashName(base) && base != ManifestName {
-		return false
-	}
-	if hexDigits, ok := strings.CutPrefix("."+suffix, tempMark); ok {
-		return len(hexDigits) == 16 && isLowerHex(hexDigits)
-	}
-	if digits, ok := strings.CutPrefix(suffix, "tmp"); ok {
-		return len(digits) > 0 && len(digits) <= 10 && strings.Trim(digits, "0123456789") == ""
-	}
-	return false
-}
-
-// bareErr drops the file name an *os.PathError or *os.LinkError carries: the
-// caller names the file the user knows, not a temporary one.
-func bareErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
-}
-
-func writeSparse(f *os.File, data []byte) error {
-	var zero [PageSize]byte
-	for off := 0; off < len(data); off += PageSize {
-		chunk := data[off:min(off+PageSize, len(data))]
-		if len(chunk) == PageSize && bytes.Equal(chunk, zero[:]) {
-			continue
-		}
-		if _, err := f.WriteAt(chunk, int64(off)); err != nil {
-			return err
-		}
-	}
-	return f.Truncate(int64(len(data)))
+	return atomicfile.IsTemp(name, func(base string) bool { return isHashName(base) || base == ManifestName })
 }
 
 func isHashName(s string) bool { return len(s) == 64 && isLowerHex(s) }

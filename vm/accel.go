@@ -189,5 +189,5 @@ func (m *Machine) ConsoleTail(n int) string {
 	if h := m.SilentHint(); h != "" {
 		return "(empty) " + h
 	}
-	return tail(m.Console(), n)
+	return LastLines(m.Console(), n)
 }

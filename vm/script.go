@@ -158,8 +158,9 @@ func RunScript(ctx context.Context, c Config, s Script) (*ScriptResult, error) {
 	return res, fmt.Errorf("vm: the guest script did not finish (%v); console:\n%s", waitErr, m.ConsoleTail(40))
 }
 
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
+// LastLines returns the last n lines of s (a console, a command's output):
+// the part an error quotes.
+func LastLines(s string, n int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(l) > n {
 		l = l[len(l)-n:]

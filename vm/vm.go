@@ -26,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nvboot/nvboot/internal/bootmark"
 )
 
 // Config describes one virtual machine.
@@ -375,6 +377,18 @@ func (m *Machine) Lines() []Line {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]Line(nil), m.lines...)
+}
+
+// Marks returns the boot marks (internal/bootmark) among the console lines
+// so far, each with when its line arrived.
+func (m *Machine) Marks() []bootmark.Stamped {
+	var marks []bootmark.Stamped
+	for _, l := range m.Lines() {
+		if mk, ok := bootmark.Parse(l.Text); ok {
+			marks = append(marks, bootmark.Stamped{At: l.At, Mark: mk})
+		}
+	}
+	return marks
 }
 
 // Console returns the console output so far as text.

@@ -71,9 +71,6 @@ func textOf(im *appliance.Image) (texts, error) {
 	t := texts{Services: map[string]uint64{}}
 	var all uint64
 	for _, s := range im.Services {
-		if s.TextBytes == 0 {
-			return t, fmt.Errorf("image.json gives no TextBytes for %s: built by an nvboot from before they were recorded", s.Name)
-		}
 		all += s.TextBytes
 		if s.DontStart {
 			continue

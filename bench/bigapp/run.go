@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,8 +11,9 @@ import (
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/atomicfile"
+	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -170,9 +169,9 @@ func parseFlags(c *cli.Context) (*options, error) {
 	if *configs != "" {
 		paths = strings.Split(*configs, ",")
 	} else {
-		root, err := moduleRoot()
+		root, err := checkout.Root(context.Background(), "")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; or name the configs with -configs", err)
 		}
 		base = root
 	}
@@ -201,16 +200,6 @@ func parseFlags(c *cli.Context) (*options, error) {
 		o.Configs = append(o.Configs, size{Name: name, Config: abs})
 	}
 	return o, nil
-}
-
-// moduleRoot is the nvboot checkout the default configs are in.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	mod := strings.TrimSpace(string(out))
-	if err != nil || mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the nvboot checkout: run from there, or name the configs with -configs")
-	}
-	return filepath.Dir(mod), nil
 }
 
 func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
@@ -293,7 +282,7 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 	if err != nil || o.Chart == "" {
 		return err
 	}
-	if err := off2f.WriteFileAtomic(o.Chart, rep.chart(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(o.Chart, rep.chart(), 0o644); err != nil {
 		return fmt.Errorf("-chart %s: %w (the results are printed above)", o.Chart, err)
 	}
 	fmt.Fprintf(c.Stderr, "bigapp: chart %s\n", o.Chart)

@@ -141,11 +141,8 @@ func scaledOnce(ctx context.Context, dir, pmem, run string, shift int, s vm.Stor
 	}
 	m.Kill()
 	var b scaledBoot
-	var marks []bootmark.Mark
+	marks := bootmark.Unstamped(m.Marks())
 	for _, l := range m.Lines() {
-		if mk, ok := bootmark.Parse(l.Text); ok {
-			marks = append(marks, mk)
-		}
 		if strings.Contains(l.Text, lateWarning) {
 			if g := lateRE.FindStringSubmatch(l.Text); g != nil {
 				if v, err := strconv.ParseFloat(g[2], 64); err == nil {

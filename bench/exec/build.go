@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nvboot/nvboot/internal/checkout"
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -30,8 +32,8 @@ type programs struct {
 
 // buildPrograms builds the loader, the measurer and the three programs into
 // dir/build.
-func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*programs, error) {
-	root, err := moduleRoot(ctx)
+func buildPrograms(ctx context.Context, c *config, dir string, log *cli.Progress) (*programs, error) {
+	root, err := checkout.Root(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,7 @@ func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*
 	goBuild := func(dst, pkg string) []string {
 		return []string{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", dst, pkg}
 	}
-	log.printf("building ld-off2f, the measurer, mid, tiny")
+	log.Printf("building ld-off2f, the measurer, mid, tiny")
 	steps := []struct {
 		what string
 		dir  string
@@ -73,7 +75,7 @@ func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*
 	if err := genBig(src, shape); err != nil {
 		return nil, fmt.Errorf("generating the big program: %w", err)
 	}
-	log.printf("building big (%d generated functions; the first build takes about a minute, later ones hit go's build cache)", shape.Pkgs*shape.Funcs)
+	log.Printf("building big (%d generated functions; the first build takes about a minute, later ones hit go's build cache)", shape.Pkgs*shape.Funcs)
 	if err := runCmd(ctx, src, goEnv, goBuild(filepath.Join(out, "big"), ".")...); err != nil {
 		return nil, fmt.Errorf("building big: %w", err)
 	}
@@ -85,25 +87,13 @@ func buildPrograms(ctx context.Context, c *config, dir string, log *progress) (*
 			return nil, err
 		}
 		p.Text[name] = n
-		log.printf("%s: %.2f MiB of text+rodata", name, float64(n)/(1<<20))
+		log.Printf("%s: %.2f MiB of text+rodata", name, float64(n)/(1<<20))
 	}
 	if !c.Quick && p.Text["big"] < minBigText {
 		return nil, fmt.Errorf("big has only %.2f MiB of text+rodata, want at least %d MiB: enlarge fullBig in gen.go",
 			float64(p.Text["big"])/(1<<20), minBigText>>20)
 	}
 	return p, nil
-}
-
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("run from inside the nvboot module (go run ./bench/exec)")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // runCmd runs a build step; its output is shown only when it fails.

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -26,13 +27,13 @@ type place struct {
 // runHost measures on this machine. Storage is a directory on this machine's
 // disk; the OFF2F text store, the loader and the measurer are on tmpfs (the
 // loader sits in the initramfs in the guest too).
-func runHost(ctx context.Context, c *config, p *programs, ram string, log *progress) (*place, error) {
+func runHost(ctx context.Context, c *config, p *programs, ram string, log *cli.Progress) (*place, error) {
 	disk, err := os.MkdirTemp(c.DiskDir, "nvboot-bench-exec-")
 	if err != nil {
 		return nil, err
 	}
 	if c.Keep {
-		log.printf("work directory (disk): %s", disk)
+		log.Printf("work directory (disk): %s", disk)
 	} else {
 		defer os.RemoveAll(disk)
 	}
@@ -41,7 +42,7 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 	}
 	devStat, devName, err := blockStat(disk)
 	if err != nil {
-		log.printf("host: %v; device sectors will not be sampled", err)
+		log.Printf("host: %v; device sectors will not be sampled", err)
 	}
 	h := filepath.Join(ram, "host")
 	store := filepath.Join(h, "store")
@@ -63,7 +64,7 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 	// whose text the kernel can map with 2 MiB entries.
 	huge := filepath.Join(h, "huge")
 	if err := mountHugeTmpfs(huge); err != nil {
-		log.printf("host: no huge-page tmpfs (%v); skipping the %s and %s layouts", err, layoutOFF2FHuge, layoutHugeTmpfs)
+		log.Printf("host: no huge-page tmpfs (%v); skipping the %s and %s layouts", err, layoutOFF2FHuge, layoutHugeTmpfs)
 	} else {
 		defer syscall.Unmount(huge, syscall.MNT_DETACH)
 		opt.StoreDir = filepath.Join(huge, "store")
@@ -85,8 +86,8 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 		return nil, err
 	}
 	pl := makePlan(layouts, k, scripts, devStat)
-	log.printf("host: storage %s (%s), layouts %s", disk, devName, layoutNames(layouts))
-	log.printf("host: %d cold / %d warm runs per case, make loop %d x %d starts", k.Cold, k.Warm, k.Make, 2*k.MakeIters)
+	log.Printf("host: storage %s (%s), layouts %s", disk, devName, layoutNames(layouts))
+	log.Printf("host: %d cold / %d warm runs per case, make loop %d x %d starts", k.Cold, k.Warm, k.Make, 2*k.MakeIters)
 	recs, err := runMeasure(ctx, p.Measure, pl, filepath.Join(h, "plan.json"), log)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func runHost(ctx context.Context, c *config, p *programs, ram string, log *progr
 
 // runMeasure runs the measurer on this machine and collects its records; its
 // stderr (one line per group) is passed through as progress.
-func runMeasure(ctx context.Context, measure string, pl plan.Plan, planPath string, log *progress) ([]plan.Record, error) {
+func runMeasure(ctx context.Context, measure string, pl plan.Plan, planPath string, log *cli.Progress) ([]plan.Record, error) {
 	b, err := jsonBytes(pl)
 	if err != nil {
 		return nil, err
@@ -108,7 +109,7 @@ func runMeasure(ctx context.Context, measure string, pl plan.Plan, planPath stri
 	cmd := exec.CommandContext(ctx, measure, planPath)
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	cmd.Stderr = log.w
+	cmd.Stderr = log.Writer()
 	runErr := cmd.Run()
 	recs, err := plan.Parse(&out)
 	if err != nil {

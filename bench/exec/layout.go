@@ -58,15 +58,8 @@ func placeOFF2F(p *programs, dir, storeDir string, opt off2f.Options) error {
 		if err != nil {
 			return err
 		}
-		conv, err := off2f.Convert(raw, opt)
-		if err != nil {
-			return fmt.Errorf("converting %s: %w", name, err)
-		}
-		if _, err := (off2f.Store{Dir: storeDir}).Put(conv.TextName(), conv.Text); err != nil {
-			return fmt.Errorf("storing the text of %s: %w", name, err)
-		}
-		if err := off2f.WriteFileAtomic(filepath.Join(dir, name), conv.Header, 0o755); err != nil {
-			return err
+		if _, _, err := off2f.Install(raw, opt, filepath.Join(dir, name), storeDir); err != nil {
+			return fmt.Errorf("installing %s as OFF2F: %w", name, err)
 		}
 	}
 	return nil

@@ -19,6 +19,7 @@
 package main
 
 import (
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 
 	"context"
@@ -29,20 +30,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"time"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/exec: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(err, os.Stderr, "bench/exec"))
 }
 
 // config is everything the command line sets.
@@ -166,13 +160,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: cold starts drop the page cache (/proc/sys/vm/drop_caches)")
 	}
-	log := newProgress(stderr)
+	log := cli.NewProgress(stderr)
 	ram, err := os.MkdirTemp(c.TmpfsDir, "nvboot-bench-exec-")
 	if err != nil {
 		return err
 	}
 	if c.Keep {
-		log.printf("work directory (tmpfs): %s", ram)
+		log.Printf("work directory (tmpfs): %s", ram)
 	} else {
 		defer os.RemoveAll(ram)
 	}
@@ -203,21 +197,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := rep.checkOutputs(); err != nil {
 		return err
 	}
-	log.printf("done")
+	log.Printf("done")
 	if c.JSON {
 		return rep.writeJSON(stdout)
 	}
 	return rep.writeTable(stdout)
-}
-
-// progress prints timestamped lines on stderr.
-type progress struct {
-	w     io.Writer
-	start time.Time
-}
-
-func newProgress(w io.Writer) *progress { return &progress{w: w, start: time.Now()} }
-
-func (p *progress) printf(format string, args ...any) {
-	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
 	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/off2f"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -28,12 +29,12 @@ const (
 // ext4 mounted with dax=always that carries the OFF2F text store and the
 // whole-ELF copies, and the tmpfs layout is in the initramfs. Every layout
 // runs in the same boot, in the plan's round-robin order.
-func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log *progress) (*place, error) {
+func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log *cli.Progress) (*place, error) {
 	storage, err := vm.Profile(profile)
 	if err != nil {
 		return nil, err
 	}
-	kernel, err := guestKernel(ctx, c, p.Root)
+	kernel, err := kernel.Find(ctx, kernel.Lookup{Paths: []kernel.Source{{From: "-kernel", Path: c.Kernel}}, Root: p.Root, Build: true, Log: os.Stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +43,7 @@ func runVM(ctx context.Context, c *config, p *programs, ram, profile string, log
 		return nil, err
 	}
 	if c.Keep {
-		log.printf("vm-%s: work directory %s", profile, work)
+		log.Printf("vm-%s: work directory %s", profile, work)
 	} else {
 		defer os.RemoveAll(work)
 	}
@@ -108,21 +109,21 @@ grep -E ' (%[1]s|%[2]s) ' /proc/mounts
 `, guestNV, guestProg)}
 	cfg := vm.Config{Kernel: kernel, MemMiB: 1024, NVDIMMs: []vm.NVDIMM{{Path: pmem}}, CPURate: c.CPURate,
 		Disks: []vm.Disk{{Path: progImg, Storage: storage, ReadOnly: true}, {Path: nvImg, ReadOnly: true}}}
-	log.printf("vm-%s: %s; layouts %s", profile, storage.About, layoutNames(layouts))
-	log.printf("vm-%s: %d cold / %d warm runs per case, make loop %d x %d starts; booting", profile, k.Cold, k.Warm, k.Make, 2*k.MakeIters)
+	log.Printf("vm-%s: %s; layouts %s", profile, storage.About, layoutNames(layouts))
+	log.Printf("vm-%s: %d cold / %d warm runs per case, make loop %d x %d starts; booting", profile, k.Cold, k.Warm, k.Make, 2*k.MakeIters)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
 		return nil, err
 	}
 	recs, err := plan.Parse(strings.NewReader(res.Console))
 	if err != nil {
-		return nil, fmt.Errorf("%w; console:\n%s", err, lastLines(res.Console, 30))
+		return nil, fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	if res.Status != 0 {
-		return nil, fmt.Errorf("guest script exited %d; console:\n%s", res.Status, lastLines(res.Console, 30))
+		return nil, fmt.Errorf("guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 30))
 	}
 	if !strings.Contains(res.Console, "dax=always") {
-		return nil, fmt.Errorf("the NVDIMM filesystem is not mounted with dax=always; console:\n%s", lastLines(res.Console, 30))
+		return nil, fmt.Errorf("the NVDIMM filesystem is not mounted with dax=always; console:\n%s", vm.LastLines(res.Console, 30))
 	}
 	clock := res.Machine.Accel
 	if c.CPURate != 0 {
@@ -130,24 +131,6 @@ grep -E ' (%[1]s|%[2]s) ' /proc/mounts
 	}
 	return &place{Name: "vm-" + profile, Storage: "QEMU virtio disk, " + storage.About + "; text store on ext4 dax=always on an emulated NVDIMM (" + clock + ")",
 		Layouts: names(layouts), Plan: pl, Records: recs}, nil
-}
-
-// guestKernel is -kernel, else $NVBOOT_KERNEL, else the cached build of
-// kernel-config/ (built now if missing: about ten minutes).
-func guestKernel(ctx context.Context, c *config, root string) (string, error) {
-	if c.Kernel != "" {
-		return c.Kernel, nil
-	}
-	if k := os.Getenv("NVBOOT_KERNEL"); k != "" {
-		return k, nil
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "kernel-config", "build.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("building the guest kernel (kernel-config/build.sh): %w", err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
 }
 
 // mkfsExt4 builds an ext4 image of dir, sized to its contents with room to
@@ -186,12 +169,4 @@ func sparseFile(path string, size int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

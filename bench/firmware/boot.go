@@ -14,6 +14,7 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/bootmark"
+	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -49,14 +50,14 @@ var Stages = []struct{ Key, Label, Mark string }{
 // measure builds the demo image, prepares its pmem with one untimed boot,
 // then boots each firmware path c.Runs times, interleaved, each round
 // starting one path further on.
-func measure(ctx context.Context, c *options, work string, log *progress) (*report, error) {
+func measure(ctx context.Context, c *options, work string, log *cli.Progress) (*report, error) {
 	if _, err := os.Stat("go.mod"); err != nil {
 		return nil, errors.New("run from the nvboot checkout's root (go run ./bench/firmware): the image's nvinit is built from it")
 	}
 	cfg := config.Demo()
 	cfg.KernelCmdline = benchCmdline
 	img := filepath.Join(work, "image")
-	log.printf("building the demo image (off2f layout, KernelCmdline %q)", benchCmdline)
+	log.Printf("building the demo image (off2f layout, KernelCmdline %q)", benchCmdline)
 	im, err := appliance.Build(ctx, appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: img, Kernel: c.Kernel, ModuleRoot: "."})
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func measure(ctx context.Context, c *options, work string, log *progress) (*repo
 		return nil, fmt.Errorf("the demo image's first service is not %s on port %d: %+v", demoService, demoPort, im.Services)
 	}
 	prep := filepath.Join(work, "prepared")
-	log.printf("first boot (kv creates its heap), powered off; every measured boot starts from a copy of its pmem")
+	log.Printf("first boot (kv creates its heap), powered off; every measured boot starts from a copy of its pmem")
 	if err := prepare(ctx, c, img, im, prep); err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func measure(ctx context.Context, c *options, work string, log *progress) (*repo
 				return nil, fmt.Errorf("%s, boot %d: %w", f.Name, r+1, err)
 			}
 			rep.Runs[f.Name] = append(rep.Runs[f.Name], st)
-			log.printf("%-11s boot %d/%d: handover %s, kv ready %s, first answer %s", f.Name, r+1, c.Runs,
+			log.Printf("%-11s boot %d/%d: handover %s, kv ready %s, first answer %s", f.Name, r+1, c.Runs,
 				fmtMS(st[StageHandover]), fmtMS(st[StageReady]), fmtMS(st[StageAnswer]))
 		}
 	}
@@ -168,13 +169,7 @@ func bootOnce(ctx context.Context, c *options, f firmware, img string, im *appli
 			return nil, err
 		}
 	}
-	var marks []bootmark.Mark
-	for _, l := range m.Lines() {
-		if mk, ok := bootmark.Parse(l.Text); ok {
-			marks = append(marks, mk)
-		}
-	}
-	tl, err := bootmark.PlaceGuest(marks)
+	tl, err := bootmark.PlaceGuest(bootmark.Unstamped(m.Marks()))
 	if err != nil {
 		return nil, fmt.Errorf("%w; console:\n%s", err, m.ConsoleTail(25))
 	}

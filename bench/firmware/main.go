@@ -18,6 +18,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,8 +28,9 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -36,13 +38,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/firmware: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(err, os.Stderr, "bench/firmware"))
 }
 
 // firmware is one boot path.
@@ -157,9 +153,8 @@ Examples:
 	if _, err := vm.ICountShift(c.CPURate); err != nil {
 		return nil, fmt.Errorf("-cpu-rate: %w", err)
 	}
-	if c.Kernel == "" {
-		c.Kernel = os.Getenv("NVBOOT_KERNEL")
-	}
+	// Checked when it boots: the flags are checked without a kernel too.
+	c.Kernel = cmp.Or(c.Kernel, os.Getenv(kernel.EnvVar))
 	if c.Kernel == "" {
 		return nil, errors.New("no kernel: set NVBOOT_KERNEL (export NVBOOT_KERNEL=$(kernel-config/build.sh)/bzImage) or pass -kernel")
 	}
@@ -179,13 +174,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := newProgress(stderr)
+	log := cli.NewProgress(stderr)
 	work, err := os.MkdirTemp("", "nvboot-bench-firmware-")
 	if err != nil {
 		return err
 	}
 	if c.Keep {
-		log.printf("work directory: %s", work)
+		log.Printf("work directory: %s", work)
 	} else {
 		defer os.RemoveAll(work)
 	}
@@ -193,21 +188,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.printf("done")
+	log.Printf("done")
 	if c.JSON {
 		return rep.writeJSON(stdout)
 	}
 	return rep.writeTable(stdout)
-}
-
-// progress prints timestamped lines on stderr.
-type progress struct {
-	w     io.Writer
-	start time.Time
-}
-
-func newProgress(w io.Writer) *progress { return &progress{w: w, start: time.Now()} }
-
-func (p *progress) printf(format string, args ...any) {
-	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	imgpmem "github.com/nvboot/nvboot/image/pmem"
+	"github.com/nvboot/nvboot/internal/checkout"
+	"github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/vm"
 )
 
@@ -33,40 +35,6 @@ const (
 	guestRAM  = 1024 // MiB; the fsdax struct pages live in RAM (memmap=ram)
 )
 
-// guestKernel returns the guest kernel: -kernel, else $NVBOOT_KERNEL, else
-// the cached build of kernel-config/ in root. It never builds one (make
-// kernel does, in about ten minutes).
-func guestKernel(flagKernel, root string) (string, error) {
-	k, from := flagKernel, "-kernel"
-	if k == "" {
-		k, from = os.Getenv("NVBOOT_KERNEL"), "$NVBOOT_KERNEL"
-	}
-	if k == "" {
-		var err error
-		if k, err = cachedKernel(root); err != nil {
-			return "", err
-		}
-		from = "the kernel-config/ cache"
-	}
-	if _, err := os.Stat(k); err != nil {
-		return "", fmt.Errorf("guest kernel from %s: %w", from, err)
-	}
-	return k, nil
-}
-
-// cachedKernel asks kernel-config/build.sh in root for the kernel of the
-// current inputs, if it is built (-cached-only: it never installs or builds).
-func cachedKernel(root string) (string, error) {
-	cmd := exec.Command(filepath.Join(root, "kernel-config", "build.sh"), "-cached-only")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("no guest kernel: $NVBOOT_KERNEL unset and %s (%v)", strings.TrimSpace(stderr.String()), err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "bzImage"), nil
-}
-
 // guestReady returns the kernel, or why the guest cannot run here.
 func guestReady(c config) (string, error) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
@@ -75,11 +43,12 @@ func guestReady(c config) (string, error) {
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		return "", fmt.Errorf("no mkfs.ext4 (apt-get install e2fsprogs): %w", err)
 	}
-	root, err := moduleRoot()
+	root, err := checkout.Root(context.Background(), "")
 	if err != nil {
 		return "", err
 	}
-	return guestKernel(c.Kernel, root)
+	// Never built here: make kernel does, in about ten minutes.
+	return kernel.Find(context.Background(), kernel.Lookup{Paths: []kernel.Source{{From: "-kernel", Path: c.Kernel}}, Root: root})
 }
 
 // measureGuest boots the guest with kernel, runs the workloads in it and
@@ -91,7 +60,7 @@ func measureGuest(ctx context.Context, c config, kernel string, progress io.Writ
 		return o, "", err
 	}
 	defer os.RemoveAll(work)
-	root, err := moduleRoot()
+	root, err := checkout.Root(ctx, "")
 	if err != nil {
 		return o, "", err
 	}
@@ -144,10 +113,10 @@ umount %[1]s
 		return o, "", fmt.Errorf("the guest run (kernel %s, timeout %v): %w", kernel, c.GuestTimeout, err)
 	}
 	if res.Status != 0 {
-		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, lastLines(res.Console, 40))
+		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 40))
 	}
 	if o, err = parseGuest(res.Console); err != nil {
-		return o, "", fmt.Errorf("%w; console:\n%s", err, lastLines(res.Console, 40))
+		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 40))
 	}
 	return o, res.Machine.Accel, checkGuest(o)
 }
@@ -212,26 +181,6 @@ func mergeGuest(o *output, g output, kernel, accel string) {
 	}
 	o.Env["guest_kernel_image"] = kernel
 	o.Env["guest_storage"] = fmt.Sprintf("ext4 dax=always on the fsdax namespace of a %d MiB emulated NVDIMM (QEMU, file-backed), one mount for pheap, libpmemobj and bbolt", guestPmem>>20)
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("the guest part builds this program: run it from inside the nvboot module (go run ./bench/pheap)")
-	}
-	return filepath.Dir(mod), nil
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }
 
 // hideJSON passes the guest's console on line by line, leaving out the

@@ -61,17 +61,12 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/pheap: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr, "bench/pheap"))
 }
 
 // config is everything the command line sets.

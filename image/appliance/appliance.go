@@ -23,6 +23,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/kernel"
 )
 
 // Layout is how the programs are placed in the image.
@@ -158,6 +160,9 @@ type ServiceInfo struct {
 	// TextBytes is the program's read-only bytes (text + rodata), its part
 	// of the Image's TextBytes.
 	TextBytes uint64 `json:",omitempty"`
+	// Checker is the service's config Checker: how nvboot powercut
+	// writes to it and checks it; nil: none.
+	Checker *config.Checker `json:",omitempty"`
 }
 
 // ReadImage reads the image.json of an output directory.
@@ -210,7 +215,7 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	// ModuleRoot and ConfigDir "": the current directory.
-	o.ModuleRoot, o.ConfigDir = absPath(or(o.ModuleRoot, ".")), absPath(or(o.ConfigDir, "."))
+	o.ModuleRoot, o.ConfigDir = absPath(cmp.Or(o.ModuleRoot, ".")), absPath(cmp.Or(o.ConfigDir, "."))
 	if o.Kernel != "" {
 		o.Kernel = absPath(o.Kernel)
 	}
@@ -232,7 +237,7 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := checkStateEarly(&o); err != nil {
 		return nil, err
 	}
-	if err := CheckKernel(o.Kernel); err != nil {
+	if err := kernel.Check(o.Kernel); err != nil {
 		return nil, fmt.Errorf("kernel: %w", err)
 	}
 	if err := CheckTools(o.Config, o.Layout); err != nil {
@@ -283,36 +288,6 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	}
 	ok = true
 	return res, nil
-}
-
-// CheckKernel checks that path is an x86 bzImage: a regular file (or a
-// symbolic link to one) with the Linux boot protocol's "HdrS" signature at
-// offset 0x202. The error names path.
-func CheckKernel(path string) error {
-	if path == "" {
-		return errors.New("no kernel given")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		what := "not a regular file"
-		if fi.IsDir() {
-			what = "a directory"
-		}
-		return fmt.Errorf("%s is %s, not a bzImage", path, what)
-	}
-	sig := make([]byte, 4)
-	if _, err := f.ReadAt(sig, 0x202); err != nil || string(sig) != "HdrS" {
-		return fmt.Errorf("%s is not an x86 bzImage (no \"HdrS\" boot header signature at offset 0x202)", path)
-	}
-	return nil
 }
 
 // absPath is p made absolute; as it is when the current directory is gone.

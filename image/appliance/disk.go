@@ -9,7 +9,7 @@ import (
 	"github.com/nvboot/nvboot/image/gpt"
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/initramfs"
-	"github.com/nvboot/nvboot/off2f"
+	"github.com/nvboot/nvboot/internal/atomicfile"
 )
 
 // CheckDisk checks the disk image of the image in dir before a boot: it has
@@ -172,5 +172,5 @@ func writeInitramfs(root, out string) error {
 	if err := a.CharDev("dev/console", 0o600, 5, 1); err != nil {
 		return err
 	}
-	return off2f.WriteFileAtomic(out, a.Bytes(), 0o644)
+	return atomicfile.WriteFile(out, a.Bytes(), 0o644)
 }

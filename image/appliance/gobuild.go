@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -21,7 +22,7 @@ func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string,
 	if config.IsLocal(pkg) {
 		dir = pkg
 		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(or(b.ConfigDir, "."), dir)
+			dir = filepath.Join(cmp.Or(b.ConfigDir, "."), dir)
 		}
 		st, err := os.Stat(dir)
 		if err != nil {
@@ -80,11 +81,4 @@ func packageName(ctx context.Context, dir string, env []string, target string) s
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func or(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }

@@ -224,35 +224,3 @@ func TestBuildRelativePaths(t *testing.T) {
 		t.Errorf("failed build's output: %v", err)
 	}
 }
-
-// Only an x86 bzImage passes as the kernel; the error names the path.
-func TestCheckKernel(t *testing.T) {
-	dir := t.TempDir()
-	good := buildtest.FakeKernel(t)
-	link := filepath.Join(dir, "link")
-	os.Symlink(good, link)
-	text := filepath.Join(dir, "notes.txt")
-	os.WriteFile(text, []byte(strings.Repeat("not a kernel\n", 1000)), 0o644)
-	short := filepath.Join(dir, "short")
-	os.WriteFile(short, []byte("MZ"), 0o644)
-	for _, tt := range []struct{ path, want string }{
-		{good, ""},
-		{link, ""},
-		{text, "not an x86 bzImage"},
-		{short, "not an x86 bzImage"},
-		{dir, "is a directory"},
-		{filepath.Join(dir, "missing"), "no such file"},
-		{"/dev/null", "not a regular file"},
-	} {
-		err := CheckKernel(tt.path)
-		if tt.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", tt.path, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) {
-			t.Errorf("%s: err %v, want one naming the path and %q", tt.path, err, tt.want)
-		}
-	}
-}

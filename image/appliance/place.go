@@ -48,7 +48,7 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 		pc := b.Config.PackageConfig[p.Package]
 		// Args as nvinit starts it (poold with its config), [] for none.
 		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: sv.Path,
-			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text})
+			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text, Checker: pc.Checker})
 	}
 	return nil
 }
@@ -111,20 +111,15 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 	if isInit {
 		opt.Device, opt.FSType, opt.MountOpts = guest.TextDevice, "ext4", "dax=always"
 	}
-	conv, err := off2f.Convert(raw, opt)
-	if err != nil {
-		return "", fmt.Errorf("converting %s to OFF2F: %w", p.Name, err)
-	}
-	for _, d := range []string{st.store, filepath.Join(st.root, guest.FallbackDir[1:])} {
+	stores := []string{st.store, filepath.Join(st.root, guest.FallbackDir[1:])}
+	for _, d := range append(stores, filepath.Dir(dst)) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return "", err
 		}
-		if _, err := (off2f.Store{Dir: d}).Put(conv.TextName(), conv.Text); err != nil {
-			return "", fmt.Errorf("storing the text of %s: %w", p.Name, err)
-		}
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", err
+	conv, _, err := off2f.Install(raw, opt, dst, stores...)
+	if err != nil {
+		return "", fmt.Errorf("installing %s as OFF2F: %w", p.Name, err)
 	}
-	return conv.TextName(), off2f.WriteFileAtomic(dst, conv.Header, 0o755)
+	return conv.TextName(), nil
 }

@@ -9,6 +9,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,6 +97,32 @@ type PackageConfig struct {
 	// program (which imports github.com/nvboot/nvboot/pool) is kept parked,
 	// so a start or restart is an activation. nil: fork and exec.
 	Pool *Pool `json:",omitempty"`
+	// Checker is how `nvboot powercut` writes to the service and checks,
+	// after each power cut, that what it acknowledged survived; the
+	// service needs a ForwardPort, and at most one service has a Checker.
+	// nil: powercut refuses the config and its images.
+	Checker *Checker `json:",omitempty"`
+}
+
+// Checker is a service's side of `nvboot powercut`: an HTTP API on its
+// ForwardPort that stores keyed values durably, and a check of its state
+// that the service runs at start. examples/powercut.json declares kv's.
+type Checker struct {
+	// Values is the path prefix of what must survive a power cut, e.g.
+	// "/kv/": a PUT of Values+KEY with the value as its body stores it and
+	// answers 204 once it is durable; a GET of Values+KEY answers 200 and
+	// the value. powercut reads back every value that got its 204.
+	Values string
+	// Check is the path of a GET answering a JSON object whose "check" is
+	// the service's check of its state at its start, e.g. "/stats": "ok"
+	// when consistent, "off" or absent when it did not check (the image
+	// is then unsuitable), anything else the problem found.
+	Check string `json:",omitempty"`
+	// Command, instead of Check, checks from the host: powercut runs it
+	// after each boot with NVBOOT_URL set to the service's address
+	// (http://127.0.0.1:PORT); exit status 0 means consistent, any other
+	// its output is the problem. Command[0] is looked up as os/exec does.
+	Command []string `json:",omitempty"`
 }
 
 // Pool is how poold keeps one service's program (see guest.Program).
@@ -124,21 +151,9 @@ const (
 )
 
 // HostnameOrDefault and friends fill in the defaults.
-func (c *Config) HostnameOrDefault() string { return or(c.Hostname, DefaultHostname) }
-func (c *Config) StateMiBOrDefault() int {
-	if c.StateMiB == 0 {
-		return DefaultStateMiB
-	}
-	return c.StateMiB
-}
-func (c *Config) RootFSOrDefault() string { return or(c.RootFS, DefaultRootFS) }
-
-func or(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
+func (c *Config) HostnameOrDefault() string { return cmp.Or(c.Hostname, DefaultHostname) }
+func (c *Config) StateMiBOrDefault() int    { return cmp.Or(c.StateMiB, DefaultStateMiB) }
+func (c *Config) RootFSOrDefault() string   { return cmp.Or(c.RootFS, DefaultRootFS) }
 
 // PooldName is the program name of poold in an image with pooled services.
 const PooldName = "poold"
@@ -229,6 +244,7 @@ func (c *Config) Validate() error {
 	}
 	sort.Strings(keys)
 	ports := map[int]string{}
+	var checkers []string
 	for _, k := range keys {
 		pc := c.PackageConfig[k]
 		if _, ok := names[Name(k)]; !ok || names[Name(k)] != k {
@@ -258,6 +274,10 @@ func (c *Config) Validate() error {
 				}
 			}
 		}
+		if ch := pc.Checker; ch != nil {
+			checkers = append(checkers, k)
+			validateChecker(k, ch, pc.ForwardPort, bad)
+		}
 		if pc.ForwardPort != 0 {
 			if pc.ForwardPort < 1 || pc.ForwardPort > 65535 {
 				bad("PackageConfig[%q].ForwardPort %d: not a TCP port", k, pc.ForwardPort)
@@ -266,6 +286,9 @@ func (c *Config) Validate() error {
 			}
 			ports[pc.ForwardPort] = k
 		}
+	}
+	if len(checkers) > 1 {
+		bad("PackageConfig: %q all have a Checker; nvboot powercut checks one service, keep one", checkers)
 	}
 	if pkg, ok := names[PooldName]; ok && c.Pooled() {
 		bad("Packages: %q has the program name %q, which is poold's (an image with a Pool carries it)", pkg, PooldName)
@@ -300,6 +323,38 @@ func (c *Config) Validate() error {
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
 	}
 	return errors.Join(errs...)
+}
+
+// validateChecker reports through bad what is wrong with the Checker of
+// package k, which forwards port (0: none).
+func validateChecker(k string, ch *Checker, port int, bad func(string, ...any)) {
+	if port == 0 {
+		bad("PackageConfig[%q].Checker: needs a ForwardPort (powercut writes and checks through it)", k)
+	}
+	if !strings.HasPrefix(ch.Values, "/") {
+		bad("PackageConfig[%q].Checker.Values %q: want a URL path such as /kv/", k, ch.Values)
+	}
+	switch {
+	case ch.Check == "" && len(ch.Command) == 0:
+		bad("PackageConfig[%q].Checker: want Check (a URL path such as /stats) or Command", k)
+	case ch.Check != "" && len(ch.Command) != 0:
+		bad("PackageConfig[%q].Checker: Check and Command both set; want one", k)
+	case ch.Check != "" && !strings.HasPrefix(ch.Check, "/"):
+		bad("PackageConfig[%q].Checker.Check %q: want a URL path such as /stats", k, ch.Check)
+	case len(ch.Command) != 0 && ch.Command[0] == "":
+		bad("PackageConfig[%q].Checker.Command: empty program name", k)
+	}
+}
+
+// Checked returns the package whose service has a Checker, and its
+// Checker; ok is false when none has.
+func (c *Config) Checked() (pkg string, ch *Checker, ok bool) {
+	for _, p := range c.Packages {
+		if ch := c.PackageConfig[p].Checker; ch != nil {
+			return p, ch, true
+		}
+	}
+	return "", nil, false
 }
 
 // Write is the one canonical writer: indented JSON, defaults left out.

@@ -68,3 +68,44 @@ func TestLoadRejectsUnknownFields(t *testing.T) {
 		t.Error("missing file accepted")
 	}
 }
+
+// A Checker is refused where powercut could not use it, naming the field.
+func TestValidateChecker(t *testing.T) {
+	kv := func(pcs ...PackageConfig) Config {
+		c := Config{Packages: []string{"a/kv", "b/db"}, PackageConfig: map[string]PackageConfig{"a/kv": pcs[0]}}
+		if len(pcs) > 1 {
+			c.PackageConfig["b/db"] = pcs[1]
+		}
+		return c
+	}
+	good := &Checker{Values: "/kv/", Check: "/stats"}
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want string // "": valid
+	}{
+		{"http check", kv(PackageConfig{ForwardPort: 8080, Checker: good}), ""},
+		{"command", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Command: []string{"./check"}}}), ""},
+		{"no port", kv(PackageConfig{Checker: good}), `PackageConfig["a/kv"].Checker: needs a ForwardPort`},
+		{"relative values", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "kv/", Check: "/stats"}}), "Checker.Values"},
+		{"neither", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/"}}), "want Check"},
+		{"both", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Check: "/stats", Command: []string{"x"}}}), "both set"},
+		{"relative check", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Check: "stats"}}), "Checker.Check"},
+		{"empty command", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Command: []string{""}}}), "Checker.Command"},
+		{"two", kv(PackageConfig{ForwardPort: 8080, Checker: good}, PackageConfig{ForwardPort: 8081, Checker: good}), "keep one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c := kv(PackageConfig{ForwardPort: 8080}, PackageConfig{ForwardPort: 8081, Checker: good})
+	if pkg, ch, ok := c.Checked(); !ok || pkg != "b/db" || ch != good {
+		t.Errorf("Checked: %q %v %v", pkg, ch, ok)
+	}
+	if _, _, ok := Demo().Checked(); ok {
+		t.Error("the demo has a Checker")
+	}
+}

@@ -13,8 +13,9 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"path/filepath"
 	"unicode/utf16"
+
+	"github.com/nvboot/nvboot/internal/atomicfile"
 )
 
 // Partition type GUIDs (the Discoverable Partitions Specification's where
@@ -111,17 +112,11 @@ func Write(path, seed string, parts []Partition) ([]Layout, error) {
 		lba += n
 	}
 	total := lba + 1 + entryLBAs // backup entries and header
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("disk image %s: %w", path, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort()
 	if err := tmp.Truncate(total * sector); err != nil {
 		return nil, err
 	}
@@ -150,20 +145,13 @@ func Write(path, seed string, parts []Partition) ([]Layout, error) {
 		if p.Src == "" {
 			continue
 		}
-		if err := copyAt(tmp, lay[i].First*sector, p.Src); err != nil {
+		if err := copyAt(tmp.File, lay[i].First*sector, p.Src); err != nil {
 			return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
 		}
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := tmp.Commit(0o600); err != nil {
 		return nil, err
 	}
-	if err := tmp.Close(); err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return nil, err
-	}
-	ok = true
 	return lay, nil
 }
 

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
-	"github.com/nvboot/nvboot/internal/dirsync"
+	"github.com/nvboot/nvboot/internal/atomicfile"
 )
 
 // WriteImage writes a pmem image of size bytes to path: the PFN info block,
@@ -43,37 +42,21 @@ func WriteImage(path string, size int64, fsImage string) error {
 		return fmt.Errorf("pmem image %s: %s is %d MiB, the %d MiB image holds %d MiB after its metadata: make the image larger",
 			path, fsImage, (st.Size()+(1<<20)-1)>>20, size>>20, room>>20)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
 		return fmt.Errorf("pmem image %s: %w", path, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort()
 	if err := tmp.Truncate(size); err != nil {
 		return fmt.Errorf("pmem image %s: %w", path, err)
 	}
 	if _, err := tmp.WriteAt(in.Marshal(), InfoOffset); err != nil {
 		return fmt.Errorf("pmem image %s: %w", path, err)
 	}
-	if err := copySparse(tmp, int64(in.DataOff), src); err != nil {
+	if err := copySparse(tmp.File, int64(in.DataOff), src); err != nil {
 		return fmt.Errorf("pmem image %s: copying %s: %w", path, fsImage, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("pmem image %s: %w", path, err)
-	}
-	ok = true
-	return dirsync.Sync(filepath.Dir(path))
+	return tmp.Commit(0o600)
 }
 
 // copySparse copies src to dst at off, skipping all-zero 64 KiB blocks (dst

@@ -108,3 +108,11 @@ func TestPlaceGuest(t *testing.T) {
 		}
 	}
 }
+
+// Unstamped keeps the marks and their order, dropping the arrival times.
+func TestUnstamped(t *testing.T) {
+	ss := []Stamped{{At: 5, Mark: Mark{Name: Handover}}, {At: 9, Mark: Mark{Name: Init}}}
+	if got := Unstamped(ss); len(got) != 2 || got[0].Name != Handover || got[1].Name != Init {
+		t.Errorf("Unstamped: %+v", got)
+	}
+}

@@ -12,6 +12,16 @@ type Stamped struct {
 	Mark Mark
 }
 
+// Unstamped returns the marks of ss alone, in order: what PlaceGuest
+// takes, the guest's clock needing no arrival times.
+func Unstamped(ss []Stamped) []Mark {
+	ms := make([]Mark, len(ss))
+	for i, s := range ss {
+		ms[i] = s.Mark
+	}
+	return ms
+}
+
 // Timeline places a boot's marks on the host's clock.
 type Timeline struct {
 	// KernelStart is when the guest kernel's clock started, since power-on:

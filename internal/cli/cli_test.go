@@ -123,3 +123,12 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Errorf("an argument starting with '-' after --: %v", err)
 	}
 }
+
+// A progress line is the message after the seconds since the start.
+func TestProgress(t *testing.T) {
+	var b strings.Builder
+	NewProgress(&b).Printf("building %s", "kv")
+	if got := b.String(); !strings.HasPrefix(got, "[") || !strings.HasSuffix(got, "s] building kv\n") {
+		t.Errorf("progress line %q", got)
+	}
+}

@@ -89,28 +89,19 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	m.Kill()
 	m.Wait(context.Background())
 	res := &bootResult{Stages: map[string]time.Duration{}, Console: m.Console(), Accel: m.Accel}
-	var marks []bootmark.Stamped
-	for _, l := range m.Lines() {
-		if mk, ok := bootmark.Parse(l.Text); ok {
-			marks = append(marks, bootmark.Stamped{At: l.At, Mark: mk})
-		}
-	}
+	marks := m.Marks()
 	if len(marks) == 0 {
-		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", lastLines(res.Console, 25))
+		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", vm.LastLines(res.Console, 25))
 	}
 	var tl bootmark.Timeline
 	if o.CPURate != 0 {
-		ms := make([]bootmark.Mark, len(marks))
-		for i, s := range marks {
-			ms[i] = s.Mark
-		}
-		if tl, err = bootmark.PlaceGuest(ms); err != nil {
+		if tl, err = bootmark.PlaceGuest(bootmark.Unstamped(marks)); err != nil {
 			return nil, err
 		}
 		t, ok := tl.Stages[bootmark.Answered+":"+strconv.Itoa(svc.ForwardPort)]
 		if !ok {
 			return nil, fmt.Errorf("no %s mark for port %d: nvinit did not time the first answer; console:\n%s",
-				bootmark.Answered, svc.ForwardPort, lastLines(res.Console, 25))
+				bootmark.Answered, svc.ForwardPort, vm.LastLines(res.Console, 25))
 		}
 		res.Stages[StageService] = t
 		tl.KernelStart = entry
@@ -144,7 +135,11 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 // the same devices (a network card brings the firmware an option ROM to
 // run) and the same command line.
 func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
-	cfg, _, _, err := serveConfig(dir, im, o)
+	svc, err := probeService(dir, im)
+	if err != nil {
+		return 0, err
+	}
+	cfg, _, err := serveConfig(dir, im, svc, o)
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +208,16 @@ type served struct {
 // device clock the guest times its own first answer and the host asks only
 // after that, so its requests add no work to the guest while it boots.
 func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
-	cfg, svc, port, err := serveConfig(dir, im, o)
+	svc, err := probeService(dir, im)
+	if err != nil {
+		return nil, err
+	}
+	return serveService(ctx, dir, im, svc, o)
+}
+
+// serveService is serve with svc's port forwarded and awaited.
+func serveService(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (*served, error) {
+	cfg, port, err := serveConfig(dir, im, svc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -237,35 +241,31 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 	return &served{m: m, svc: svc, base: base, answered: answered}, nil
 }
 
-// serveConfig is the machine serve boots: the first forwarded service's
-// port on a free host port and, under the device clock, nvboot.answer for
-// that port, so nvinit times the first answer.
-func serveConfig(dir string, im *appliance.Image, o appliance.BootOptions) (vm.Config, appliance.ServiceInfo, int, error) {
-	svc, ok := probeService(im)
-	if !ok {
-		return vm.Config{}, svc, 0, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
-	}
+// serveConfig is the machine serve boots: svc's port on a free host port
+// and, under the device clock, nvboot.answer for that port, so nvinit
+// times the first answer.
+func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (vm.Config, int, error) {
 	port, err := vm.FreePort()
 	if err != nil {
-		return vm.Config{}, svc, 0, err
+		return vm.Config{}, 0, err
 	}
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	if o.CPURate != 0 {
 		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
 	}
 	cfg, err := appliance.VMConfig(dir, im, o)
-	return cfg, svc, port, err
+	return cfg, port, err
 }
 
 // probeService is the service the first request goes to: the first with a
 // ForwardPort.
-func probeService(im *appliance.Image) (appliance.ServiceInfo, bool) {
+func probeService(dir string, im *appliance.Image) (appliance.ServiceInfo, error) {
 	for _, s := range im.Services {
 		if s.ForwardPort != 0 && !s.DontStart {
-			return s, true
+			return s, nil
 		}
 	}
-	return appliance.ServiceInfo{}, false
+	return appliance.ServiceInfo{}, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
 }
 
 // firstAnswer polls url until the service answers (any HTTP status below
@@ -301,12 +301,4 @@ func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, "\n")
 }

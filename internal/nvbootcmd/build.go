@@ -80,18 +80,18 @@ func build(ctx context.Context, c *cli.Context) error {
 	if err := appliance.CheckOut(*out); err != nil {
 		return fmt.Errorf("-o: %w", err)
 	}
-	log := newProgress(c.Stderr)
+	log := cli.NewProgress(c.Stderr)
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
 	if err != nil {
 		return err
 	}
-	o := in.options(l, *out, log.printf)
+	o := in.options(l, *out, log.Printf)
 	o.DiscardState = *discard
 	res, err := appliance.BuildImage(ctx, o)
 	if err != nil {
 		return err
 	}
-	log.printf("built %s (%s layout): %s", *out, l, res.Cmdline)
+	log.Printf("built %s (%s layout): %s", *out, l, res.Cmdline)
 	if *asJSON {
 		return cli.JSON(c.Stdout, res)
 	}

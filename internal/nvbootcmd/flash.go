@@ -63,15 +63,15 @@ func flashCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log := newProgress(c.Stderr)
-	log.printf("target %s", t)
+	log := cli.NewProgress(c.Stderr)
+	log.Printf("target %s", t)
 	var last time.Time
 	res, err := flash.Write(ctx, flash.Options{
 		Image: filepath.Join(dir, appliance.DiskFile), Target: target, Confirmed: *yes,
 		Progress: func(stage string, done, total int64) {
 			if time.Since(last) >= time.Second || done == total {
 				last = time.Now()
-				log.printf("%s %d/%d MiB", stage, done>>20, total>>20)
+				log.Printf("%s %d/%d MiB", stage, done>>20, total>>20)
 			}
 		},
 	})
@@ -81,7 +81,7 @@ func flashCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log.printf("flashed %s: %d MiB written in %.1fs, read back and verified in %.1fs (sha256 %s)",
+	log.Printf("flashed %s: %d MiB written in %.1fs, read back and verified in %.1fs (sha256 %s)",
 		target, res.ImageBytes>>20, res.WriteSec, res.VerifySec, res.SHA256[:16])
 	if *asJSON {
 		return cli.JSON(c.Stdout, res)

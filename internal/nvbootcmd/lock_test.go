@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
 )
 
 // run and powercut boot an image in place, and build replaces it: each takes
@@ -25,8 +26,9 @@ func TestImageInUse(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "img")
 	os.Mkdir(dir, 0o755)
 	im := appliance.Image{Layout: appliance.OFF2F, Kernel: appliance.KernelFile, Disk: appliance.DiskFile,
-		Pmem:     []string{appliance.TextPmemFile, appliance.StatePmemFile},
-		Services: []appliance.ServiceInfo{{Name: "kv", ForwardPort: 8080, Args: []string{"-check-on-open"}}}}
+		Pmem: []string{appliance.TextPmemFile, appliance.StatePmemFile},
+		Services: []appliance.ServiceInfo{{Name: "kv", ForwardPort: 8080, Args: []string{"-check-on-open"},
+			Checker: &config.Checker{Values: "/kv/", Check: "/stats"}}}}
 	b, _ := json.Marshal(im)
 	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
 	os.WriteFile(filepath.Join(dir, appliance.StampFile), nil, 0o644)

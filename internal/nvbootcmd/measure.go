@@ -100,7 +100,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 			return fmt.Errorf("-charts %s: %w", *charts, err)
 		}
 	}
-	log := newProgress(c.Stderr)
+	log := cli.NewProgress(c.Stderr)
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 	}
 	images := map[appliance.Layout]*appliance.Image{}
 	for _, l := range ls {
-		log.printf("building the %s image", l)
+		log.Printf("building the %s image", l)
 		im, err := appliance.Build(ctx, in.options(l, filepath.Join(dir, string(l)), nil))
 		if err != nil {
 			return fmt.Errorf("building the %s image: %w", l, err)
@@ -133,7 +133,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 		defer unlock()
 	}
 	for _, l := range ls {
-		log.printf("%s: first boot, to create the service's state (not timed)", l)
+		log.Printf("%s: first boot, to create the service's state (not timed)", l)
 		if err := prepare(ctx, filepath.Join(dir, string(l)), images[l], filepath.Join(dir, "prepared", string(l)),
 			mach.boot(prof)); err != nil {
 			return fmt.Errorf("%s: %w", l, err)
@@ -147,10 +147,10 @@ func measure(ctx context.Context, c *cli.Context) error {
 				return fmt.Errorf("%s: %w", l, err)
 			}
 			entries[l] = e
-			log.printf("%s: the firmware hands over to the kernel %.1f ms after power-on", l, ms(e))
+			log.Printf("%s: the firmware hands over to the kernel %.1f ms after power-on", l, ms(e))
 		}
 	}
-	log.printf("%s; storage %s", mach.String(cmp.Or(mach.Accel, "chosen at start")), prof.About)
+	log.Printf("%s; storage %s", mach.String(cmp.Or(mach.Accel, "chosen at start")), prof.About)
 	rep := &report{Storage: prof, Machine: mach, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
 	for r := 1; r <= *runs; r++ {
 		// Each round starts one layout further on, so no layout always
@@ -166,7 +166,7 @@ func measure(ctx context.Context, c *cli.Context) error {
 			os.RemoveAll(runDir)
 			rep.Accel = res.Accel
 			rep.Runs[l] = append(rep.Runs[l], res)
-			log.printf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, *runs,
+			log.Printf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, *runs,
 				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
 		}
 	}
@@ -189,7 +189,7 @@ func chartDir(dir string) error {
 
 // emit prints the results (JSON or the table), then writes the boot charts
 // into charts ("": none): a chart that cannot be written loses no result.
-func (r *report) emit(w io.Writer, asJSON bool, charts string, log *progress) error {
+func (r *report) emit(w io.Writer, asJSON bool, charts string, log *cli.Progress) error {
 	var err error
 	if asJSON {
 		err = cli.JSON(w, r.output())
@@ -204,7 +204,7 @@ func (r *report) emit(w io.Writer, asJSON bool, charts string, log *progress) er
 		if err := os.WriteFile(p, r.chart(l), 0o644); err != nil {
 			return fmt.Errorf("-charts %s: %w (the results are printed above)", charts, err)
 		}
-		log.printf("boot chart: %s", p)
+		log.Printf("boot chart: %s", p)
 	}
 	return nil
 }

@@ -240,7 +240,7 @@ func TestMeasureEmit(t *testing.T) {
 	var out, log bytes.Buffer
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
-	err := r.emit(&out, true, file, newProgress(&log))
+	err := r.emit(&out, true, file, cli.NewProgress(&log))
 	if err == nil || !strings.Contains(err.Error(), "-charts "+file) {
 		t.Errorf("charts into a file: %v", err)
 	}
@@ -249,7 +249,7 @@ func TestMeasureEmit(t *testing.T) {
 		t.Errorf("the JSON result was not printed first: %q", out.String())
 	}
 	out.Reset()
-	if err := r.emit(&out, false, "", newProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
+	if err := r.emit(&out, false, "", cli.NewProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
 		t.Errorf("table: %v %q", err, out.String())
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
@@ -257,7 +257,7 @@ func TestMeasureEmit(t *testing.T) {
 	}
 	charts := filepath.Join(dir, "charts")
 	os.Mkdir(charts, 0o755)
-	if err := r.emit(&out, false, charts, newProgress(&log)); err != nil {
+	if err := r.emit(&out, false, charts, cli.NewProgress(&log)); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range r.Layouts {

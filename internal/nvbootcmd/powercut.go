@@ -9,53 +9,60 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/vm"
 )
 
 const powercutDescription = `Cuts the power of a running appliance again and again and checks that no
-acknowledged write is lost. It builds the demo image (kv, its data in a
-persistent heap on /nv/state) unless DIR names a built one, then N times:
-boots it on the same pmem files (the device's persistent memory), checks that
-every write acknowledged before every earlier cut reads back, drives PUTs
-from the host, and kills QEMU (SIGKILL: a power cut) at a random moment
-while they run. A last boot checks everything once more.
+acknowledged write is lost. It builds the image of -config (default
+examples/powercut.json: kv, its data in a persistent heap on /nv/state)
+unless DIR names a built one, then N times: boots it on the same pmem files
+(the device's persistent memory), checks that every write acknowledged
+before every earlier cut reads back, drives PUTs from the host, and kills
+QEMU (SIGKILL: a power cut) at a random moment while they run. A last boot
+checks everything once more.
 
-A write whose answer never came may or may not be there; every write that
-got its 204 must be. The heap must also be consistent at every boot: the
-image's kv runs with -check-on-open (pheap's full check of every block, free
-list and counter, and no leaked object), and GET /stats must say "check":
-"ok". The exit status is 1 when a write is missing or wrong or a check fails.
+The service written to is the one whose PackageConfig has a Checker (see
+docs/DESIGN.md#powercut): its Values path takes the PUTs and reads them
+back, and its Check path (or Command, run on the host) says whether the
+service found its state consistent at start, at every boot. A write whose
+answer never came may or may not be there; every write that got its 204
+must be. The exit status is 1 when a write is missing or wrong or a check
+fails.
 
-An image DIR must run kv with -check-on-open, as examples/powercut.json
-does; the demo image (nvboot build without -config) does not, and is
-refused before the first boot (an image built before image.json recorded
-the services' flags: after it). DIR's pmem images are copied, never
-written; DIR is locked while powercut runs, as nvboot run locks it.`
+A config or image DIR without a Checker is refused before the first boot
+(the demo image, nvboot build without -config, has none). DIR's pmem images
+are copied, never written; DIR is locked while powercut runs, as nvboot run
+locks it.`
 
 const powercutExamples = `  nvboot powercut -n 5
   nvboot build -config examples/powercut.json -o out/powercut
-  nvboot powercut -n 50 -seed 7 -json out/powercut`
+  nvboot powercut -n 50 -seed 7 -json out/powercut
+  nvboot powercut -config my-appliance.json`
+
+// defaultPowercutConfig is the config powercut builds without -config or
+// DIR, relative to the checkout.
+const defaultPowercutConfig = "examples/powercut.json"
 
 // suitableImage says how to get an image powercut can check.
-const suitableImage = "build one with nvboot build -config examples/powercut.json -o DIR (kv with -check-on-open), or run nvboot powercut without DIR: it builds one"
+const suitableImage = "build one with nvboot build -config examples/powercut.json -o DIR (kv with -check-on-open and its Checker), or run nvboot powercut without DIR: it builds that one"
 
 type powercutResult struct {
 	Cuts    int `json:"cuts"`
 	Acked   int `json:"acknowledged_writes"`
 	Unacked int `json:"unacknowledged_writes"`
 	Lost    int `json:"lost_acknowledged_writes"`
-	// HeapChecks counts the boots whose heap passed kv's check at start,
-	// HeapCheckFailures those whose heap did not (or was not checked).
+	// HeapChecks counts the boots whose state passed the service's check
+	// (its Checker), HeapCheckFailures those whose state did not.
 	HeapChecks        int      `json:"heap_checks"`
 	HeapCheckFailures int      `json:"heap_check_failures"`
 	Problems          []string `json:"problems,omitempty"`
@@ -64,9 +71,10 @@ type powercutResult struct {
 }
 
 func powercut(ctx context.Context, c *cli.Context) error {
-	fs := cli.FlagSet(c, "nvboot powercut", "nvboot powercut [-n N] [-seed S] [-json] [DIR]", powercutDescription, powercutExamples)
+	fs := cli.FlagSet(c, "nvboot powercut", "nvboot powercut [-n N] [-seed S] [-json] [-config FILE | DIR]", powercutDescription, powercutExamples)
 	n := fs.Int("n", 5, "power cuts")
 	seed := fs.Uint64("seed", 0, "random seed for the cut moments and values; 0: from the clock")
+	cfgPath := fs.String("config", "", "image config to build and cut; a service in it needs a Checker (default: "+defaultPowercutConfig+" in the checkout)")
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
@@ -77,6 +85,9 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	}
 	if *n < 1 || fs.NArg() > 1 {
 		return cli.Usagef("want -n of at least 1 and at most one image directory")
+	}
+	if *cfgPath != "" && fs.NArg() == 1 {
+		return cli.Usagef("-config %s and DIR %s: give the config to build, or the image built, not both", *cfgPath, fs.Arg(0))
 	}
 	mach, err := mf.resolve()
 	if err != nil {
@@ -90,17 +101,16 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		*seed = uint64(time.Now().UnixNano())
 	}
 	if dir := fs.Arg(0); dir != "" {
-		// Before any boot: an image whose kv does not check its heap
-		// would fail every one of them.
+		// Before any boot: an image without a Checker has nothing to check.
 		im, err := appliance.ReadImage(dir)
 		if err != nil {
 			return err
 		}
-		if err := checksHeap(dir, im); err != nil {
+		if _, err := checkedService(dir, im); err != nil {
 			return err
 		}
 	}
-	log := newProgress(c.Stderr)
+	log := cli.NewProgress(c.Stderr)
 	work, err := os.MkdirTemp("", "nvboot-powercut-")
 	if err != nil {
 		return err
@@ -108,15 +118,28 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	defer os.RemoveAll(work)
 	dir := fs.Arg(0)
 	if dir == "" {
-		in, err := loadInputs(ctx, "", *src, *kernel, c.Stderr)
+		path := *cfgPath
+		if path == "" {
+			root, err := checkout.Root(ctx, *src)
+			if err != nil {
+				return err
+			}
+			path = filepath.Join(root, defaultPowercutConfig)
+		}
+		// Before the kernel lookup, which may build one.
+		cfg, err := config.Load(path)
+		if err != nil {
+			return err
+		}
+		if _, _, ok := cfg.Checked(); !ok {
+			return fmt.Errorf("config %s: no PackageConfig has a Checker, so powercut has nothing to write to or check: declare one for the service that keeps state (docs/DESIGN.md#powercut; %s declares kv's)", path, defaultPowercutConfig)
+		}
+		in, err := loadInputs(ctx, path, *src, *kernel, c.Stderr)
 		if err != nil {
 			return err
 		}
 		dir = filepath.Join(work, "image")
-		if err := checkOnOpen(in.cfg); err != nil {
-			return err
-		}
-		log.printf("building the demo image")
+		log.Printf("building %s", path)
 		if _, err := appliance.Build(ctx, in.options(appliance.OFF2F, dir, nil)); err != nil {
 			return err
 		}
@@ -131,6 +154,10 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	svc, err := checkedService(dir, im)
+	if err != nil {
+		return err
+	}
 	pm := filepath.Join(work, "pmem")
 	if err := os.MkdirAll(pm, 0o755); err != nil {
 		return err
@@ -138,7 +165,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	if err := appliance.CopyPmem(dir, im, pm); err != nil {
 		return err
 	}
-	pc := &cutter{rng: rand.New(rand.NewPCG(*seed, 1)), acked: map[string]string{}, maybe: map[string][]string{},
+	pc := &cutter{rng: rand.New(rand.NewPCG(*seed, 1)), svc: svc, acked: map[string]string{}, maybe: map[string][]string{},
 		res: powercutResult{Seed: *seed}}
 	for i := 0; i <= *n; i++ {
 		last := i == *n
@@ -148,7 +175,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if !last {
 			pc.res.Cuts++
 		}
-		log.printf("%s", pc.progress(i+1, *n+1))
+		log.Printf("%s", pc.progress(i+1, *n+1))
 	}
 	if *asJSON {
 		if err := cli.JSON(c.Stdout, pc.res); err != nil {
@@ -167,81 +194,42 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	return nil
 }
 
-// checkOnOpen turns on kv's full heap check at start (kv -check-on-open)
-// in the config of the image powercut builds.
-func checkOnOpen(cfg *config.Config) error {
-	for _, p := range cfg.Packages {
-		if strings.HasSuffix(p, "/examples/kv") {
-			pc := cfg.PackageConfig[p]
-			pc.CommandLineFlags = append(slices.Clip(pc.CommandLineFlags), "-check-on-open")
-			cfg.PackageConfig[p] = pc
-			return nil
-		}
-	}
-	return fmt.Errorf("the demo config has no examples/kv package to check the heap of")
-}
-
-// checksHeap refuses an image whose service (the one powercut writes to)
-// does not run with -check-on-open, as far as image.json tells: an image
-// built before it recorded the flags passes here and is refused after its
-// first boot.
-func checksHeap(dir string, im *appliance.Image) error {
-	svc, ok := probeService(im)
-	if !ok {
-		return fmt.Errorf("image %s: no service has a ForwardPort for powercut to write to: %s", dir, suitableImage)
-	}
-	if svc.Args != nil && !boolFlag(svc.Args, "check-on-open") {
-		return fmt.Errorf("image %s: its %s runs without -check-on-open (flags %q), so its heap cannot be checked at each boot: %s",
-			dir, svc.Name, svc.Args, suitableImage)
-	}
-	return nil
-}
-
-// boolFlag reports whether the Go boolean flag name is set in args
-// (-name, --name, -name=true; the last one counts; flags end at "--").
-func boolFlag(args []string, name string) bool {
-	on := false
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		f, ok := strings.CutPrefix(a, "-")
-		if !ok {
+// checkedService is the service of image dir that powercut writes to and
+// checks: the one with a Checker.
+func checkedService(dir string, im *appliance.Image) (appliance.ServiceInfo, error) {
+	for _, s := range im.Services {
+		if s.Checker == nil {
 			continue
 		}
-		f = strings.TrimPrefix(f, "-")
-		n, v, hasV := strings.Cut(f, "=")
-		if n != name {
-			continue
+		if s.ForwardPort == 0 || s.DontStart {
+			return s, fmt.Errorf("image %s: %s has a Checker but is not started with a ForwardPort, so powercut cannot reach it", dir, s.Name)
 		}
-		on = true
-		if hasV {
-			on, _ = strconv.ParseBool(v)
-		}
+		return s, nil
 	}
-	return on
+	return appliance.ServiceInfo{}, fmt.Errorf("image %s: no service has a Checker (PackageConfig's Checker in the config it was built from), so powercut has nothing to write to or check: %s", dir, suitableImage)
 }
 
-// errHeapUnchecked is heapProblem's error when kv did not check its heap
-// at start: the image is unsuitable, every boot would fail the same way.
-var errHeapUnchecked = errors.New("kv did not check its heap at start (it needs -check-on-open)")
+// errHeapUnchecked is heapProblem's error when the service did not check
+// its state at start: the image is unsuitable, every boot would fail the
+// same way.
+var errHeapUnchecked = errors.New("the service did not check its state at start (its Checker.Check answered \"check\": \"off\" or none)")
 
-// heapProblem asks kv for the result of its check at start: "" when the
-// heap checked out, otherwise what is wrong; errHeapUnchecked when it was
-// not checked.
-func heapProblem(c *http.Client, base string) (string, error) {
-	body, code, err := get(c, base+"/stats")
+// heapProblem asks the service at base for the result of its check at
+// start, GET path (Checker.Check): "" when its state checked out,
+// otherwise what is wrong; errHeapUnchecked when it was not checked.
+func heapProblem(c *http.Client, base, path string) (string, error) {
+	body, code, err := get(c, base+path)
 	if err != nil {
-		return "", fmt.Errorf("GET /stats: %w", err)
+		return "", fmt.Errorf("GET %s: %w", path, err)
 	}
 	if code != http.StatusOK {
-		return "", fmt.Errorf("GET /stats: HTTP %d: %s", code, body)
+		return "", fmt.Errorf("GET %s: HTTP %d: %s", path, code, body)
 	}
 	var st struct {
 		Check *string `json:"check"`
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		return "", fmt.Errorf("GET /stats: %w: %q", err, body)
+		return "", fmt.Errorf("GET %s: %w: %q", path, err, body)
 	}
 	switch {
 	case st.Check == nil || *st.Check == "off":
@@ -252,10 +240,28 @@ func heapProblem(c *http.Client, base string) (string, error) {
 	return "", nil
 }
 
+// commandProblem runs the Checker.Command argv on the host with NVBOOT_URL
+// set to base: "" when it exits 0, otherwise the problem its output names.
+// A command that cannot be run is an error, not a problem of the device.
+func commandProblem(ctx context.Context, argv []string, base string) (string, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "NVBOOT_URL="+base)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return fmt.Sprintf("heap check %s: %v: %s", argv[0], exit, vm.LastLines(strings.TrimSpace(string(out)), 5)), nil
+	case err != nil:
+		return "", fmt.Errorf("Checker.Command %q: %w", argv, err)
+	}
+	return "", nil
+}
+
 // cutter holds what the device must have: the last acknowledged value of
 // each key, and the values whose PUT was cut before its answer.
 type cutter struct {
 	rng   *rand.Rand
+	svc   appliance.ServiceInfo // the service written to, with its Checker
 	acked map[string]string
 	maybe map[string][]string
 	res   powercutResult
@@ -267,7 +273,7 @@ type cutter struct {
 func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions, last bool, round int) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	sv, err := serve(ctx, dir, im, o)
+	sv, err := serveService(ctx, dir, im, pc.svc, o)
 	if err != nil {
 		return err
 	}
@@ -275,9 +281,15 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o 
 	defer m.Kill()
 	pc.res.Accel = m.Accel
 	client := &http.Client{Timeout: 10 * time.Second}
-	problem, err := heapProblem(client, base)
+	ch := pc.svc.Checker
+	var problem string
+	if ch.Check != "" {
+		problem, err = heapProblem(client, base, ch.Check)
+	} else {
+		problem, err = commandProblem(ctx, ch.Command, base)
+	}
 	if errors.Is(err, errHeapUnchecked) {
-		return fmt.Errorf("image %s: %w: %s", dir, err, suitableImage)
+		return fmt.Errorf("image %s: %s: %w: %s", dir, pc.svc.Name, err, suitableImage)
 	}
 	if err != nil {
 		return err
@@ -288,7 +300,8 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o 
 	} else {
 		pc.res.HeapChecks++
 	}
-	if err := pc.checkAcked(client, base, round); err != nil {
+	values := base + ch.Values
+	if err := pc.checkAcked(client, values, round); err != nil {
 		return err
 	}
 	if last {
@@ -314,7 +327,7 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o 
 			mu.Lock()
 			inflight[k] = v
 			mu.Unlock()
-			req, _ := http.NewRequest(http.MethodPut, base+"/kv/"+k, strings.NewReader(v))
+			req, _ := http.NewRequest(http.MethodPut, values+k, strings.NewReader(v))
 			resp, err := client.Do(req)
 			if err != nil {
 				return // the power is gone
@@ -341,12 +354,13 @@ func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o 
 	return nil
 }
 
-// checkAcked reads back every key written so far: its last acknowledged
-// value, or one whose PUT was cut before its answer, must be there.
-func (pc *cutter) checkAcked(client *http.Client, base string, round int) error {
+// checkAcked reads back every key written so far under the URL prefix
+// values: its last acknowledged value, or one whose PUT was cut before its
+// answer, must be there.
+func (pc *cutter) checkAcked(client *http.Client, values string, round int) error {
 	pc.checked, pc.ackedAtCheck = len(pc.acked), pc.res.Acked
 	for k, want := range pc.acked {
-		got, code, err := get(client, base+"/kv/"+k)
+		got, code, err := get(client, values+k)
 		if err != nil {
 			return fmt.Errorf("GET %s: %w", k, err)
 		}
@@ -368,8 +382,8 @@ func (pc *cutter) ack(k, v string) {
 
 // progress is the line printed after boot of boots: the keys this boot
 // checked, and apart the writes acknowledged after the check, which only
-// the next boot checks (one count of both said the first boot had checked
-// writes it had just made).
+// the next boot checks (so the first boot does not claim writes it has
+// just made as checked).
 func (pc *cutter) progress(boot, boots int) string {
 	line := fmt.Sprintf("boot %d/%d: %d keys checked (%d lost so far), %d heap checks failed", boot, boots, pc.checked, pc.res.Lost, pc.res.HeapCheckFailures)
 	if n := pc.res.Acked - pc.ackedAtCheck; n > 0 {

@@ -1,14 +1,13 @@
 package nvbootcmd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -69,7 +68,7 @@ func TestHeapProblem(t *testing.T) {
 				w.Write([]byte(c.body))
 			}))
 			defer srv.Close()
-			got, err := heapProblem(srv.Client(), srv.URL)
+			got, err := heapProblem(srv.Client(), srv.URL, "/stats")
 			if (err != nil) != c.err {
 				t.Fatalf("error %v, want one: %v", err, c.err)
 			}
@@ -83,84 +82,86 @@ func TestHeapProblem(t *testing.T) {
 	}
 }
 
-// The image powercut builds runs kv with -check-on-open.
-func TestPowercutImageChecksHeap(t *testing.T) {
-	cfg := config.Demo()
-	if err := checkOnOpen(cfg); err != nil {
+// A config without a Checker is refused before anything is built or
+// booted (and before the kernel is looked up), naming the config and the
+// field to add.
+func TestPowercutConfigNeedsChecker(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "demo.json")
+	if err := config.Demo().Write(p); err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for p, pc := range cfg.PackageConfig {
-		if strings.HasSuffix(p, "/examples/kv") {
-			found = slices.Contains(pc.CommandLineFlags, "-check-on-open")
-		}
+	_, _, err := execute("powercut", "-n", "1", "-kernel", "/nonexistent/bzImage", "-config", p)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "Checker") {
+		t.Errorf("powercut -config %s: %v, want an error naming the config and Checker", p, err)
 	}
-	if !found {
-		t.Fatalf("kv flags lack -check-on-open: %+v", cfg.PackageConfig)
-	}
-	if err := checkOnOpen(&config.Config{}); err == nil {
-		t.Fatal("a config without kv: no error")
+	if _, _, err := execute("powercut", "-config", p, "out/x"); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("-config and DIR: %v", err)
 	}
 }
 
-// The config the -h example builds the image of a powercut DIR from is the
-// demo with kv's heap check on.
-func TestPowercutExampleConfig(t *testing.T) {
-	got, err := config.Load("../../examples/powercut.json")
+// The config powercut builds by default declares a Checker.
+func TestPowercutDefaultConfigIsChecked(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("../..", defaultPowercutConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.Demo()
-	if err := checkOnOpen(want); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("examples/powercut.json is\n%+v\nwant the demo with -check-on-open:\n%+v", got, want)
+	if _, _, ok := cfg.Checked(); !ok {
+		t.Fatalf("%s has no Checker", defaultPowercutConfig)
 	}
 }
 
-// An image DIR whose kv runs without -check-on-open (the image nvboot build
-// -o out/demo makes) is refused before any boot, saying how to build one
-// that fits; one built before image.json recorded the flags is let through
-// (refused after its first boot).
+// An image DIR without a Checker (the image nvboot build -o out/demo makes)
+// is refused before any boot, saying how to build one that fits.
 func TestPowercutRefusesUncheckedImage(t *testing.T) {
-	image := func(args []string) *appliance.Image {
+	image := func(ch *config.Checker) *appliance.Image {
 		return &appliance.Image{Layout: appliance.OFF2F, Services: []appliance.ServiceInfo{
-			{Name: "kv", Package: "github.com/nvboot/nvboot/examples/kv", Args: args, ForwardPort: 8080}}}
+			{Name: "kv", Package: "github.com/nvboot/nvboot/examples/kv", Args: []string{"-listen", ":8080"}, ForwardPort: 8080, Checker: ch}}}
 	}
 	for _, c := range []struct {
-		args []string
-		ok   bool
+		ch *config.Checker
+		ok bool
 	}{
-		{[]string{"-listen", ":8080", "-heap", "/nv/state/kv.heap"}, false},
-		{[]string{}, false},
-		{[]string{"-check-on-open=false"}, false},
-		{[]string{"-check-on-open", "-check-on-open=0"}, false},
-		{[]string{"--", "-check-on-open"}, false},
-		{[]string{"-heap", "/nv/state/kv.heap", "-check-on-open"}, true},
-		{[]string{"--check-on-open=true"}, true},
-		{nil, true}, // not recorded: told after the first boot
+		{nil, false},
+		{&config.Checker{Values: "/kv/", Check: "/stats"}, true},
 	} {
-		err := checksHeap("out/demo", image(c.args))
+		_, err := checkedService("out/demo", image(c.ch))
 		if c.ok != (err == nil) {
-			t.Errorf("flags %q: err %v", c.args, err)
+			t.Errorf("checker %+v: err %v", c.ch, err)
 		}
 		if err != nil && (!strings.Contains(err.Error(), "out/demo") || !strings.Contains(err.Error(), "examples/powercut.json")) {
-			t.Errorf("flags %q: %v does not name the image and the way to build one", c.args, err)
+			t.Errorf("checker %+v: %v does not name the image and the way to build one", c.ch, err)
 		}
 	}
-	if err := checksHeap("x", &appliance.Image{}); err == nil || !strings.Contains(err.Error(), "ForwardPort") {
+	if _, err := checkedService("x", &appliance.Image{}); err == nil || !strings.Contains(err.Error(), "Checker") {
 		t.Errorf("no service: %v", err)
 	}
 
 	// Through the command: refused at once, nothing booted.
 	dir := filepath.Join(t.TempDir(), "demo")
 	os.Mkdir(dir, 0o755)
-	b, _ := json.Marshal(image([]string{"-listen", ":8080"}))
+	b, _ := json.Marshal(image(nil))
 	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
 	_, _, err := execute("powercut", "-n", "1", dir)
 	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "-check-on-open") {
 		t.Errorf("powercut %s: %v", dir, err)
+	}
+}
+
+// A Checker.Command decides from the host: exit 0 is consistent, another
+// status is a problem carrying its output, and one that cannot run is an
+// error (the image or config is wrong, not the device).
+func TestCommandProblem(t *testing.T) {
+	ctx := context.Background()
+	ok := []string{"sh", "-c", `test "$NVBOOT_URL" = http://127.0.0.1:1`}
+	if got, err := commandProblem(ctx, ok, "http://127.0.0.1:1"); got != "" || err != nil {
+		t.Errorf("exit 0: %q, %v", got, err)
+	}
+	bad := []string{"sh", "-c", "echo 3 orders lost; exit 1"}
+	if got, err := commandProblem(ctx, bad, "http://127.0.0.1:1"); err != nil || !strings.Contains(got, "3 orders lost") {
+		t.Errorf("exit 1: %q, %v", got, err)
+	}
+	if got, err := commandProblem(ctx, []string{"/nonexistent/check"}, "x"); err == nil {
+		t.Errorf("missing command: %q, no error", got)
 	}
 }
 
@@ -180,7 +181,7 @@ func TestPowercutProgress(t *testing.T) {
 	}))
 	defer srv.Close()
 	pc := &cutter{acked: map[string]string{}, maybe: map[string][]string{}}
-	if err := pc.checkAcked(srv.Client(), srv.URL, 0); err != nil {
+	if err := pc.checkAcked(srv.Client(), srv.URL+"/kv/", 0); err != nil {
 		t.Fatal(err)
 	}
 	pc.ack("k1", "v1") // during boot 1, before its cut
@@ -188,7 +189,7 @@ func TestPowercutProgress(t *testing.T) {
 	if got, want := pc.progress(1, 3), "boot 1/3: 0 keys checked (0 lost so far), 0 heap checks failed; 2 writes acknowledged before the cut, checked at the next boot"; got != want {
 		t.Errorf("after boot 1:\n got %q\nwant %q", got, want)
 	}
-	if err := pc.checkAcked(srv.Client(), srv.URL, 1); err != nil {
+	if err := pc.checkAcked(srv.Client(), srv.URL+"/kv/", 1); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := pc.progress(3, 3), "boot 3/3: 2 keys checked (1 lost so far), 0 heap checks failed"; got != want {

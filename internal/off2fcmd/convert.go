@@ -105,13 +105,9 @@ the path of ld-off2f (make build writes bin/ld-off2f).`,
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
-	conv, err := off2f.Convert(raw, opt)
-	if err != nil {
-		return fmt.Errorf("convert %s: %w", in, err)
-	}
-	res := convertResult{Input: in, Header: *out, HeaderSize: len(conv.Header), Text: conv.TextName(), TextSize: len(conv.Text)}
-	// undo removes what this run created, when a later step fails: the text
-	// must not stay in a store with no header file referring to it.
+	// undo removes the directories this run created when a later step
+	// fails (Install removes the text it wrote): no store is left behind
+	// without a header file referring to it.
 	var undo []string
 	fail := func(err error) error {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -119,6 +115,7 @@ the path of ld-off2f (make build writes bin/ld-off2f).`,
 		}
 		return fmt.Errorf("convert %s: %w", in, err)
 	}
+	var stores []string
 	for _, t := range targets {
 		if t.create {
 			missing := missingDirs(t.dir)
@@ -129,19 +126,19 @@ the path of ld-off2f (make build writes bin/ld-off2f).`,
 				undo = append(undo, missing[i])
 			}
 		}
-		path := filepath.Join(t.dir, conv.TextName())
-		_, statErr := os.Lstat(path)
-		written, err := off2f.Store{Dir: t.dir}.Put(conv.TextName(), conv.Text)
-		if err != nil {
-			return fail(err)
-		}
-		if written && errors.Is(statErr, iofs.ErrNotExist) {
-			undo = append(undo, path)
-		}
-		res.Stored = append(res.Stored, storedText{Path: path, New: written, CreatedDir: t.create})
+		stores = append(stores, t.dir)
 	}
-	if err := off2f.WriteFileAtomic(*out, conv.Header, 0o755); err != nil {
+	conv, written, err := off2f.Install(raw, opt, *out, stores...)
+	var headerErr *off2f.HeaderError
+	switch {
+	case errors.As(err, &headerErr):
 		return fail(fmt.Errorf("-o: %w", err))
+	case err != nil:
+		return fail(err)
+	}
+	res := convertResult{Input: in, Header: *out, HeaderSize: len(conv.Header), Text: conv.TextName(), TextSize: len(conv.Text)}
+	for i, t := range targets {
+		res.Stored = append(res.Stored, storedText{Path: filepath.Join(t.dir, conv.TextName()), New: written[i], CreatedDir: t.create})
 	}
 	if note := loaderNote(*out, *loader); note != "" {
 		res.LoaderMissing = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -41,7 +42,7 @@ strip), so they are not restored. The text's hash is checked first.`,
 	if err != nil {
 		return fmt.Errorf("unpack %s: %w", path, err)
 	}
-	if err := off2f.WriteFileAtomic(*out, elf, 0o755); err != nil {
+	if err := atomicfile.WriteFile(*out, elf, 0o755); err != nil {
 		return fmt.Errorf("unpack %s: %w", path, err)
 	}
 	fmt.Fprintf(c.Stdout, "%s: wrote %s (%d bytes)\n", path, *out, len(elf))

@@ -2,26 +2,30 @@
 package vmtest
 
 import (
-	"os"
+	"context"
+	"errors"
 	"os/exec"
 	"testing"
+
+	"github.com/nvboot/nvboot/internal/kernel"
 )
 
 // Kernel returns $NVBOOT_KERNEL, the bzImage make test builds and sets, for
 // a test that boots QEMU. The test is skipped under -short, when the
 // variable is unset, or when one of tools is not installed; it fails when
-// the variable names no file.
+// the variable names no bzImage. It never looks in kernel-config/'s cache:
+// a plain go test boots nothing unless asked to.
 func Kernel(t testing.TB, tools ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots QEMU (-short)")
 	}
-	k := os.Getenv("NVBOOT_KERNEL")
-	if k == "" {
+	k, err := kernel.Find(context.Background(), kernel.Lookup{})
+	if errors.Is(err, kernel.ErrNone) {
 		t.Skip("NVBOOT_KERNEL unset (make test sets it; or: export NVBOOT_KERNEL=$(kernel-config/build.sh)/bzImage)")
 	}
-	if _, err := os.Stat(k); err != nil {
-		t.Fatalf("NVBOOT_KERNEL: %v", err)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
