@@ -124,6 +124,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 		con.Mark("state", "")
 	}
 
+	if len(cfg.Mounts) > 0 {
+		// After the state, so a mount point under it exists; unmounted
+		// before it at the end.
+		mounted = append(MountDevices(m, cfg.Mounts, con.Logf), mounted...)
+	}
 	if b.PID1 {
 		if err := ConfigureNetwork(cfg.Network); err != nil {
 			con.Logf("%v", err)

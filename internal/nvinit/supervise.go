@@ -91,6 +91,10 @@ type Supervisor struct {
 	PoolSocket string
 	// Texts checks the text of a service that failed; nil: never checked.
 	Texts TextChecker
+	// Holds checks a StartAfter condition; nil: on this machine
+	// (conditionHolds). CondPoll is how often; 0: condPoll.
+	Holds    func(cond string) bool
+	CondPoll time.Duration
 
 	afterDial func() // tests: runs between a readiness dial and its mark
 
@@ -111,6 +115,7 @@ type svc struct {
 	out         *tailLines // this run's last lines of output
 	failures    int        // failed starts in a row: see MaxFailedStarts
 	textChecked bool       // the text was checked since the streak began
+	waiting     bool       // its first start waits for StartAfter
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -128,7 +133,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 		sv := &svc{Service: sc}
 		s.svcs = append(s.svcs, sv)
-		s.start(sv)
+		s.startAfter(sv) // startafter.go
 	}
 	for {
 		if s.Poweroff && s.idle() {
@@ -155,7 +160,7 @@ func (s *Supervisor) post(f func()) {
 // idle reports whether nothing runs and no restart is pending.
 func (s *Supervisor) idle() bool {
 	for _, sv := range s.svcs {
-		if sv.pid != 0 || sv.stopTimer != nil {
+		if sv.pid != 0 || sv.stopTimer != nil || sv.waiting {
 			return false
 		}
 	}
