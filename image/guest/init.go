@@ -63,6 +63,11 @@ type Service struct {
 	// holds: StartClock, StartNetRoute, StartNetOnline (gokrazy's WaitFor
 	// and WaitForClock).
 	StartAfter []string `json:",omitempty"`
+	// Gokrazy runs the program as gokrazy's init runs one:
+	// GOKRAZY_FIRST_START=1 in its first start's environment, exit status
+	// 125 (gokrazy.DontStartOnBoot) stops it without a restart, HOME is
+	// /perm/home/NAME (made, and the working directory) and USER root.
+	Gokrazy bool `json:",omitempty"`
 }
 
 // Restart policies.

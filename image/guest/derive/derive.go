@@ -67,6 +67,12 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 		name, pc := c.ProgramName(pkg), c.PackageConfig[pkg]
 		sv := guest.Service{Name: name, Path: path(name), Args: pc.CommandLineFlags, Env: pc.Environment,
 			WaitFor: pc.WaitFor.Ready(), DontStart: pc.DontStart, StartAfter: pc.StartAfter()}
+		if c.FromGokrazy() {
+			// Run as gokrazy runs it: the first start marked, exit 125
+			// stops it, HOME in /perm/home; and, as gokrazy's init, a
+			// program that exits 0 is done, not restarted.
+			sv.Gokrazy, sv.Restart = true, guest.RestartOnFailure
+		}
 		if pl := pc.Pool; pl != nil {
 			sv.Pool = name
 			pd.Programs = append(pd.Programs, guest.Program{Name: name, Path: path(name),

@@ -35,7 +35,7 @@ func TestFromGokrazyConfig(t *testing.T) {
 	if bg := dev.Service("breakglass"); !slices.Equal(bg.StartAfter, []string{"clock"}) {
 		t.Errorf("breakglass (WaitForClock): %+v", bg)
 	}
-	if h := dev.Service("hello"); !h.DontStart || !slices.Equal(h.StartAfter, []string{"net-online"}) {
+	if h := dev.Service("hello"); !h.DontStart || !slices.Equal(h.StartAfter, []string{"net-online"}) || !h.Gokrazy || h.Restart != guest.RestartOnFailure {
 		t.Errorf("hello: %+v", h)
 	}
 	want := []guest.Mount{{Source: "/dev/vdb1", Type: "ext4", Target: "/mnt/data", Options: "noatime,nodev,commit=30"}}
