@@ -124,7 +124,7 @@ func TestImportDir(t *testing.T) {
 	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module gokrazy/build\n"), 0o644)
 	b := &builder{Options: Options{ModuleRoot: "/src/nvboot", ConfigDir: cfgDir}}
 	for pkg, want := range map[string]string{
-		"github.com/gokrazy/breakglass/cmd/x": mod,
+		"github.com/gokrazy/breakglass/cmd/x":  mod,
 		"github.com/nvboot/nvboot/examples/kv": "/src/nvboot",
 	} {
 		if got, err := b.importDir(context.Background(), "x", pkg); err != nil || got != want {
