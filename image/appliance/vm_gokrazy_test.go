@@ -15,8 +15,9 @@ import (
 // gokrazy instance config as gokrazy writes one (GOARCH, an update
 // password, SerialConsole disabled), and boots it twice:
 //
-//   - github.com/gokrazy/breakglass, from the module proxy, with its
-//     authorized keys from ExtraFilePaths: it calls
+//   - github.com/gokrazy/breakglass, from the module proxy at the version
+//     builddir/github.com/gokrazy/breakglass/go.mod pins (gokrazy's way of
+//     pinning), with its authorized keys from ExtraFilePaths: it calls
 //     gokrazy.DontStartOnBoot, so it is stopped at boot, as on gokrazy;
 //     started from the console, it loads the keys, makes its host key in
 //     /perm and listens on the appliance's address.
