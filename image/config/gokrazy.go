@@ -284,6 +284,13 @@ func (c *Config) validateGokrazy(bad func(string, ...any)) {
 		}
 	}
 	checkEnv("Environment", c.Environment)
+	for i, p := range c.Packages {
+		if strings.HasSuffix(p, "/...") {
+			// gokrazy expands a pattern to its main packages; nvboot names
+			// each service by its package, so each is listed.
+			bad("Packages[%d] %q: a pattern; list each program's package", i, p)
+		}
+	}
 	dests := map[string]string{}
 	gateway := slices.ContainsFunc(c.InterfacesOrDefault(), func(in Interface) bool { return in.Gateway != "" })
 	for _, k := range sortedKeys(c.PackageConfig) {

@@ -251,6 +251,7 @@ func TestGokrazyValidateNamesTheField(t *testing.T) {
 		{"twice", Config{Packages: []string{"a/x", "b/y"}, PackageConfig: map[string]PackageConfig{
 			"a/x": {GokrazyPackage: GokrazyPackage{ExtraFileContents: map[string]string{"/etc/x": "1"}}},
 			"b/y": {GokrazyPackage: GokrazyPackage{ExtraFilePaths: map[string]string{"/etc/x": "f"}}}}}, `also PackageConfig["a/x"].ExtraFileContents`},
+		{"pattern", Config{Packages: []string{"github.com/x/cmd/..."}}, `Packages[0] "github.com/x/cmd/...": a pattern`},
 		{"basename", pkg(PackageConfig{GokrazyPackage: GokrazyPackage{Basename: "a/b"}}), "Basename"},
 		{"basename clash", Config{Packages: []string{"a/x", "b/y"}, PackageConfig: map[string]PackageConfig{
 			"b/y": {GokrazyPackage: GokrazyPackage{Basename: "x"}}}}, `program name "x"`},

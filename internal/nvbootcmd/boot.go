@@ -243,7 +243,8 @@ func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 func serveConfig(dir string, im *appliance.Image, o appliance.BootOptions) (vm.Config, appliance.ServiceInfo, int, error) {
 	svc, ok := probeService(im)
 	if !ok {
-		return vm.Config{}, svc, 0, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+		// A gokrazy config never has one: say what to add.
+		return vm.Config{}, svc, 0, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to (add \"ForwardPort\": PORT to the PackageConfig of the service that answers HTTP on PORT, and rebuild)", dir)
 	}
 	port, err := vm.FreePort()
 	if err != nil {
