@@ -124,6 +124,42 @@ func (b *builder) placeGokrazy(st staging) error {
 			}
 		}
 	}
+	if c.FromGokrazy() {
+		return b.gokrazyEtc(root)
+	}
+	return nil
+}
+
+// HostCABundle is the build host's CA certificates (Debian's
+// ca-certificates), which a gokrazy image carries as /etc/ssl/ca-bundle.pem.
+var HostCABundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// gokrazyEtc adds what gokrazy's packer puts in every root, unless an
+// extra file already did: /etc/hosts (localhost), /etc/hostname,
+// /etc/ssl/ca-bundle.pem (the build host's CA certificates, as gokrazy
+// copies them; Go's crypto/x509 looks there), and /var, a link to
+// /perm/var.
+func (b *builder) gokrazyEtc(root *os.Root) error {
+	files := map[string]string{
+		"etc/hosts":    "127.0.0.1 localhost\n::1 localhost\n",
+		"etc/hostname": b.Config.HostnameOrDefault() + "\n",
+	}
+	if pem, err := os.ReadFile(HostCABundle); err == nil {
+		files["etc/ssl/ca-bundle.pem"] = string(pem)
+	} else {
+		b.logf("no CA certificates for the image (%v): TLS clients in it will not verify servers", err)
+	}
+	for _, name := range sortedKeys(files) {
+		if _, err := root.Lstat(name); err == nil {
+			continue // an extra file's
+		}
+		if err := writeNew(root, name, 0o644, strings.NewReader(files[name])); err != nil {
+			return err
+		}
+	}
+	if _, err := root.Lstat("var"); err != nil {
+		return root.Symlink("perm/var", "var")
+	}
 	return nil
 }
 

@@ -47,6 +47,19 @@ func TestPlaceGokrazy(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(root, "perm")); err != nil || l != "nv/state" {
 		t.Errorf("/perm: %q %v", l, err)
 	}
+	for name, want := range map[string]string{"etc/hosts": "127.0.0.1 localhost\n", "etc/hostname": "everything\n"} {
+		if got, err := os.ReadFile(filepath.Join(root, name)); err != nil || !strings.HasPrefix(string(got), want) {
+			t.Errorf("/%s: %q %v, want %q, as gokrazy writes it", name, got, err, want)
+		}
+	}
+	if l, err := os.Readlink(filepath.Join(root, "var")); err != nil || l != "perm/var" {
+		t.Errorf("/var: %q %v", l, err)
+	}
+	if _, err := os.Stat(HostCABundle); err == nil {
+		if _, err := os.Stat(filepath.Join(root, "etc/ssl/ca-bundle.pem")); err != nil {
+			t.Errorf("the host's CA certificates: %v", err)
+		}
+	}
 	for _, d := range []string{"mnt/data", "mnt/usb"} {
 		if fi, err := os.Stat(filepath.Join(root, d)); err != nil || !fi.IsDir() {
 			t.Errorf("mount point /%s: %v", d, err)
