@@ -2,12 +2,15 @@ package appliance
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/vm"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
@@ -26,6 +29,8 @@ import (
 //     counts boots in /perm (its HOME and working directory are there:
 //     getcwd names it through the link, /nv/state) and exits 0, which
 //     stops it; the second boot counts 2: /perm is the state filesystem.
+//     It reads a file from a second disk (an ext4 image, /dev/vdb), which
+//     nvinit mounted read-only on /mnt/data as MountDevices says.
 func TestApplianceGokrazyPrograms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
@@ -51,9 +56,16 @@ func TestApplianceGokrazyPrograms(t *testing.T) {
 	if err := CopyPmem(dir, im, pm); err != nil {
 		t.Fatal(err)
 	}
-	b := startWith(t, dir, im, BootOptions{PmemDir: pm})
+	// The disk MountDevices names: an ext4 image holding hello.txt.
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "hello.txt"), []byte("from vdb\n"), 0o644)
+	data := filepath.Join(t.TempDir(), "data.ext4")
+	if out, err := exec.Command("mke2fs", "-q", "-t", "ext4", "-d", src, data, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mke2fs: %v\n%s", err, out)
+	}
+	b := startWith(t, dir, im, BootOptions{PmemDir: pm, Disks: []vm.Disk{{Path: data}}})
 	line := b.expect(t, "GOKRAZY-PERM ")
-	for _, want := range []string{"boot=1 ", "home=/perm/home/perm ", "wd=/nv/state/home/perm ", "first=1"} {
+	for _, want := range []string{"boot=1 ", "home=/perm/home/perm ", "wd=/nv/state/home/perm ", "first=1 ", `mnt="from vdb"`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("perm printed %q, want %q in it", line, want)
 		}
@@ -74,7 +86,7 @@ func TestApplianceGokrazyPrograms(t *testing.T) {
 		t.Error("perm exited 0 and was restarted: gokrazy's init leaves it stopped")
 	}
 
-	b = startWith(t, dir, im, BootOptions{PmemDir: pm})
+	b = startWith(t, dir, im, BootOptions{PmemDir: pm, Disks: []vm.Disk{{Path: data}}})
 	if line := b.expect(t, "GOKRAZY-PERM "); !strings.Contains(line, "boot=2 ") {
 		t.Errorf("second boot: %q, want boot=2 (the count kept in /perm)", line)
 	}

@@ -1,8 +1,9 @@
 // Program perm is written for gokrazy, as its users write theirs: it
 // imports github.com/gokrazy/gokrazy, waits for the clock with
 // gokrazy.WaitForClock, keeps a boot counter in /perm (gokrazy's writable
-// partition; on nvboot, the state filesystem) and exits 0, which gokrazy's
-// init takes as "done": it is not started again.
+// partition; on nvboot, the state filesystem), reads a file from the disk
+// the config's MountDevices mounts on /mnt/data, and exits 0, which
+// gokrazy's init takes as "done": it is not started again.
 package main
 
 import (
@@ -32,5 +33,9 @@ func main() {
 		log.Fatal(err)
 	}
 	wd, _ := os.Getwd()
-	fmt.Printf("GOKRAZY-PERM boot=%d year=%d home=%s wd=%s first=%s\n", n, time.Now().Year(), os.Getenv("HOME"), wd, os.Getenv("GOKRAZY_FIRST_START"))
+	mnt, err := os.ReadFile("/mnt/data/hello.txt")
+	if err != nil {
+		mnt = []byte(err.Error())
+	}
+	fmt.Printf("GOKRAZY-PERM boot=%d year=%d home=%s wd=%s first=%s mnt=%q\n", n, time.Now().Year(), os.Getenv("HOME"), wd, os.Getenv("GOKRAZY_FIRST_START"), strings.TrimSpace(string(mnt)))
 }
