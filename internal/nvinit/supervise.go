@@ -91,6 +91,16 @@ type Supervisor struct {
 	PoolSocket string
 	// Texts checks the text of a service that failed; nil: never checked.
 	Texts TextChecker
+	// Holds checks a StartAfter condition; nil: on this machine
+	// (conditionHolds). CondPoll is how often; 0: condPoll.
+	Holds    func(cond string) bool
+	CondPoll time.Duration
+	// Starts names services to start now (the console's start command);
+	// nil: none.
+	Starts <-chan string
+	// GokrazyHome is where a gokrazy service's HOME is made; empty:
+	// DefaultGokrazyHome.
+	GokrazyHome string
 
 	afterDial func() // tests: runs between a readiness dial and its mark
 
@@ -111,6 +121,8 @@ type svc struct {
 	out         *tailLines // this run's last lines of output
 	failures    int        // failed starts in a row: see MaxFailedStarts
 	textChecked bool       // the text was checked since the streak began
+	waiting     bool       // its first start waits for StartAfter
+	startedOnce bool       // a start was made (gokrazy's first start is marked)
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -123,12 +135,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.ran = make(chan struct{})
 	defer close(s.ran)
 	for _, sc := range s.Services {
-		if sc.DontStart {
-			continue
-		}
+		// A DontStart service is kept: the console's start command
+		// starts it.
 		sv := &svc{Service: sc}
 		s.svcs = append(s.svcs, sv)
-		s.start(sv)
+		if !sc.DontStart {
+			s.startAfter(sv) // startafter.go
+		}
 	}
 	for {
 		if s.Poweroff && s.idle() {
@@ -137,6 +150,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		select {
 		case f := <-s.events:
 			f()
+		case name := <-s.Starts:
+			s.startByName(name) // gokrazy.go
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
@@ -155,7 +170,7 @@ func (s *Supervisor) post(f func()) {
 // idle reports whether nothing runs and no restart is pending.
 func (s *Supervisor) idle() bool {
 	for _, sv := range s.svcs {
-		if sv.pid != 0 || sv.stopTimer != nil {
+		if sv.pid != 0 || sv.stopTimer != nil || sv.waiting {
 			return false
 		}
 	}
@@ -183,12 +198,17 @@ func (s *Supervisor) start(sv *svc) {
 		env = DefaultEnv
 	}
 	attr := &syscall.ProcAttr{
-		Env: append(append([]string(nil), env...), sv.Env...),
+		// The service's own entries replace the base's: a Go program
+		// reads the first of two HOME=, so appending was not enough.
+		Env: mergeEnv(env, sv.Env),
 		// stdin closed; stdout and stderr into the prefixer.
 		Files: []uintptr{^uintptr(0), w.Fd(), w.Fd()},
 		// Its own process group: shutdown signals the service and whatever
 		// it started, and a ^C on the console does not reach it.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if sv.Gokrazy {
+		s.gokrazyStart(sv, attr) // gokrazy.go
 	}
 	argv := append([]string{sv.Path}, sv.Args...)
 	drained := make(chan struct{})
@@ -294,6 +314,10 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 		s.Console.Logf("%s %s", sv.Name, how)
 	}
 	if s.stopping {
+		return
+	}
+	if sv.Gokrazy && ws.Exited() && ws.ExitStatus() == DontSuperviseStatus {
+		s.Console.Logf("%s asked not to be started at boot (gokrazy.DontStartOnBoot): stopped; type start %s on the console to start it", sv.Name, sv.Name)
 		return
 	}
 	if healthy {
