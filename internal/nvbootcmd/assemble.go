@@ -55,8 +55,8 @@ func assembleCmd(ctx context.Context, c *cli.Context) error {
 		return cli.Usagef("-o DIR is required")
 	case *inPlace == (*kernel != ""):
 		return cli.Usagef("give -kernel (the whole image) or -in-place (pmem images only), not both or neither")
-	case *storeMiB < 0 || *stateMiB < 0:
-		return cli.Usagef("-text-store-mib and -state-mib are sizes, not negative")
+	case *storeMiB < 0 || *storeMiB%2 != 0 || *stateMiB < 0 || *stateMiB%2 != 0:
+		return cli.Usagef("-text-store-mib and -state-mib: a positive multiple of 2 (or 0: the default)")
 	}
 	log := cli.NewProgress(c.Stderr)
 	im, err := appliance.Assemble(ctx, appliance.AssembleOptions{Root: *root, Out: *out, Kernel: *kernel, InPlace: *inPlace,

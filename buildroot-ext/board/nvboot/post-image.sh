@@ -35,5 +35,10 @@ if ! "${NVBOOT_SRC}/kernel-config/check.sh" "${kconfig}" \
 fi
 
 store_mib=$(sed -n 's/^BR2_PACKAGE_NVBOOT_TEXT_STORE_MIB=\([0-9]*\)$/\1/p' "${BR2_CONFIG}")
-"${HOST_DIR}/bin/nvboot" assemble -root "${TARGET_DIR}" -kernel "${BINARIES_DIR}/bzImage" \
-	-cmdline "${KERNEL_PARAMS}" -text-store-mib "${store_mib:-0}" -o "${BINARIES_DIR}/nvboot"
+if ! "${HOST_DIR}/bin/nvboot" assemble -root "${TARGET_DIR}" -kernel "${BINARIES_DIR}/bzImage" \
+	-cmdline "${KERNEL_PARAMS}" -text-store-mib "${store_mib:-0}" -o "${BINARIES_DIR}/nvboot"; then
+	if [ "${store_mib:-0}" != 0 ]; then
+		echo "post-image.sh: BR2_PACKAGE_NVBOOT_TEXT_STORE_MIB=${store_mib}: if the text store is too small, make it larger or 0 (fitted)" >&2
+	fi
+	exit 1
+fi
