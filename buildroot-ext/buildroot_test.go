@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
@@ -22,6 +26,8 @@ import (
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/buildertest"
 	"github.com/nvboot/nvboot/internal/vendortree"
+	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
 const release = "buildroot-2026.02.3"
@@ -300,4 +306,74 @@ func TestHooksBadInput(t *testing.T) {
 			t.Errorf("post-image.sh with a 4 MiB text store: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestHookImageBoots boots what the board scripts write for a target with
+// the programs Buildroot's defconfig marks (nvinit, poold and kv, poold's
+// text in the store too) in QEMU: nvinit runs from the text store, kv
+// answers a PUT and a GET through the network, and the guest powers off.
+func TestHookImageBoots(t *testing.T) {
+	buildtest.NeedTools(t)
+	k := vmtest.Kernel(t, "qemu-system-x86_64")
+	h := newHooks(t, buildertest.Target(t, buildertest.Programs(t), true), "/sbin/nvinit /bin/poold /bin/kv", 0)
+	if out, err := h.postBuild(t); err != nil {
+		t.Fatalf("post-build.sh: %v\n%s", err, out)
+	}
+	if out, err := h.postImage(t, k); err != nil {
+		t.Fatalf("post-image.sh: %v\n%s", err, out)
+	}
+	dir := filepath.Join(h.binaries, "nvboot")
+	im, err := appliance.ReadImage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := t.TempDir()
+	if err := appliance.CopyPmem(dir, im, pm); err != nil {
+		t.Fatal(err)
+	}
+	port, err := vm.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, stdin := io.Pipe()
+	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{PmemDir: pm, Stdin: in,
+		Forwards: []vm.Forward{{Host: port, Guest: 8080}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m, err := vm.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Kill()
+	if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv "); err != nil {
+		t.Fatalf("kv not ready: %v\nconsole:\n%s", err, m.Console())
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/kv/built-by", port)
+	req, _ := http.NewRequest("PUT", url, strings.NewReader("buildroot"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT: %v %v\nconsole:\n%s", resp, err, m.Console())
+	}
+	resp.Body.Close()
+	resp, err = http.Get(url)
+	if err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "buildroot" {
+		t.Fatalf("GET: %d %q", resp.StatusCode, body)
+	}
+	go stdin.Write([]byte("poweroff\n"))
+	select {
+	case <-m.Done():
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no power-off; console:\n%s", m.Console())
+	}
+	if !strings.Contains(m.Console(), "NVBOOT-MARK shutdown") {
+		t.Fatalf("no shutdown mark; console:\n%s", m.Console())
+	}
 }
