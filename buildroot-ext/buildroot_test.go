@@ -23,7 +23,6 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/guest"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/buildertest"
 	"github.com/nvboot/nvboot/internal/vendortree"
 	"github.com/nvboot/nvboot/vm"
@@ -220,29 +219,8 @@ func TestHooksMatchNvbootBuild(t *testing.T) {
 	if out, err := h.postImage(t, k); err != nil {
 		t.Fatalf("post-image.sh: %v\n%s", err, out)
 	}
-	cfg, err := config.Load(filepath.Join(buildertest.Root(t), "rootfs", "appliance", "appliance.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := filepath.Join(t.TempDir(), "ref")
-	if _, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: ref,
-		Kernel: k, ModuleRoot: buildertest.Root(t)}); err != nil {
-		t.Fatal(err)
-	}
-	got := filepath.Join(h.binaries, "nvboot")
-	for _, f := range []string{appliance.TextPmemFile, appliance.StatePmemFile, appliance.DiskFile, appliance.KernelFile} {
-		a, err := os.ReadFile(filepath.Join(ref, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(got, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) {
-			t.Errorf("%s: the hooks' (%d bytes) differs from nvboot build's (%d bytes)", f, len(b), len(a))
-		}
-	}
+	buildertest.SameFiles(t, buildertest.Reference(t, k), filepath.Join(h.binaries, "nvboot"), "the hooks",
+		appliance.TextPmemFile, appliance.StatePmemFile, appliance.DiskFile, appliance.KernelFile)
 	// The target directory is Buildroot's: post-image.sh leaves it alone.
 	if _, err := os.Stat(filepath.Join(h.target, guest.StoreImage[1:])); !os.IsNotExist(err) {
 		t.Errorf("post-image.sh wrote the provisioning image into TARGET_DIR (%v)", err)

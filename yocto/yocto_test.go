@@ -7,7 +7,6 @@ package yocto
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +20,6 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/guest"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/internal/buildertest"
 	"github.com/nvboot/nvboot/internal/vendortree"
 )
@@ -326,28 +324,8 @@ func TestClassConversion(t *testing.T) {
 			t.Errorf("%s is not an OFF2F program: %v\n%s", p, err, res)
 		}
 	}
-	cfg, err := config.Load(filepath.Join(buildertest.Root(t), "rootfs", "appliance", "appliance.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := filepath.Join(t.TempDir(), "ref")
-	if _, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: ref,
-		Kernel: buildtest.FakeKernel(t), ModuleRoot: buildertest.Root(t)}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{appliance.TextPmemFile, appliance.StatePmemFile} {
-		x, err := os.ReadFile(filepath.Join(ref, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := os.ReadFile(filepath.Join(out, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(x, y) {
-			t.Errorf("%s: the class's (%d bytes) differs from nvboot build's (%d bytes)", f, len(y), len(x))
-		}
-	}
+	buildertest.SameFiles(t, buildertest.Reference(t, buildtest.FakeKernel(t)), out, "the class",
+		appliance.TextPmemFile, appliance.StatePmemFile)
 }
 
 func tail(s string, n int) string {

@@ -9,12 +9,16 @@ package buildertest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/config"
 )
 
 // Root is the nvboot checkout.
@@ -125,4 +129,40 @@ func Output(dir string, env []string, name string, args ...string) (string, erro
 func fileExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// Reference is nvboot build's image of the shared appliance
+// (rootfs/appliance/appliance.json) with kernel: what the builders' images
+// are compared with.
+func Reference(t testing.TB, kernel string) string {
+	t.Helper()
+	cfg, err := config.Load(filepath.Join(Root(t), "rootfs", "appliance", "appliance.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := filepath.Join(t.TempDir(), "ref")
+	if _, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: ref,
+		Kernel: kernel, ModuleRoot: Root(t)}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// SameFiles fails the test for each of files that differs between the
+// directories ref (nvboot build's) and got (who's).
+func SameFiles(t testing.TB, ref, got, who string, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		a, err := os.ReadFile(filepath.Join(ref, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(got, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: %s's (%d bytes) differs from nvboot build's (%d bytes)", f, who, len(b), len(a))
+		}
+	}
 }
