@@ -209,6 +209,9 @@ func kernel(t *testing.T) string {
 // image of the same appliance (rootfs/appliance/appliance.json): disk.img,
 // pmem-text.img and pmem-state.img are byte-identical.
 func TestHooksMatchNvbootBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds appliance images (-short)")
+	}
 	buildtest.NeedTools(t)
 	k := kernel(t)
 	progs := buildertest.Programs(t)
@@ -231,6 +234,9 @@ func TestHooksMatchNvbootBuild(t *testing.T) {
 // executable, a kernel without an option of the fragments and a text store
 // too small each stop the scripts with an error naming it.
 func TestHooksBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds appliance images (-short)")
+	}
 	buildtest.NeedTools(t)
 	progs := buildertest.Programs(t)
 	t.Run("dynamic program", func(t *testing.T) {

@@ -129,6 +129,9 @@ const bitbakeUser = "nvboot-bitbake"
 // (made when missing), since BitBake refuses to run as root.
 func setup(t *testing.T) *bb {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs BitBake, whose first parse takes minutes (-short)")
+	}
 	bbOnce.Do(func() { bbDir, bbSkip, bbErr = newBB(t) })
 	if bbSkip != "" {
 		t.Skip(bbSkip)
@@ -201,7 +204,7 @@ func newBB(t *testing.T) (*bb, string, error) {
 		return nil, "", err
 	}
 	files := map[string]string{
-		"local.conf": "MACHINE = \"qemux86-64\"\nDISTRO = \"nvboot\"\nBB_NO_NETWORK = \"1\"\nCONNECTIVITY_CHECK_URIS = \"\"\n",
+		"local.conf": "MACHINE = \"qemux86-64\"\nDISTRO = \"nvboot-appliance\"\nBB_NO_NETWORK = \"1\"\nCONNECTIVITY_CHECK_URIS = \"\"\n",
 		"bblayers.conf": fmt.Sprintf("BBPATH = \"${TOPDIR}\"\nBBFILES ?= \"\"\nBBLAYERS = \"%s %s\"\n",
 			filepath.Join(oe, "meta"), b.layer),
 	}
@@ -253,7 +256,7 @@ func TestBitbakeLayers(t *testing.T) {
 }
 
 // TestBitbakeParses: bitbake -e of each recipe of the layer, of the image
-// and of the kernel with DISTRO = "nvboot", offline, with what each must
+// and of the kernel with DISTRO = "nvboot-appliance", offline, with what each must
 // have taken from the layer.
 func TestBitbakeParses(t *testing.T) {
 	b := setup(t)

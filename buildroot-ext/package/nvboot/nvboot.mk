@@ -33,14 +33,15 @@ NVBOOT_LDFLAGS = -s -w -buildid=
 HOST_NVBOOT_GO_ENV = CGO_ENABLED=0
 
 # A local site is not downloaded, so the golang infrastructure does not
-# vendor the modules: do it after the rsync (this needs the network, as
-# the download step of any Go package does).
+# vendor the modules: do it before configuring, once host-go is built
+# (the rsync step comes before the dependencies). This needs the network,
+# as the download step of any Go package does.
 define NVBOOT_GO_VENDOR
 	cd $(@D) && $(HOST_GO_COMMON_ENV) GOFLAGS=-mod=mod GOPROXY=$(or $(BR2_GOPROXY),https://proxy.golang.org) \
 		$(GO_BIN) mod vendor
 endef
-NVBOOT_POST_RSYNC_HOOKS += NVBOOT_GO_VENDOR
-HOST_NVBOOT_POST_RSYNC_HOOKS += NVBOOT_GO_VENDOR
+NVBOOT_PRE_CONFIGURE_HOOKS += NVBOOT_GO_VENDOR
+HOST_NVBOOT_PRE_CONFIGURE_HOOKS += NVBOOT_GO_VENDOR
 
 # nvinit and poold go where the appliance's configs name them.
 define NVBOOT_INSTALL_TARGET_CMDS
