@@ -82,13 +82,16 @@ func Target(t testing.TB, progs string, poold bool) string {
 }
 
 // KernelConfig is a kernel .config for the hooks' fragment check: the
-// config beside $NVBOOT_KERNEL (kernel-config/build.sh keeps it there), else
+// config beside $NVBOOT_KERNEL (kernel-config/build.sh keeps it there, as
+// "config"), else
 // one made of the fragments' own lines, which passes the check.
 func KernelConfig(t testing.TB) string {
 	t.Helper()
 	if k := os.Getenv("NVBOOT_KERNEL"); k != "" {
-		if c := filepath.Join(filepath.Dir(k), ".config"); fileExists(c) {
-			return c
+		for _, name := range []string{"config", ".config"} {
+			if c := filepath.Join(filepath.Dir(k), name); fileExists(c) {
+				return c
+			}
 		}
 	}
 	var b bytes.Buffer
