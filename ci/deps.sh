@@ -40,5 +40,14 @@ if [ ! -x "$oelint/bin/oelint-adv" ]; then
 	/usr/bin/python3 -m venv "$oelint"
 	"$oelint/bin/pip" install -q "oelint-adv==$oelint_version" >&2 || { rm -rf "$oelint"; exit 1; }
 fi
+# kas, pinned: yocto/yocto_test.go validates yocto/kas/nvboot.yml against its schema.
+kas_version=5.5
+kas=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}/kas-$kas_version
+if [ ! -x "$kas/bin/kas" ]; then
+	echo "deps: installing kas $kas_version into $kas" >&2
+	rm -rf "$kas"
+	/usr/bin/python3 -m venv "$kas"
+	"$kas/bin/pip" install -q "kas==$kas_version" >&2 || { rm -rf "$kas"; exit 1; }
+fi
 command -v go >/dev/null || { echo "deps: Go is not installed; install Go 1.26 or newer from https://go.dev/dl" >&2; exit 1; }
 go mod download

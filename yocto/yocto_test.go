@@ -338,3 +338,45 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(l, "\n")
 }
+
+// KasVersion is the kas whose schema the project file is held to (ci/deps.sh
+// installs it into ~/.cache/nvboot/kas-VERSION).
+const KasVersion = "5.5"
+
+// TestKasFile: yocto/kas/nvboot.yml is valid for kas's schema, and it
+// fetches OE-Core and BitBake at the commits of the vendored trees the
+// other tests check the layer against.
+func TestKasFile(t *testing.T) {
+	c, err := vendortree.CacheRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(filepath.Dir(c), "kas-"+KasVersion, "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("kas %s not installed at %s (ci/deps.sh installs it)", KasVersion, filepath.Dir(py))
+	}
+	file := filepath.Join(buildertest.Root(t), "yocto", "kas", "nvboot.yml")
+	const check = `import json, os, sys, yaml, jsonschema, kas
+schema = json.load(open(os.path.join(os.path.dirname(kas.__file__), "schema-kas.json")))
+jsonschema.validate(yaml.safe_load(open(sys.argv[1])), schema)`
+	if out, err := buildertest.Output("", nil, py, "-c", check, file); err != nil {
+		t.Errorf("%s is not a valid kas file: %v\n%s", file, err, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(vendortree.Dir(), "README.md"))
+	if err != nil {
+		t.Skipf("vendored trees' README: %v", err)
+	}
+	commits := regexp.MustCompile(`(?m)^\s*commit: ([0-9a-f]{40})$`).FindAllSubmatch(raw, -1)
+	if len(commits) != 2 {
+		t.Fatalf("%s: %d pinned commits, want OE-Core's and BitBake's", file, len(commits))
+	}
+	for _, m := range commits {
+		if !bytes.Contains(readme, m[1]) {
+			t.Errorf("%s pins %s, which is not a commit of the vendored trees CI checks against", file, m[1])
+		}
+	}
+}
