@@ -20,7 +20,8 @@ NVBOOT_STATE_MIB ?= "0"
 NVBOOT_SRCDIR ?= "${@os.path.normpath(os.path.join(os.path.dirname(bb.utils.which(d.getVar('BBPATH'), 'classes-recipe/nvboot_image.bbclass')), '../../..'))}"
 
 IMAGE_INSTALL:append = " nvboot ld-off2f"
-do_rootfs[depends] += "nvboot-native:do_populate_sysroot"
+# off2f and nvboot assemble, and the mke2fs and debugfs assemble runs.
+do_rootfs[depends] += "nvboot-native:do_populate_sysroot e2fsprogs-native:do_populate_sysroot"
 
 NVBOOT_PMEM_DIR = "${WORKDIR}/nvboot-pmem"
 
