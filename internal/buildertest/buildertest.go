@@ -13,19 +13,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/internal/checkout"
 )
 
-// Root is the nvboot checkout.
+// Root is the nvboot checkout (internal/checkout: $NVBOOT_SRC, else the
+// module the test runs in).
 func Root(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	root, err := checkout.Root(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 // Programs builds nvinit, kv and poold the way nvboot build does (static,
