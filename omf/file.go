@@ -74,31 +74,51 @@ type File struct {
 
 // Open opens path for on-memory access.
 func Open(path string, o Options) (*File, error) {
-	cs := int64(o.ChunkSize)
-	if cs == 0 {
-		cs = DefaultChunkSize
-	}
-	if cs < 0 || cs%int64(pageSize) != 0 {
-		return nil, fmt.Errorf("omf: open %s: chunk size %d is not a positive multiple of the page size %d", path, o.ChunkSize, pageSize)
-	}
 	flag := os.O_RDONLY
 	if o.Writable {
 		flag = os.O_RDWR
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("omf: open %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("omf: %w", err)
 	}
-	st, err := f.Stat()
+	of, err := NewFile(f, o)
 	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	return of, nil
+}
+
+func (o Options) check() error {
+	if o.ChunkSize < 0 || o.ChunkSize%pageSize != 0 {
+		return fmt.Errorf("chunk size %d is not a positive multiple of the page size %d", o.ChunkSize, pageSize)
+	}
+	return nil
+}
+
+// NewFile is Open for a file already open (from os.Root, say, which keeps
+// a name inside its directory). The File owns f from then on and closes
+// it in Close; f must be open for writing when o.Writable is set.
+func NewFile(f *os.File, o Options) (*File, error) {
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("omf: open %s: %w", f.Name(), err)
+	}
+	cs := int64(o.ChunkSize)
+	if cs == 0 {
+		cs = DefaultChunkSize
+	}
+	st, err := f.Stat()
+	if err != nil {
 		return nil, fmt.Errorf("omf: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("omf: open %s: not a regular file (%v)", path, st.Mode().Type())
+		return nil, fmt.Errorf("omf: open %s: not a regular file (%v)", f.Name(), st.Mode().Type())
 	}
-	of := &File{f: f, name: path, writable: o.Writable, chunk: cs, populate: !o.NoPopulate}
+	of := &File{f: f, name: f.Name(), writable: o.Writable, chunk: cs, populate: !o.NoPopulate}
 	of.size.Store(st.Size())
 	of.dax = probeDAX(f)
 	empty := make([]atomic.Pointer[chunk], 0)
