@@ -1,0 +1,129 @@
+// Package benchguest holds what a benchmark needs to run its own measurer
+// in a QEMU guest: the kernel, a static build of the benchmark, an fsdax
+// NVDIMM image with an empty ext4, and the JSON the guest prints between
+// markers. bench/omf and bench/pager use it (bench/pheap has its own older
+// copy of the same steps).
+//
+// Design: docs/DESIGN.md#measuring-method.
+package benchguest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	imgpmem "github.com/nvboot/nvboot/image/pmem"
+	"github.com/nvboot/nvboot/internal/benchjson"
+)
+
+// Kernel returns the guest kernel: flagKernel, else $NVBOOT_KERNEL, else
+// the cached build of kernel-config/ (never built here: make kernel does,
+// in about ten minutes).
+func Kernel(flagKernel string) (string, error) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return "", fmt.Errorf("no qemu-system-x86_64 (apt-get install qemu-system-x86): %w", err)
+	}
+	k, from := flagKernel, "-kernel"
+	if k == "" {
+		k, from = os.Getenv("NVBOOT_KERNEL"), "$NVBOOT_KERNEL"
+	}
+	if k == "" {
+		root, err := ModuleRoot()
+		if err != nil {
+			return "", err
+		}
+		cmd := exec.Command(filepath.Join(root, "kernel-config", "build.sh"), "-cached-only")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("no guest kernel: -kernel and $NVBOOT_KERNEL unset and %s (%v)", strings.TrimSpace(stderr.String()), err)
+		}
+		k, from = filepath.Join(strings.TrimSpace(string(out)), "bzImage"), "the kernel-config/ cache"
+	}
+	if _, err := os.Stat(k); err != nil {
+		return "", fmt.Errorf("guest kernel from %s: %w", from, err)
+	}
+	return k, nil
+}
+
+// ModuleRoot is the nvboot checkout the benchmark runs from.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("the guest part builds the benchmark: run it from inside the nvboot module (go run ./bench/...)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// BuildStatic builds the package pkg (./bench/omf) for the guest into out.
+func BuildStatic(ctx context.Context, pkg, out string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off")
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the guest's measurer (CGO_ENABLED=0 go build %s in %s): %w\n%s", pkg, root, err, b)
+	}
+	return nil
+}
+
+// FsdaxImage writes an NVDIMM image of size bytes to dir/pmem.img: a PFN
+// info block, so the kernel finds an fsdax namespace at boot, and an empty
+// ext4 (4 KiB blocks) filling the rest, for mount -o dax=always.
+func FsdaxImage(ctx context.Context, dir string, size int64) (string, error) {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		return "", fmt.Errorf("no mkfs.ext4 (apt-get install e2fsprogs): %w", err)
+	}
+	info, err := imgpmem.NewInfo(size, [16]byte{})
+	if err != nil {
+		return "", err
+	}
+	fs := filepath.Join(dir, "nv.ext4")
+	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-L", "nv", fs, fmt.Sprintf("%dk", (size-int64(info.DataOff))>>10))
+	if out, err := mkfs.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mkfs.ext4 %s: %w\n%s", fs, err, out)
+	}
+	img := filepath.Join(dir, "pmem.img")
+	if err := imgpmem.WriteImage(img, size, fs); err != nil {
+		return "", err
+	}
+	return img, os.Remove(fs)
+}
+
+// ParseOutput finds the one line of console that holds begin, a JSON
+// benchjson.Output, and end, and decodes it (unknown fields refused).
+func ParseOutput(console, begin, end string) (benchjson.Output, error) {
+	var o benchjson.Output
+	for _, l := range strings.Split(console, "\n") {
+		i := strings.Index(l, begin)
+		j := strings.LastIndex(l, end)
+		if i < 0 || j < i {
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(l[i+len(begin) : j]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return o, fmt.Errorf("the guest's JSON: %w", err)
+		}
+		return o, nil
+	}
+	return o, fmt.Errorf("the guest printed no %s…%s line", begin, end)
+}
+
+// Tail is the last n lines of s, for errors.
+func Tail(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
