@@ -72,51 +72,67 @@ func (s Shape) check(h Hint) error {
 }
 
 // walk returns the region's page numbers in the order the hinted walk
-// first touches them; every page appears once.
-func walk(s Shape, h Hint, pageSize int) []int32 {
+// first touches them (every page once), and the start of each unit: the
+// positions first touched by one row (row-major), one column
+// (column-major) or one tile (tiled). The pager protects the unit the
+// program is in (evict.go).
+func walk(s Shape, h Hint, pageSize int) (order, units []int32) {
 	npages := int((s.Bytes() + int64(pageSize) - 1) / int64(pageSize))
-	order := make([]int32, 0, npages)
+	order = make([]int32, 0, npages)
 	seen := make([]bool, npages)
-	touch := func(i, j int) {
-		p := int((int64(i)*int64(s.Cols) + int64(j)) * int64(s.Elem) / int64(pageSize))
-		if !seen[p] {
-			seen[p] = true
-			order = append(order, int32(p))
-		}
-	}
-	// An element's last byte may lie in the next page: touch it too.
-	touchElem := func(i, j int) {
-		touch(i, j)
-		off := (int64(i)*int64(s.Cols)+int64(j))*int64(s.Elem) + int64(s.Elem) - 1
+	mark := func(off int64) {
 		if p := int(off / int64(pageSize)); !seen[p] {
 			seen[p] = true
 			order = append(order, int32(p))
 		}
 	}
+	// An element's last byte may lie in the next page: touch both ends.
+	touch := func(i, j int) {
+		off := (int64(i)*int64(s.Cols) + int64(j)) * int64(s.Elem)
+		mark(off)
+		mark(off + int64(s.Elem) - 1)
+	}
+	unit := func(f func()) {
+		start := len(order)
+		f()
+		if len(order) > start {
+			units = append(units, int32(start))
+		}
+	}
 	switch h.Order {
 	case RowMajor:
-		for p := range npages {
-			order = append(order, int32(p))
+		for i := range s.Rows {
+			unit(func() {
+				// A row's pages are consecutive: its two ends cover them.
+				first := (int64(i) * int64(s.Cols) * int64(s.Elem)) / int64(pageSize)
+				last := ((int64(i)+1)*int64(s.Cols)*int64(s.Elem) - 1) / int64(pageSize)
+				for p := first; p <= last; p++ {
+					mark(p * int64(pageSize))
+				}
+			})
 		}
-		return order
 	case ColumnMajor:
 		for j := range s.Cols {
-			for i := range s.Rows {
-				touchElem(i, j)
-			}
+			unit(func() {
+				for i := range s.Rows {
+					touch(i, j)
+				}
+			})
 		}
 	case Tiled:
 		for ti := 0; ti < s.Rows; ti += h.TileRows {
 			for tj := 0; tj < s.Cols; tj += h.TileCols {
-				for i := ti; i < min(ti+h.TileRows, s.Rows); i++ {
-					for j := tj; j < min(tj+h.TileCols, s.Cols); j++ {
-						touchElem(i, j)
+				unit(func() {
+					for i := ti; i < min(ti+h.TileRows, s.Rows); i++ {
+						for j := tj; j < min(tj+h.TileCols, s.Cols); j++ {
+							touch(i, j)
+						}
 					}
-				}
+				})
 			}
 		}
 	}
-	return order
+	return order, units
 }
 
 // The layout file: one header page, then the region's pages in walk order.
@@ -222,7 +238,7 @@ func createLayout(path string, s Shape, hint Hint, src io.ReaderAt) (err error) 
 		return err
 	}
 	ps := pageSize
-	order := walk(s, hint, ps)
+	order, _ := walk(s, hint, ps)
 	h := header{pageSize: ps, shape: s, hint: hint, pages: int64(len(order))}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".creating")
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)

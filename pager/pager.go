@@ -41,6 +41,9 @@ type Config struct {
 	RunPages int
 	// NoUffd forces the mmap fallback (tests, and comparing the two).
 	NoUffd bool
+	// Buffered reads and writes layouts through the page cache instead of
+	// O_DIRECT.
+	Buffered bool
 }
 
 // Stats counts what the pager did.
@@ -65,8 +68,7 @@ type Pager struct {
 	run      int    // pages per read
 	mu       sync.Mutex
 	regions  []*Region
-	fifo     []pageRef // resident pages, oldest first (a ring: head..)
-	head     int
+	victims  []pageRef
 	resident int
 	stats    Stats
 	buf      []byte // staging for reads, run pages
@@ -96,9 +98,27 @@ type Region struct {
 	mem   []byte  // the region: rows*cols*elem bytes rounded to pages
 	pos   []int32 // region page -> data page of the layout (walk position)
 	walk  []int32 // walk position -> region page
-	state []uint8
-	wp    bool // pages are installed write-protected to track writes
+	units []int32 // start positions of the walk's units (walk)
+	state []uint8 // by region page: absent, clean, dirty; | chosen while being evicted
+
+	// Where the program is, as the faults show (evict.go).
+	last    int32 // walk position of the last missing fault
+	wrapped bool  // a fault went back to an earlier unit: the walk repeats
+	lo, hi  int32 // no resident page below lo or above hi
+	wp      bool  // pages are installed write-protected to track writes
+	direct  bool  // the layout is open O_DIRECT
 }
+
+func directFlag(on bool) int {
+	if on {
+		return unix.O_DIRECT
+	}
+	return 0
+}
+
+// Direct reports whether the region's layout is read and written around
+// the page cache (O_DIRECT).
+func (r *Region) Direct() bool { return r.direct }
 
 // New starts a pager. When userfaultfd is not available it still succeeds
 // in fallback mode (Mode "mmap"; Reason says why).
@@ -115,7 +135,7 @@ func New(c Config) (*Pager, error) {
 		return nil, fmt.Errorf("pager: run of %d pages: want at least 1", c.RunPages)
 	}
 	run = min(run, budget/4)
-	p := &Pager{cfg: c, uffd: -1, budget: budget, run: run, fifo: make([]pageRef, budget), done: make(chan struct{})}
+	p := &Pager{cfg: c, uffd: -1, budget: budget, run: run, done: make(chan struct{})}
 	if c.NoUffd {
 		p.reason = "Config.NoUffd"
 		return p, nil
@@ -190,22 +210,35 @@ func (p *Pager) Map(path string) (*Region, error) {
 }
 
 func (p *Pager) mapLayout(path string) (*Region, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	// The budget is the pager's cache: its reads and write-backs go
+	// around the page cache (O_DIRECT, as swap I/O does), so the data is
+	// not held twice and every miss is a read of the storage. Where the
+	// filesystem refuses O_DIRECT (tmpfs), buffered.
+	direct := p.uffd >= 0 && !p.cfg.Buffered
+	f, err := os.OpenFile(path, os.O_RDWR|directFlag(direct), 0)
+	if direct && errors.Is(err, unix.EINVAL) {
+		direct = false
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r := &Region{pg: p, f: f, path: path}
+	r := &Region{pg: p, f: f, path: path, direct: direct}
 	ok := false
 	defer func() {
 		if !ok {
 			f.Close()
 		}
 	}()
-	hb := make([]byte, headerSize)
-	if _, err := f.ReadAt(hb, 0); err != nil {
-		return nil, fmt.Errorf("%w: reading the header: %v", ErrLayout, err)
+	hb := alignedBuf(pageSize) // O_DIRECT reads whole aligned pages
+	_, err = f.ReadAt(hb, 0)
+	if err == nil {
+		r.h, err = decodeHeader(hb[:headerSize], pageSize)
+	} else {
+		err = fmt.Errorf("%w: reading the header: %v", ErrLayout, err)
 	}
-	if r.h, err = decodeHeader(hb, pageSize); err != nil {
+	unix.Munmap(hb)
+	if err != nil {
 		return nil, err
 	}
 	st, err := f.Stat()
@@ -215,7 +248,8 @@ func (p *Pager) mapLayout(path string) (*Region, error) {
 	if want := int64(pageSize) * (1 + r.h.pages); st.Size() != want {
 		return nil, fmt.Errorf("%w: %d bytes, the header says %d", ErrLayout, st.Size(), want)
 	}
-	r.walk = walk(r.h.shape, r.h.hint, pageSize)
+	r.walk, r.units = walk(r.h.shape, r.h.hint, pageSize)
+	r.lo, r.hi = int32(len(r.walk)), -1
 	r.pos = make([]int32, len(r.walk))
 	for k, pg := range r.walk {
 		r.pos[pg] = int32(k)

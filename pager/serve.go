@@ -1,9 +1,11 @@
 package pager
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -98,7 +100,8 @@ func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 			need++
 		}
 	}
-	if err := p.makeRoom(need); err != nil {
+	p.moved(r, int32(k))
+	if err := p.makeRoom(need, r, k, k+n); err != nil {
 		return err
 	}
 	buf := p.buf[:n*pageSize]
@@ -134,9 +137,9 @@ func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 		}
 		for q := rp; q < rp+c; q++ {
 			r.state[q] = st
-			p.fifo[(p.head+p.resident)%p.budget] = pageRef{r, int32(q)}
 			p.resident++
 		}
+		r.lo, r.hi = min(r.lo, int32(k+i)), max(r.hi, int32(k+i+c-1))
 		p.stats.PagesIn += int64(c)
 		i += c
 	}
@@ -144,21 +147,39 @@ func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 	return nil
 }
 
-// makeRoom evicts the oldest pages until need more fit in the budget.
-func (p *Pager) makeRoom(need int) error {
+// makeRoom evicts pages (chosen by victim, evict.go) until need more fit
+// in the budget; positions [runLo, runHi) of r are being loaded.
+func (p *Pager) makeRoom(need int, r *Region, runLo, runHi int) error {
 	over := p.resident + need - p.budget
 	if over <= 0 {
 		return nil
 	}
-	victims := make([]pageRef, 0, over)
+	victims := p.victims[:0]
 	for range over {
-		victims = append(victims, p.fifo[p.head])
-		p.head = (p.head + 1) % p.budget
+		v, ok := p.victim(r, int32(runLo), int32(runHi))
+		if !ok {
+			return fmt.Errorf("no page to evict for a run of %d pages in a budget of %d", need, p.budget)
+		}
+		v.r.state[v.p] |= chosen
+		victims = append(victims, v)
 		p.resident--
 	}
+	// Out in region order, so neighbours share a write and a madvise.
+	slices.SortFunc(victims, func(a, b pageRef) int {
+		if a.r != b.r {
+			return cmp.Compare(addrOf(a.r.mem), addrOf(b.r.mem))
+		}
+		return cmp.Compare(a.r.pos[a.p], b.r.pos[b.p])
+	})
 	if err := p.writeBack(victims); err != nil {
 		return err
 	}
+	slices.SortFunc(victims, func(a, b pageRef) int {
+		if a.r != b.r {
+			return cmp.Compare(addrOf(a.r.mem), addrOf(b.r.mem))
+		}
+		return cmp.Compare(a.p, b.p)
+	})
 	// Drop them: the next access is a missing fault again.
 	for i := 0; i < len(victims); {
 		v := victims[i]
@@ -175,6 +196,7 @@ func (p *Pager) makeRoom(need int) error {
 		i += c
 	}
 	p.stats.Evicted += int64(len(victims))
+	p.victims = victims[:0] // reused: a fault allocates nothing the GC must find
 	return nil
 }
 
@@ -199,7 +221,7 @@ func (p *Pager) writeBack(refs []pageRef) error {
 		return nil
 	}
 	for _, v := range refs {
-		if v.r.state[v.p] != dirty {
+		if v.r.state[v.p]&^chosen != dirty {
 			continue
 		}
 		if v.r.wp {
@@ -217,7 +239,7 @@ func (p *Pager) writeBack(refs []pageRef) error {
 			ir, ipos = v.r, pos
 		}
 		iov = append(iov, v.r.mem[int(v.p)*pageSize:(int(v.p)+1)*pageSize])
-		v.r.state[v.p] = clean
+		v.r.state[v.p] = clean | v.r.state[v.p]&chosen
 	}
 	return flush()
 }

@@ -1,0 +1,140 @@
+// Command pager measures the locality-aware user-level pager (package
+// pager) against Linux's own paging of the same program under the same
+// memory limit, side by side in one run, and reports ratios
+// (docs/DESIGN.md#pager, docs/DESIGN.md#measuring-method).
+//
+//	go run ./bench/pager [-json] [-n 512,768,1024] [-budget 8MiB] [-runs 1] [-dir DIR] [-quick]
+//
+// The program is C = A × B for N×N float64 matrices, the i-j-k loop (B
+// walked by columns), in a child process in a memory cgroup limited to
+// -budget plus -slack (the Go runtime's own memory): anonymous memory and
+// page cache count alike. Each system's time is the setup (writing the
+// data: the aligned layouts, or filling the arrays) plus the product and
+// writing C back:
+//   - pager: layouts A row-major, B column-major, C row-major (written),
+//     a pager with a budget of -budget;
+//   - linux-swap: anonymous memory, paged to swap by the kernel (where
+//     swap is on);
+//   - linux-file: where there is no swap, the matrices in files in natural
+//     order, mapped shared: the kernel pages them to their files.
+//
+// Ratios: pager_vs_swap_N = pager's time / Linux's for each N (below 1 the
+// pager is faster; the issue's target is ≤ 0.2 at N = 1024). The program
+// runs as root (cgroups); the children's checksums of C must agree.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintf(os.Stderr, "bench/pager: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	JSON    bool
+	Ns      []int
+	Budget  int64
+	Slack   int64
+	Runs    int
+	Dir     string
+	Timeout time.Duration
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "run" {
+		return runProgram(args[1:], stdout, stderr)
+	}
+	var c config
+	fs := flag.NewFlagSet("bench/pager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&c.JSON, "json", false, "print one JSON object on stdout")
+	ns := fs.String("n", "512,768,1024", "matrix `sizes`")
+	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
+	slack := fs.String("slack", "6MiB", "cgroup memory `bytes` on top of -budget, for either child's Go runtime (held to 2 MiB by debug.SetMemoryLimit) and program text")
+	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
+	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
+	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
+	quick := fs.Bool("quick", false, "-n 256,384 -budget 1MiB: seconds")
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, `Usage: go run ./bench/pager [flags]   (as root: it makes memory cgroups)
+
+C = A × B for N×N float64 matrices under a memory limit: the user-level
+pager (aligned layouts, runs read whole) against the kernel's paging of the
+same program (swap, or the files where there is no swap), side by side
+(issue 17; docs/BENCHMARKS.md).
+
+Flags:
+`)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, `
+Examples:
+  go run ./bench/pager -quick                  # seconds
+  go run ./bench/pager -json > docs/results/pager.json
+  go run ./bench/pager -n 1024 -runs 3
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (try -h)", fs.Arg(0))
+	}
+	if *quick {
+		*ns, *budget = "256,384", "1MiB"
+	}
+	var err error
+	if c.Budget, err = parseSize(*budget); err != nil {
+		return fmt.Errorf("-budget: %w", err)
+	}
+	if c.Slack, err = parseSize(*slack); err != nil {
+		return fmt.Errorf("-slack: %w", err)
+	}
+	for _, f := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 16 || n > 8192 {
+			return fmt.Errorf("-n %q: want sizes from 16 to 8192", *ns)
+		}
+		c.Ns = append(c.Ns, n)
+	}
+	if c.Runs < 1 || c.Budget < 32<<10 {
+		return fmt.Errorf("-runs %d, -budget %d: want runs ≥ 1 and budget ≥ 32 KiB", c.Runs, c.Budget)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root: the children run in memory cgroups")
+	}
+	o, err := measure(c, stderr)
+	if err != nil {
+		return err
+	}
+	return emit(stdout, c.JSON, o)
+}
+
+// parseSize reads bytes with an optional KiB, MiB or GiB suffix.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q: want bytes, or a number with KiB, MiB or GiB", s)
+	}
+	return v * mult, nil
+}
