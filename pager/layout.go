@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
@@ -241,19 +243,26 @@ func createLayout(path string, s Shape, hint Hint, src io.ReaderAt) (err error) 
 	order, _ := walk(s, hint, ps)
 	h := header{pageSize: ps, shape: s, hint: hint, pages: int64(len(order))}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".creating")
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	// O_DIRECT where the filesystem allows it, as the pager reads: writing
+	// a layout larger than the memory it may use then fills no page cache.
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|unix.O_DIRECT, 0o600)
+	if errors.Is(err, unix.EINVAL) {
+		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		return err
 	}
+	const chunk = 64 // pages per write
+	buf := alignedBuf(chunk * ps)
 	defer func() {
+		unix.Munmap(buf)
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
 		}
 	}()
-	hp := make([]byte, ps)
-	copy(hp, h.encode())
-	if _, err := f.WriteAt(hp, 0); err != nil {
+	copy(buf, h.encode())
+	if _, err := f.WriteAt(buf[:ps], 0); err != nil {
 		return err
 	}
 	if err := f.Truncate(int64(ps) * (1 + h.pages)); err != nil {
@@ -261,19 +270,21 @@ func createLayout(path string, s Shape, hint Hint, src io.ReaderAt) (err error) 
 	}
 	if src != nil {
 		// Runs of the walk that are also runs of the source (a row-major
-		// walk is one) are copied with one read and one write.
-		buf := make([]byte, 0, 64*ps)
+		// walk is one) are copied with one read and one write. Writes are
+		// whole pages (O_DIRECT), the matrix's last one padded with zeros.
 		for k := 0; k < len(order); {
 			n := 1
-			for k+n < len(order) && order[k+n] == order[k]+int32(n) && n < 64 {
+			for k+n < len(order) && order[k+n] == order[k]+int32(n) && n < chunk {
 				n++
 			}
 			off := int64(order[k]) * int64(ps)
-			buf = buf[:min(int64(n*ps), s.Bytes()-off)]
-			if m, err := src.ReadAt(buf, off); m < len(buf) {
-				return fmt.Errorf("reading the matrix at %d: %d of %d bytes: %w", off, m, len(buf), err)
+			want := min(int64(n*ps), s.Bytes()-off)
+			b := buf[:n*ps]
+			clear(b[want:])
+			if m, err := src.ReadAt(b[:want], off); int64(m) < want {
+				return fmt.Errorf("reading the matrix at %d: %d of %d bytes: %w", off, m, want, err)
 			}
-			if _, err := f.WriteAt(buf, int64(ps)*int64(1+k)); err != nil {
+			if _, err := f.WriteAt(b, int64(ps)*int64(1+k)); err != nil {
 				return err
 			}
 			k += n

@@ -7,8 +7,10 @@
 //
 // The program is C = A × B for N×N float64 matrices, the i-j-k loop (B
 // walked by columns), in a child process in a memory cgroup limited to
-// -budget plus -slack (the Go runtime's own memory): anonymous memory and
-// page cache count alike. Each system's time is the setup (writing the
+// -budget plus -slack: anonymous memory and page cache count alike. The
+// slack is the child's own memory (Go runtime, program text), measured by
+// default as the peak of the Linux child at N = 64, so that the kernel's
+// paging has -budget for the matrices as the pager does. Each system's time is the setup (writing the
 // data: the aligned layouts, or filling the arrays) plus the product and
 // writing C back:
 //   - pager: layouts A row-major, B column-major, C row-major (written),
@@ -64,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object on stdout")
 	ns := fs.String("n", "512,768,1024", "matrix `sizes`")
 	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
-	slack := fs.String("slack", "6MiB", "cgroup memory `bytes` on top of -budget, for either child's Go runtime (held to 2 MiB by debug.SetMemoryLimit) and program text")
+	slack := fs.String("slack", "auto", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; auto: the peak of the Linux child at N=64, measured first")
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
@@ -101,8 +103,10 @@ Examples:
 	if c.Budget, err = parseSize(*budget); err != nil {
 		return fmt.Errorf("-budget: %w", err)
 	}
-	if c.Slack, err = parseSize(*slack); err != nil {
-		return fmt.Errorf("-slack: %w", err)
+	if *slack != "auto" {
+		if c.Slack, err = parseSize(*slack); err != nil {
+			return fmt.Errorf("-slack: %w", err)
+		}
 	}
 	for _, f := range strings.Split(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -72,9 +72,24 @@ func child(c config, system string, n int, progress io.Writer) (runResult, int64
 func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
 	linux := linuxSystem()
-	o.Env["linux_system"] = linux
-	o.Env["budget_bytes"] = fmt.Sprint(c.Budget)
+	if c.Slack == 0 {
+		// Calibrate: each child's own memory, its matrices tiny; the
+		// larger of the two is added to the budget for both.
+		cal := c
+		cal.Budget, cal.Slack = c.Budget, 1<<30
+		for _, sys := range []string{"pager", linux} {
+			_, peak, err := child(cal, sys, 64, progress)
+			if err != nil {
+				return o, fmt.Errorf("measuring the slack: %w", err)
+			}
+			c.Slack = max(c.Slack, (peak+256<<10-1)&^(256<<10-1))
+		}
+		fmt.Fprintf(progress, "bench/pager: slack %d KiB (the larger child's peak at N=64)\n", c.Slack>>10)
+		o.Env["slack"] = "auto: the larger peak of the two children at N=64"
+	}
 	o.Env["cgroup_limit_bytes"] = fmt.Sprint(c.Budget + c.Slack)
+	o.Env["budget_bytes"] = fmt.Sprint(c.Budget)
+	o.Env["linux_system"] = linux
 	o.Env["dir"] = c.Dir
 	o.Env["host_cpus"] = fmt.Sprint(runtime.NumCPU())
 	o.Env["date"] = time.Now().UTC().Format(time.RFC3339)
