@@ -210,6 +210,12 @@ func (p *Pager) Map(path string) (*Region, error) {
 }
 
 func (p *Pager) mapLayout(path string) (*Region, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, errors.New("the pager is closed")
+	}
 	// The budget is the pager's cache: its reads and write-backs go
 	// around the page cache (O_DIRECT, as swap I/O does), so the data is
 	// not held twice and every miss is a read of the storage. Where the

@@ -245,10 +245,19 @@ func TestLayoutErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
 	os.WriteFile(filepath.Join(dir, "junk"), make([]byte, 8192), 0o600)
 	if _, err := p.Map(filepath.Join(dir, "junk")); err == nil {
 		t.Error("Map of a file of zeros succeeded")
+	}
+	if err := CreateLayout(filepath.Join(dir, "ok"), Shape{4, 4, 8}, Hint{Order: RowMajor}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if _, err := p.Map(filepath.Join(dir, "ok")); err == nil {
+		t.Error("Map after Close succeeded")
+	}
+	if err := p.Close(); err == nil {
+		t.Error("a second Close succeeded")
 	}
 }
 
