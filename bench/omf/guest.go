@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,25 +27,7 @@ const (
 
 // guestPlan returns the guest kernel, or "" when the guest part is skipped.
 func guestPlan(c config, progress io.Writer) (string, error) {
-	switch c.Guest {
-	case "off":
-		return "", nil
-	case "auto", "on", "only":
-	default:
-		return "", fmt.Errorf("-guest %q: want auto, on, off or only", c.Guest)
-	}
-	kernel, err := benchguest.Kernel(c.Kernel)
-	if err == nil && c.Guest == "auto" && c.Quick {
-		err = errors.New("-quick (add -guest on to include it)")
-	}
-	if err != nil {
-		if c.Guest != "auto" {
-			return "", fmt.Errorf("-guest %s: %w", c.Guest, err)
-		}
-		fmt.Fprintf(progress, "bench/omf: skipping the guest (DAX) part: %v\n", err)
-		return "", nil
-	}
-	return kernel, nil
+	return benchguest.Plan(c.Guest, c.Kernel, c.Quick, "bench/omf", progress)
 }
 
 // measureGuest boots the guest, runs `omf inside` on the DAX mount and
@@ -82,7 +63,7 @@ umount %[1]s
 	// kernel may otherwise fall back to the HPET, and every time.Now
 	// becomes an emulated device access.
 	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, NVDIMMs: []vm.NVDIMM{{Path: img}},
-		Cmdline: "clocksource=tsc tsc=reliable", Console: progressWriter{progress}}
+		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
 	fmt.Fprintf(progress, "bench/omf: guest: booting %s (%d MiB RAM, %d MiB fsdax NVDIMM)\n", kernel, guestRAM, guestPmem>>20)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
@@ -98,15 +79,4 @@ umount %[1]s
 		return o, "", fmt.Errorf("the guest did not run on DAX: mode %q, mount %q", o.Env["mode"], o.Env["mount"])
 	}
 	return o, res.Machine.Accel, nil
-}
-
-// progressWriter passes the guest's console to progress, except the JSON
-// line (it goes to stdout in the end).
-type progressWriter struct{ w io.Writer }
-
-func (p progressWriter) Write(b []byte) (int, error) {
-	if strings.Contains(string(b), jsonBegin) {
-		return len(b), nil
-	}
-	return p.w.Write(b)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,30 +32,7 @@ const (
 
 // guestPlan returns the guest kernel, or "" when the guest part is skipped.
 func guestPlan(c config, progress io.Writer) (string, error) {
-	switch c.Guest {
-	case "off":
-		return "", nil
-	case "auto", "on", "only":
-	default:
-		return "", fmt.Errorf("-guest %q: want auto, on, off or only", c.Guest)
-	}
-	kernel, err := benchguest.Kernel(c.Kernel)
-	if err == nil {
-		if _, e := exec.LookPath("mkfs.ext4"); e != nil {
-			err = fmt.Errorf("no mkfs.ext4 (apt-get install e2fsprogs): %w", e)
-		}
-	}
-	if err == nil && c.Guest == "auto" && c.Quick {
-		err = errors.New("-quick (add -guest on to include it)")
-	}
-	if err != nil {
-		if c.Guest != "auto" {
-			return "", fmt.Errorf("-guest %s: %w", c.Guest, err)
-		}
-		fmt.Fprintf(progress, "bench/pager: skipping the guest part: %v\n", err)
-		return "", nil
-	}
-	return kernel, nil
+	return benchguest.Plan(c.Guest, c.Kernel, c.Quick, "bench/pager", progress)
 }
 
 // measureGuest boots the guest, runs `pager inside` there and returns what
@@ -106,7 +82,7 @@ umount %[1]s
 `, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns)}
 	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM,
 		Disks:   []vm.Disk{{Path: data, Storage: st}, {Path: swap, Storage: st}},
-		Cmdline: "clocksource=tsc tsc=reliable", Console: progressWriter{progress}}
+		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
 	fmt.Fprintf(progress, "bench/pager: guest: booting %s (%d MiB RAM; data and swap disks, %s model)\n", kernel, guestRAM, st.Name)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
@@ -157,14 +133,4 @@ func merge(o *benchjson.Output, g benchjson.Output, kernel, accel string) {
 	o.Env["guest_kernel"] = kernel
 	o.Env["guest_accel"] = accel
 	o.Env["guest_date"] = time.Now().UTC().Format(time.RFC3339)
-}
-
-// progressWriter passes the guest's console to progress, except the JSON.
-type progressWriter struct{ w io.Writer }
-
-func (p progressWriter) Write(b []byte) (int, error) {
-	if strings.Contains(string(b), jsonBegin) {
-		return len(b), nil
-	}
-	return p.w.Write(b)
 }

@@ -1,8 +1,7 @@
 // Package benchguest holds what a benchmark needs to run its own measurer
 // in a QEMU guest: the kernel, a static build of the benchmark, an fsdax
 // NVDIMM image with an empty ext4, and the JSON the guest prints between
-// markers. bench/omf and bench/pager use it (bench/pheap has its own older
-// copy of the same steps).
+// markers. bench/omf, bench/pager and bench/pheap use it.
 //
 // Design: docs/DESIGN.md#measuring-method.
 package benchguest
@@ -12,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,4 +126,50 @@ func ParseOutput(console, begin, end string) (benchjson.Output, error) {
 func Tail(s string, n int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
+
+// Plan decides a benchmark's guest part from its -guest flag (auto, on,
+// off, only) and returns the kernel, or "" when the part is skipped: with
+// -guest off, or with auto when the guest cannot run here or quick is set
+// (the reason then goes to progress, prefixed with bench). mkfs.ext4 is
+// checked too: every guest here needs it.
+func Plan(mode, flagKernel string, quick bool, bench string, progress io.Writer) (string, error) {
+	switch mode {
+	case "off":
+		return "", nil
+	case "auto", "on", "only":
+	default:
+		return "", fmt.Errorf("-guest %q: want auto, on, off or only", mode)
+	}
+	kernel, err := Kernel(flagKernel)
+	if err == nil {
+		if _, e := exec.LookPath("mkfs.ext4"); e != nil {
+			err = fmt.Errorf("no mkfs.ext4 (apt-get install e2fsprogs): %w", e)
+		}
+	}
+	if err == nil && mode == "auto" && quick {
+		err = errors.New("-quick (add -guest on to include it)")
+	}
+	if err != nil {
+		if mode != "auto" {
+			return "", fmt.Errorf("-guest %s: %w", mode, err)
+		}
+		fmt.Fprintf(progress, "%s: skipping the guest part: %v\n", bench, err)
+		return "", nil
+	}
+	return kernel, nil
+}
+
+// HideLines passes what is written to w, except writes that contain
+// marker (the guest's JSON line, printed on stdout at the end instead).
+type HideLines struct {
+	W      io.Writer
+	Marker string
+}
+
+func (h HideLines) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), h.Marker) {
+		return len(b), nil
+	}
+	return h.W.Write(b)
 }
