@@ -180,6 +180,9 @@ func (f *File) Close() error {
 	if f.windows > 0 {
 		return fmt.Errorf("omf: close %s: %d %w", f.name, f.windows, ErrBusy)
 	}
+	// Closed before the unmapping: a ReadAt racing with Close then maps
+	// no new chunk while the lock is let go below.
+	f.closed = true
 	var errs []error
 	for i := range *f.slots.Load() {
 		c := (*f.slots.Load())[i].Load()
@@ -199,7 +202,6 @@ func (f *File) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	f.closed = true
 	if err := f.f.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -239,6 +239,16 @@ func TestWritesSurviveSyncAndReopen(t *testing.T) {
 	if err := w.Release(); err != nil {
 		t.Fatal(err)
 	}
+	// A read-only window of a writable File, across chunks (a mapping of
+	// its own), is still not for syncing.
+	span, err := f.ReadBlock(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SyncBlock(span, 0, 1); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("SyncBlock of a ReadBlock window = %v, want ErrReadOnly", err)
+	}
+	span.Release()
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ type Window struct {
 	chunks   []*chunk
 	own      []byte // a mapping of the window's own (writable, or spanning chunks); nil if it aliases one chunk
 	dax      bool   // own is MAP_SYNC: SyncBlock flushes CPU caches
+	writable bool   // from WriteBlock
 	released atomic.Bool
 }
 
@@ -169,7 +170,7 @@ func (f *File) WriteBlock(blkoff, nblocks int64) (*Window, error) {
 	}
 	n = min(n, f.size.Load()-off)
 	prot := unix.PROT_READ | unix.PROT_WRITE
-	w := &Window{f: f, off: off}
+	w := &Window{f: f, off: off, writable: true}
 	if f.dax && pmem.Available() {
 		b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
 		if err != nil {
@@ -201,7 +202,7 @@ func (w *Window) Sync(off, n int) error {
 	if w.released.Load() {
 		return fmt.Errorf("omf: sync window of %s at %d: %w", w.f.name, w.off, ErrReleased)
 	}
-	if w.own == nil || !w.f.writable || len(w.chunks) > 0 {
+	if !w.writable {
 		return fmt.Errorf("omf: sync window of %s at %d: %w (a ReadBlock window; use WriteBlock)", w.f.name, w.off, ErrReadOnly)
 	}
 	if off < 0 || n < 0 || off+n > len(w.b) {
