@@ -20,6 +20,7 @@ package pager
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sync"
@@ -342,4 +343,37 @@ func (r *Region) Sync() error {
 		return fmt.Errorf("pager: msync %s: %w", r.path, err)
 	}
 	return nil
+}
+
+// ReadAt copies region bytes at off into p, and WriteAt copies p into the
+// region. Both copy with a plain Go loop, never with copy (memmove is
+// assembly): a fault there could not be preempted by a stop-the-world
+// while it waits for the handler (see the Limits in docs/DESIGN.md#pager).
+func (r *Region) ReadAt(p []byte, off int64) (int, error) {
+	b := r.Bytes()
+	if off < 0 || off > int64(len(b)) {
+		return 0, fmt.Errorf("pager: read %s at %d: outside the %d-byte region", r.path, off, len(b))
+	}
+	n := min(len(p), len(b)-int(off))
+	src := b[off : int(off)+n]
+	for i := range src {
+		p[i] = src[i]
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// WriteAt: see ReadAt.
+func (r *Region) WriteAt(p []byte, off int64) (int, error) {
+	b := r.Bytes()
+	if off < 0 || off+int64(len(p)) > int64(len(b)) {
+		return 0, fmt.Errorf("pager: write %s at %d+%d: outside the %d-byte region", r.path, off, len(p), len(b))
+	}
+	dst := b[off : int(off)+len(p)]
+	for i := range p {
+		dst[i] = p[i]
+	}
+	return len(p), nil
 }

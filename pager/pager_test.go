@@ -308,3 +308,43 @@ func TestIoctlNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestReadWriteAt: the Go-loop copies in and out of a region, with a
+// budget far below it, against the reference.
+func TestReadWriteAt(t *testing.T) {
+	modes(t, func(t *testing.T, c Config) {
+		s := Shape{64, 100, 8}
+		path := filepath.Join(t.TempDir(), "m")
+		want := ref(s)
+		if err := CreateLayout(path, s, Hint{Order: ColumnMajor}, bytes.NewReader(want)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		r, err := p.Map(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if n, err := r.ReadAt(got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("ReadAt = %d, %v, or bytes differ", n, err)
+		}
+		patch := bytes.Repeat([]byte{0xEE}, 3*pageSize)
+		if _, err := r.WriteAt(patch, 1000); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[1000:], patch)
+		if n, err := r.ReadAt(got[:10], int64(len(want)-4)); n != 4 || err == nil {
+			t.Fatalf("ReadAt across the end = %d, %v", n, err)
+		}
+		if _, err := r.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("after WriteAt: %v, or bytes differ", err)
+		}
+		if _, err := r.WriteAt(patch, int64(len(want))); err == nil {
+			t.Fatal("WriteAt past the end succeeded")
+		}
+	})
+}
