@@ -3,7 +3,7 @@
 // pages stored in the order the program will walk them (the layout,
 // written once by CreateLayout and reused), and is served into a memory
 // region by userfaultfd within a fixed budget. A fault loads a whole run
-// of the walk with one read; the oldest runs are evicted first; pages
+// of the walk with one read; eviction follows the walk (evict.go); pages
 // written are write-protect-tracked and written back before eviction and
 // at Sync. After the locality-aware memory management thesis (an 8 MiB
 // user-level "physical memory" and aligned data on the swap device), with
