@@ -68,7 +68,7 @@ func TestDAXWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("boot 2:\n%s", benchguest.Tail(res.Console, 6))
+	t.Logf("boot 2:\n%s", vm.LastLines(res.Console, 6))
 	if res.Status != 0 || !strings.Contains(res.Console, "DAXOMF verified") || !strings.Contains(res.Console, "DAXOMF mode dax") {
 		t.Fatalf("boot 2 (status %d):\n%s", res.Status, res.Console)
 	}

@@ -70,10 +70,10 @@ umount %[1]s
 		return o, "", fmt.Errorf("the guest run (kernel %s): %w", kernel, err)
 	}
 	if res.Status != 0 {
-		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, benchguest.Tail(res.Console, 30))
+		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 30))
 	}
 	if o, err = benchguest.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
-		return o, "", fmt.Errorf("%w; console:\n%s", err, benchguest.Tail(res.Console, 30))
+		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	if o.Env["mode"] != "dax" || !strings.Contains(o.Env["mount"], "dax=always") {
 		return o, "", fmt.Errorf("the guest did not run on DAX: mode %q, mount %q", o.Env["mode"], o.Env["mount"])

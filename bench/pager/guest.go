@@ -89,10 +89,10 @@ umount %[1]s
 		return o, "", fmt.Errorf("the guest run (kernel %s, timeout %v): %w", kernel, c.GuestTimeout, err)
 	}
 	if res.Status != 0 {
-		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, benchguest.Tail(res.Console, 30))
+		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 30))
 	}
 	if o, err = benchguest.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
-		return o, "", fmt.Errorf("%w; console:\n%s", err, benchguest.Tail(res.Console, 30))
+		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	o.Env["storage"] = st.Name
 	return o, res.Machine.Accel, nil

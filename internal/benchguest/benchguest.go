@@ -1,7 +1,7 @@
 // Package benchguest holds what a benchmark needs to run its own measurer
-// in a QEMU guest: the kernel, a static build of the benchmark, an fsdax
-// NVDIMM image with an empty ext4, and the JSON the guest prints between
-// markers. bench/omf, bench/pager and bench/pheap use it.
+// in a QEMU guest: the -guest flag's plan and the kernel (internal/kernel),
+// a static build of the benchmark, an fsdax NVDIMM image with an empty
+// ext4, and the JSON the guest prints between markers. bench/omf, bench/pager and bench/pheap use it.
 //
 // Design: docs/DESIGN.md#measuring-method.
 package benchguest
@@ -19,55 +19,27 @@ import (
 
 	imgpmem "github.com/nvboot/nvboot/image/pmem"
 	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/internal/checkout"
+	"github.com/nvboot/nvboot/internal/kernel"
 )
 
-// Kernel returns the guest kernel: flagKernel, else $NVBOOT_KERNEL, else
-// the cached build of kernel-config/ (never built here: make kernel does,
-// in about ten minutes).
+// Kernel returns the guest kernel (internal/kernel's one order: -kernel,
+// $NVBOOT_KERNEL, then kernel-config/'s cache in the checkout; never built
+// here: make kernel does, in about ten minutes) once QEMU is there.
 func Kernel(flagKernel string) (string, error) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		return "", fmt.Errorf("no qemu-system-x86_64 (apt-get install qemu-system-x86): %w", err)
 	}
-	k, from := flagKernel, "-kernel"
-	if k == "" {
-		k, from = os.Getenv("NVBOOT_KERNEL"), "$NVBOOT_KERNEL"
-	}
-	if k == "" {
-		root, err := ModuleRoot()
-		if err != nil {
-			return "", err
-		}
-		cmd := exec.Command(filepath.Join(root, "kernel-config", "build.sh"), "-cached-only")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("no guest kernel: -kernel and $NVBOOT_KERNEL unset and %s (%v)", strings.TrimSpace(stderr.String()), err)
-		}
-		k, from = filepath.Join(strings.TrimSpace(string(out)), "bzImage"), "the kernel-config/ cache"
-	}
-	if _, err := os.Stat(k); err != nil {
-		return "", fmt.Errorf("guest kernel from %s: %w", from, err)
-	}
-	return k, nil
-}
-
-// ModuleRoot is the nvboot checkout the benchmark runs from.
-func ModuleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := checkout.Root(context.Background(), "")
 	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
+		return "", err
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("the guest part builds the benchmark: run it from inside the nvboot module (go run ./bench/...)")
-	}
-	return filepath.Dir(mod), nil
+	return kernel.Find(context.Background(), kernel.Lookup{Paths: []kernel.Source{{From: "-kernel", Path: flagKernel}}, Root: root})
 }
 
 // BuildStatic builds the package pkg (./bench/omf) for the guest into out.
 func BuildStatic(ctx context.Context, pkg, out string) error {
-	root, err := ModuleRoot()
+	root, err := checkout.Root(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -120,12 +92,6 @@ func ParseOutput(console, begin, end string) (benchjson.Output, error) {
 		return o, nil
 	}
 	return o, fmt.Errorf("the guest printed no %s…%s line", begin, end)
-}
-
-// Tail is the last n lines of s, for errors.
-func Tail(s string, n int) string {
-	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(l[max(0, len(l)-n):], "\n")
 }
 
 // Plan decides a benchmark's guest part from its -guest flag (auto, on,
