@@ -45,7 +45,8 @@ test: deps build kernel
 test-short: build
 	$(GO) test -short -count=1 ./...
 
-# Fuzz each parser of untrusted input for FUZZTIME (corpus kept in testdata/fuzz).
+# Fuzz each parser of untrusted input, and omf's and pager's access sequences
+# against an in-memory reference, for FUZZTIME (corpus kept in testdata/fuzz).
 FUZZTIME ?= 30s
 fuzz: build
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME)
@@ -57,6 +58,8 @@ fuzz: build
 	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)
