@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the nvboot appliance's skeleton into a root tree: the directories
-# and files of rootfs/skeleton (without the .empty placeholders) and the
+# Installs the nvboot appliance's skeleton into a root tree: the directories,
+# files and links of rootfs/skeleton (without the .empty placeholders) and the
 # appliance's config (rootfs/appliance/etc: nvinit's config.json, the poold
 # config when a service is pooled). nvboot build installs the same skeleton
 # (image/appliance/rootfs.go) and writes the configs from the image config;
@@ -20,5 +20,9 @@ for src in "$here/skeleton" "$here/appliance/etc"; do
 	done
 	(cd "$src" && find . -type f ! -name .empty) | while read -r f; do
 		install -m 0644 "$src/$f" "$dst/${src#"$base"}/$f"
+	done
+	# Links (/perm, gokrazy's writable partition, is the state filesystem).
+	(cd "$src" && find . -type l) | while read -r l; do
+		ln -sfn "$(readlink "$src/$l")" "$dst/${src#"$base"}/$l"
 	done
 done

@@ -27,7 +27,8 @@ import (
 const nvbootModule = "github.com/nvboot/nvboot"
 
 // PermLink is /perm on the device, gokrazy's writable partition: a link to
-// the state filesystem, so programs written for gokrazy find it there.
+// the state filesystem, so programs written for gokrazy find it there. It
+// is in the skeleton (rootfs/skeleton/perm), which every builder installs.
 const PermLink = "perm"
 
 // importDir is the directory go build of import path pkg runs in: the
@@ -76,17 +77,13 @@ func runIn(ctx context.Context, dir string, env []string, name string, args ...s
 	return nil
 }
 
-// placeGokrazy puts on the root tree what every image has for programs
-// written for gokrazy (/perm) and what a gokrazy config asks for: the
+// placeGokrazy puts on the root tree what a gokrazy config asks for: the
 // mount points of MountDevices and every package's extra files (also of
 // PackageConfig entries not in Packages, as gokrazy places them). An extra
 // file never replaces a file the build placed, and nothing is written
 // outside the root tree: os.Root refuses a path that leaves it, through
 // ".." or a symbolic link an archive made.
 func (b *builder) placeGokrazy(st staging) error {
-	if err := os.Symlink("nv/state", filepath.Join(st.root, PermLink)); err != nil {
-		return err
-	}
 	root, err := os.OpenRoot(st.root)
 	if err != nil {
 		return err

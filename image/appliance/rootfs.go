@@ -15,8 +15,8 @@ import (
 const SkeletonDir = "rootfs/skeleton"
 
 // installSkeleton copies the skeleton under moduleRoot into root: its
-// directories (0755) and files (their git mode), leaving out the .empty
-// placeholders.
+// directories (0755), files (their git mode) and symbolic links (/perm),
+// leaving out the .empty placeholders.
 func installSkeleton(moduleRoot, root string) error {
 	src := filepath.Join(moduleRoot, SkeletonDir)
 	if _, err := os.Stat(src); err != nil {
@@ -39,8 +39,14 @@ func installSkeleton(moduleRoot, root string) error {
 				return err
 			}
 			return copyFile(dst, p, fi.Mode().Perm())
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, dst)
 		default:
-			return fmt.Errorf("appliance skeleton: %s: only directories and regular files belong there", p)
+			return fmt.Errorf("appliance skeleton: %s: only directories, regular files and symbolic links belong there", p)
 		}
 	})
 }
