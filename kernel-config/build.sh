@@ -36,8 +36,9 @@ tarball=/usr/src/linux-source-6.1.tar.xz
 if [ ! -f "$tarball" ]; then
 	if [ "$cached_only" = 1 ]; then echo "kernel-config/build.sh: $tarball missing (make kernel installs it and builds the kernel)" >&2; exit 3; fi
 	echo "kernel-config/build.sh: $tarball missing; installing linux-source-6.1 and build deps" >&2
-	apt-get update -q >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q linux-source-6.1 bc flex bison libelf-dev libssl-dev >&2
+	# Another first build may be installing too: wait for dpkg's lock.
+	apt-get -o DPkg::Lock::Timeout=600 update -q >&2
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q linux-source-6.1 bc flex bison libelf-dev libssl-dev >&2
 fi
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 ccver=$(gcc --version | head -1)
@@ -53,12 +54,17 @@ fi
 if [ "$cached_only" = 1 ]; then echo "kernel-config/build.sh: no kernel built at $out (make kernel builds it, about ten minutes)" >&2; exit 3; fi
 
 src="$cache/src/linux-source-6.1-$srcver"
+# Every key shares the unpacked source: one unpack at a time.
+mkdir -p "$cache/src"
+exec 8>"$src.lock"
+flock 8
 if [ ! -f "$src/Makefile" ]; then
 	echo "kernel: unpacking $tarball" >&2
 	rm -rf "$src.tmp" && mkdir -p "$src.tmp"
 	tar -xf "$tarball" -C "$src.tmp" --strip-components=1
 	mv "$src.tmp" "$src"
 fi
+exec 8>&-
 
 build="$cache/kernel/build-$arch-$key"
 mkdir -p "$build"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 )
 
 // A guest kernel that panics stays up forever (the appliance's command line
@@ -31,6 +32,21 @@ func (e *PanicError) Error() string {
 func stopAtPanic(m *Machine) {
 	if _, _, err := m.Expect(context.Background(), 0, isPanic); err == nil {
 		m.cmd.Process.Kill()
+	}
+}
+
+// haltedMarker is what the kernel prints when it halts: a power-off on a
+// machine that cannot power off (x86 without ACPI) ends there too.
+const haltedMarker = "reboot: System halted"
+
+// endAtHalt ends QEMU cleanly (SIGTERM: it flushes its disks and exits)
+// once the console shows the kernel halted: a board without ACPI
+// (Config.NoACPI) cannot power off, and a guest that asks to anyway
+// (an nvinit that does not know nvboot.off=reset) would leave QEMU
+// running for ever.
+func endAtHalt(m *Machine) {
+	if _, _, err := m.Expect(context.Background(), 0, func(s string) bool { return strings.Contains(s, haltedMarker) }); err == nil {
+		m.cmd.Process.Signal(syscall.SIGTERM)
 	}
 }
 

@@ -86,7 +86,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		c.NoACPI = true
 		c.Cmdline += " " + guest.OffParam + "=reset"
 	}
-	if l, ok := diskLimit(o); ok {
+	if l, ok := GuestDiskLimit(o); ok {
 		c.Cmdline += " " + l.String()
 	}
 	c.Firmware = o.Firmware
@@ -114,15 +114,15 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	return c, nil
 }
 
-// diskLimit is the storage model nvinit applies inside the guest under the
+// GuestDiskLimit is the storage model nvinit applies inside the guest under the
 // device clock, where QEMU's throttle alone charges a wait the guest
 // computes through by its instructions only (docs/DESIGN.md, "Device
 // clock"). QEMU's throttle stays: it paces the reads before nvinit runs
 // (the kernel's root mount, nvinit's own pages), and it seldom binds
 // after, since guest time never runs ahead of the host's.
-func diskLimit(o BootOptions) (guest.DiskLimit, bool) {
+func GuestDiskLimit(o BootOptions) (guest.DiskLimit, bool) {
 	s := o.Storage
-	if o.CPURate == 0 || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
+	if o.CPURate == 0 || o.BootDisk || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
 		return guest.DiskLimit{}, false
 	}
 	return guest.DiskLimit{Disk: guest.Disk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true

@@ -135,6 +135,7 @@ func TestVMConfigBoard(t *testing.T) {
 		{"device clock, unthrottled", BootOptions{CPURate: vm.DefaultCPURate}, true, false},
 		{"NVDIMMs", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemAs: vm.PmemNVDIMM}, false, true},
 		{"disk booted", BootOptions{Storage: sd, BootDisk: true}, false, false},
+		{"disk booted, device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, BootDisk: true}, false, false},
 	} {
 		cfg, err := VMConfig(dir, im, c.o)
 		if err != nil {

@@ -24,6 +24,10 @@ func TestPlaceGokrazy(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
+	// /perm comes with the skeleton, which the prepare phase installs first.
+	if err := installSkeleton("../..", root); err != nil {
+		t.Fatal(err)
+	}
 	b := &builder{Options: Options{Config: c, ConfigDir: gokrazyTestdata}}
 	if err := b.placeGokrazy(staging{root: root}); err != nil {
 		t.Fatal(err)

@@ -92,6 +92,16 @@ func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
 	return l, true, nil
 }
 
+// DiskLimitSlice is the window blk-throttle computes its budget over, in
+// ms, which nvinit writes to the disk's queue/throttle_sample_time. The
+// kernel's default is 100 ms, and the first window after a pause lets a
+// whole window's worth through without waiting: 4 MiB or 150 requests on
+// the sd model, after every pause, and a boot's reads come in bursts. At
+// 12 ms (3 jiffies at HZ=250) that burst is 480 KiB or 18 requests; a
+// shorter window charges too much, as the kernel rounds each wait up to
+// whole jiffies (TestDiskLimitUnderDeviceClock has the figures).
+const DiskLimitSlice = 12
+
 // String is the nvboot.disklimit parameter for l.
 func (l DiskLimit) String() string {
 	return fmt.Sprintf("%s=%s,rbps=%d,riops=%d,wbps=%d,wiops=%d", DiskLimitParam, l.Disk, l.ReadBPS, l.ReadIOPS, l.WriteBPS, l.WriteIOPS)

@@ -52,6 +52,10 @@ const (
 	// request from inside the guest (nvinit asks when the kernel command
 	// line has nvboot.answer=PORT).
 	Answered = "answered"
+	// DiskLimit carries the disk nvinit limited inside the guest with the
+	// storage model (nvboot.disklimit): a device-clock boot that asked for
+	// it and lacks the mark measured without it.
+	DiskLimit = "disk-limit"
 )
 
 // Mark is one parsed marker.

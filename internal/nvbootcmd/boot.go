@@ -93,6 +93,10 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	if len(marks) == 0 {
 		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", vm.LastLines(res.Console, 25))
 	}
+	if l, ok := appliance.GuestDiskLimit(o); ok && !hasMark(marks, bootmark.DiskLimit, l.Disk) {
+		return nil, fmt.Errorf("no %s mark: the guest did not apply the storage model to %s, so its disk waits passed on the host's clock and this boot's times are not the model's; console:\n%s",
+			bootmark.DiskLimit, l.Disk, vm.LastLines(res.Console, 25))
+	}
 	var tl bootmark.Timeline
 	if o.CPURate != 0 {
 		if tl, err = bootmark.PlaceGuest(bootmark.Unstamped(marks)); err != nil {
@@ -302,4 +306,14 @@ func firstAnswer(ctx context.Context, m *vm.Machine, url string) (time.Duration,
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// hasMark reports whether marks hold name with arg.
+func hasMark(marks []bootmark.Stamped, name, arg string) bool {
+	for _, m := range marks {
+		if m.Mark.Name == name && m.Mark.Arg == arg {
+			return true
+		}
+	}
+	return false
 }

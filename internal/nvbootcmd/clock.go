@@ -59,7 +59,7 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 	f.clock = fs.String("clock", defClock, "`device` (guest instructions counted as time) or wall (the host's clock); "+what)
 	f.rate = &rateFlag{vm.DefaultCPURate}
 	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent) or nvdimm (emulated NVDIMMs, ACPI NFIT)")
-	f.append = fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug, acpi=off): to try a change to the boot")
+	f.append = fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug ignore_loglevel): to try a change to the boot")
 	f.mem = fs.Int("mem", appliance.DefaultMemMiB, "guest RAM in `MiB` (at least 64, at most the host's)")
 	fs.Var(f.rate, "cpu-rate", "device clock: guest instructions per `second`, 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)")
 	return f

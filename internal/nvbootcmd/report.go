@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nvboot/nvboot/image/guest"
+
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/internal/benchjson"
 	"github.com/nvboot/nvboot/vm"
@@ -167,6 +169,12 @@ func (r *report) env() map[string]string {
 	}
 	if r.Machine.Append != "" {
 		e["append"] = r.Machine.Append
+	}
+	if _, ok := appliance.GuestDiskLimit(r.Machine.boot(r.Storage)); ok {
+		e["disk_model"] = fmt.Sprintf("io.max in the guest, a %d ms window (and QEMU's throttle)", guest.DiskLimitSlice)
+	}
+	if r.Machine.PmemAs == vm.PmemE820 {
+		e["acpi"] = "off"
 	}
 	if r.Machine.Clock == vm.ClockDevice {
 		e["cpu_rate"] = strconv.FormatInt(r.Machine.CPURate, 10)

@@ -18,8 +18,8 @@ import (
 
 const runDescription = `Boots an image built by 'nvboot build' in QEMU: the disk image as a virtio
 disk throttled to the storage model, pmem-text.img and pmem-state.img as
-emulated NVDIMMs (their contents persist from run to run: that is the
-device's persistent memory), the serial console on this terminal, and the
+the machine's persistent memory (e820 regions, or emulated NVDIMMs with
+-pmem nvdimm; their contents persist from run to run), the serial console on this terminal, and the
 services' ports forwarded from the host (each ForwardPort to the same host
 port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.

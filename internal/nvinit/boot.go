@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/bootmark"
 )
 
 // Action is how the machine ends.
@@ -71,8 +73,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 		if l, ok, err := guest.ParseDiskLimit(cmdline); err != nil {
 			con.Logf("%v; the disk is not limited", err)
 		} else if ok {
-			if err := ApplyDiskLimit(l, m, or(b.Sys, "/sys"), "/sys/fs/cgroup"); err != nil {
+			if line, err := ApplyDiskLimit(l, m, or(b.Sys, "/sys"), "/sys/fs/cgroup"); err != nil {
 				con.Logf("%v; the disk is not limited", err)
+			} else {
+				con.Logf("disk limit: io.max %s, a %d ms window", line, guest.DiskLimitSlice)
+				con.Mark(bootmark.DiskLimit, l.Disk)
 			}
 		}
 	}
@@ -147,6 +152,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 	reset, err := guest.OffByReset(cmdline)
 	if err != nil {
 		con.Logf("%v; powering off", err)
+	}
+	if !reset && action != Reboot && !canPowerOff("/sys/firmware/acpi") {
+		// The kernel would halt instead, for ever.
+		con.Logf("no ACPI: this x86 machine cannot power off; resetting it instead")
+		reset = true
 	}
 	if action == Reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
@@ -240,4 +250,15 @@ func readCmdline() string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// canPowerOff reports whether the kernel can power this machine off: on
+// x86 only through ACPI (acpiDir is where sysfs shows it), elsewhere
+// through the platform (PSCI, a PMIC driver), assumed there.
+func canPowerOff(acpiDir string) bool {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "386" {
+		return true
+	}
+	_, err := os.Stat(acpiDir)
+	return err == nil
 }

@@ -45,6 +45,9 @@ var KernelMounts = []MountPoint{
 	{"devtmpfs", "/dev", "devtmpfs", msNoSUID, "mode=0755"},
 	{"tmpfs", "/run", "tmpfs", msNoSUID | msNoDev, "mode=0755"},
 	{"tmpfs", "/tmp", "tmpfs", msNoSUID | msNoDev, "mode=1777"},
+	// Every boot has the same cgroup hierarchy: poold's pools and the
+	// device clock's disk model (DiskModelCgroup) both live in it.
+	{"cgroup2", "/sys/fs/cgroup", "cgroup2", msNoSUID | msNoDev | msNoExec, ""},
 }
 
 // MountAll mounts each point in order. One already mounted (EBUSY: the kernel
