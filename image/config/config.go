@@ -56,6 +56,8 @@ type Config struct {
 	Interfaces []Interface `json:",omitempty"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
+	// Update is the update endpoint `nvboot deploy` talks to (update.go).
+	Update *Update `json:",omitempty"`
 }
 
 // Interface is one network interface's static IPv4 setting.
@@ -321,6 +323,9 @@ func (c *Config) Validate() error {
 	case "erofs", "ext4":
 	default:
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
+	}
+	if err := c.Update.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -30,6 +30,8 @@ type InitConfig struct {
 	// Poweroff powers the machine off once every service has exited and none
 	// will restart: a test image ends by itself.
 	Poweroff bool `json:",omitempty"`
+	// Update is the update endpoint (`nvboot deploy`); nil: none.
+	Update *Update `json:",omitempty"`
 }
 
 // Service is one supervised program.
@@ -284,6 +286,11 @@ func (c *InitConfig) Validate() error {
 	}
 	if filepath.Clean(t.DirOrDefault()) == filepath.Clean(s.DirOrDefault()) {
 		v.badf("State.Dir %q: also TextStore.Dir", s.DirOrDefault())
+	}
+	if c.Update != nil {
+		if err := c.Update.Validate(); err != nil {
+			v.errs = append(v.errs, err)
+		}
 	}
 	return v.err()
 }

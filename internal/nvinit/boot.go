@@ -91,6 +91,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 	var mounted []string // to take down at the end, state first
 	var texts TextChecker
+	var programs *Programs // deployed programs: the text store is mounted
 	if ts := cfg.TextStore; ts.Device != "" {
 		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
 			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
@@ -108,6 +109,8 @@ func (b *Boot) Run(ctx context.Context) Action {
 			// Texts are checked (read whole) only for a service that
 			// failed, never at boot: see Supervisor.checkText.
 			texts = &TextRepair{Store: ts, Mounter: m}
+			programs = &Programs{Store: ts, Mounter: m}
+			useDeployed(programs, cfg, con.Logf)
 		}
 	}
 	con.Mark("store", "")
@@ -132,7 +135,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 		defer cancel()
 		startAnswerProbe(actx, con, cmdline)
 	}
-	action := b.supervise(ctx, cfg, texts)
+	action := b.supervise(ctx, cfg, texts, programs)
 	Unmount(m, mounted, con.Logf)
 	if !b.PID1 {
 		return action
@@ -154,7 +157,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker) Action {
+func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs) Action {
 	sigs := b.Signals
 	if sigs == nil {
 		ch := make(chan os.Signal, 1)
@@ -192,6 +195,10 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker) Ac
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts}
+	s.prepare()
+	if cfg.Update != nil {
+		go b.serveUpdate(sctx, cfg, s, programs)
+	}
 	err := s.Run(sctx)
 	stop()
 	<-watched

@@ -111,6 +111,7 @@ type svc struct {
 	out         *tailLines // this run's last lines of output
 	failures    int        // failed starts in a row: see MaxFailedStarts
 	textChecked bool       // the text was checked since the streak began
+	trial       *trial     // a deploy in progress (trial.go); nil: none
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -119,8 +120,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if s.Clock == nil {
 		s.Clock = RealClock{}
 	}
-	s.events = make(chan func(), 16)
-	s.ran = make(chan struct{})
+	s.prepare()
 	defer close(s.ran)
 	for _, sc := range s.Services {
 		if sc.DontStart {
@@ -141,6 +141,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.shutdown()
 			return nil
 		}
+	}
+}
+
+// prepare makes the channels Run serves; called before Run when another
+// goroutine (the update endpoint) may post to it before Run starts.
+func (s *Supervisor) prepare() {
+	if s.events == nil {
+		s.events = make(chan func(), 16)
+		s.ran = make(chan struct{})
 	}
 }
 
@@ -230,6 +239,9 @@ func (s *Supervisor) start(sv *svc) {
 		s.Console.Mark("service-ready", sv.Name)
 		sv.ready = true
 		sv.cancelReady = func() {}
+		if sv.trial != nil {
+			s.trialReady(sv)
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -268,6 +280,9 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 				if ctx.Err() == nil && processRuns(pid) {
 					sv.ready = true
 					s.Console.Mark("service-ready", sv.Name)
+					if sv.trial != nil {
+						s.trialReady(sv)
+					}
 				}
 			})
 			return
@@ -292,6 +307,9 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 		s.Console.Logf("%s %s after it was marked ready, within %v of its start: a failed start all the same", sv.Name, how, HealthyAfter)
 	} else {
 		s.Console.Logf("%s %s", sv.Name, how)
+	}
+	if sv.trial != nil && !s.trialExited(sv, how) {
+		return
 	}
 	if s.stopping {
 		return
@@ -323,6 +341,9 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 // failed handles a start that did not fork (how says why): the same backoff
 // and count as a crash, so a missing binary does not spin.
 func (s *Supervisor) failed(sv *svc, how string) {
+	if sv.trial != nil && !s.trialStartFailed(sv, how) {
+		return
+	}
 	if sv.RestartOrDefault() == RestartNever || s.stopping {
 		return
 	}
