@@ -1,0 +1,53 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+// BuildService builds one service of o.Config, found by its program name,
+// as the off2f layout does (the same go build, the same note but no
+// fallback directory: a deployed text has no copy on the root filesystem),
+// and returns it converted. It is what `nvboot deploy` sends; o.Out and
+// o.Kernel are not used. (When off2f.Install lands on main, the placing
+// half of convert and this share it.)
+func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted, error) {
+	pkg := ""
+	for _, p := range o.Config.Packages {
+		if config.Name(p) == name {
+			pkg = p
+		}
+	}
+	if pkg == "" {
+		return nil, fmt.Errorf("service %q: not in the config's Packages (its name is the last element of the package path)", name)
+	}
+	if o.Config.PackageConfig[pkg].Pool != nil {
+		return nil, fmt.Errorf("service %s: started through poold (Pool), whose programs cannot be deployed yet", name)
+	}
+	work, err := os.MkdirTemp("", "nvboot-deploy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	b := &builder{Options: o, work: work}
+	bin := filepath.Join(work, name)
+	b.logf("building %s (%s)", name, pkg)
+	if err := b.goBuild(ctx, name, pkg, o.Config.PackageConfig[pkg].GoBuildFlags, bin); err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := off2f.Convert(raw, off2f.Options{Loader: guest.Loader, StoreDir: guest.TextDir})
+	if err != nil {
+		return nil, fmt.Errorf("converting %s to OFF2F: %w", name, err)
+	}
+	return conv, nil
+}
