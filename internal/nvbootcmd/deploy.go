@@ -49,7 +49,7 @@ type deployReport struct {
 }
 
 func deployCmd(ctx context.Context, c *cli.Context) error {
-	fs := cli.FlagSet(c, "nvboot deploy", "nvboot deploy -service NAME -config FILE [-deadline D] [-json] URL\n       nvboot deploy -gc -config FILE URL", deployDescription, deployExamples)
+	fs := cli.FlagSet(c, "nvboot deploy", "nvboot deploy {-service NAME | -gc} -config FILE [-deadline D] [-json] URL", deployDescription, deployExamples)
 	service := fs.String("service", "", "the service to deploy: its program name, the last element of its package in the config's Packages")
 	cfgPath := fs.String("config", "", "image config `file` the appliance was built from (required: its Update.HTTPPassword, the service's package and build flags)")
 	deadline := fs.Duration("deadline", guest.DefaultReadyDeadline, "how long the new program has to become ready before the appliance switches back")

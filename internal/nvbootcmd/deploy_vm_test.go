@@ -1,0 +1,203 @@
+package nvbootcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/appliance/buildtest"
+	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
+)
+
+const kvPackage = "github.com/nvboot/nvboot/examples/kv"
+
+// deployConfig writes an image config for kv built from pkg with flags,
+// the update endpoint on with password "test"; the same config a user
+// keeps for the appliance, but for the build of kv.
+func deployConfig(t *testing.T, dir, pkg string, flags ...string) string {
+	t.Helper()
+	c := config.Demo()
+	pc := c.PackageConfig[kvPackage]
+	pc.GoBuildFlags = flags
+	c.Packages, c.PackageConfig = []string{pkg}, map[string]config.PackageConfig{pkg: pc}
+	c.Update = &config.Update{HTTPPassword: "test"}
+	p := filepath.Join(dir, fmt.Sprintf("kv-%d.json", len(mustGlob(t, dir+"/*.json"))))
+	if err := c.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustGlob(t *testing.T, pat string) []string {
+	m, err := filepath.Glob(pat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// kvGet answers GET path on the appliance's kv: status, body and the
+// X-Kv-Version header.
+func kvGet(t *testing.T, url, path string) (int, string, string) {
+	t.Helper()
+	resp, err := http.Get(url + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("X-Kv-Version")
+}
+
+// TestDeployToBootedAppliance boots the demo with the update endpoint on,
+// deploys a changed kv (kept: it answers with its new version, the state
+// is intact), a kv that exits at start (rolled back: deploy fails saying
+// so, the earlier kv answers), the changed kv again (no text sent, nothing
+// restarted), then gc, and boots again: the kept kv runs.
+func TestDeployToBootedAppliance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	k := vmtest.Kernel(t)
+	cfgDir := t.TempDir()
+	v1 := deployConfig(t, cfgDir, kvPackage)
+	cfg, err := config.Load(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := moduleRoot(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "img")
+	im, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: dir, Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := deployConfig(t, cfgDir, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
+	broken := deployConfig(t, cfgDir, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/broken/kv"))
+
+	boot := func() (*vm.Machine, string, string) {
+		kvPort, upPort := freePort(t), freePort(t)
+		vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guest.DefaultUpdatePort}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		t.Cleanup(cancel)
+		m, err := vm.Start(ctx, vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Kill)
+		if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv"); err != nil {
+			t.Fatalf("kv not ready: %v\n%s", err, m.Console())
+		}
+		return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)
+	}
+	m, kvURL, upURL := boot()
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
+		t.Fatalf("kv as built: %d, version %q", code, ver)
+	}
+	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the deploys"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT: %v %v", resp, err)
+	}
+
+	deployJSON := func(cfg string) (deployReport, string, error) {
+		t.Helper()
+		stdout, stderr, err := execute("deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL)
+		var r deployReport
+		if jerr := json.Unmarshal([]byte(stdout), &r); jerr != nil {
+			t.Fatalf("deploy -json printed %q (%v); stderr:\n%s\nerr %v\nconsole:\n%s", stdout, jerr, stderr, err, m.Console())
+		}
+		return r, stderr, err
+	}
+	// A changed kv: kept, serving its version, the state as it was.
+	r, stderr, err := deployJSON(v2)
+	if err != nil || r.Result != guest.DeployKept || !r.TextSent || r.BytesSent < 1<<20 {
+		t.Fatalf("deploy of version 2: %+v, %v\nstderr:\n%s\nconsole:\n%s", r, err, stderr, m.Console())
+	}
+	if !strings.Contains(stderr, "sent ") || !strings.Contains(stderr, "waiting for kv") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
+		t.Fatalf("after the deploy kv answers %d, version %q; want version 2\n%s", code, ver, m.Console())
+	}
+	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
+		t.Fatalf("state after the deploy: %d %q", code, v)
+	}
+	// A kv that exits at start: rolled back, version 2 serves again.
+	r, stderr, err = deployJSON(broken)
+	if !errors.Is(err, ErrRolledBack) || r.Result != guest.DeployRolledBack || !strings.Contains(r.Reason, "exited with status 1") {
+		t.Fatalf("deploy of the broken kv: %+v, %v\nstderr:\n%s\nconsole:\n%s", r, err, stderr, m.Console())
+	}
+	if !strings.Contains(err.Error(), "rolled back") || !strings.Contains(err.Error(), "the old one runs again") {
+		t.Errorf("deploy's error %q does not say it rolled back", err)
+	}
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
+		t.Fatalf("after the rollback kv answers %d, version %q; want version 2", code, ver)
+	}
+	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
+		t.Fatalf("state after the rollback: %d %q", code, v)
+	}
+	// Version 2 again: its text and program are there, nothing restarts.
+	r, stderr, err = deployJSON(v2)
+	if err != nil || r.Result != guest.DeployUnchanged || r.TextSent {
+		t.Fatalf("deploy of version 2 again: %+v, %v\nstderr:\n%s", r, err, stderr)
+	}
+	// gc: the broken kv's program and text go, version 2's stay.
+	stdout, stderr, err := execute("deploy", "-gc", "-json", "-config", v2, upURL)
+	var gc guest.GCResult
+	if err != nil || json.Unmarshal([]byte(stdout), &gc) != nil || len(gc.Removed) != 2 {
+		t.Fatalf("gc: %v, %s\nstderr:\n%s", err, stdout, stderr)
+	}
+	// A wrong password is refused.
+	bad := filepath.Join(cfgDir, "wrong.json")
+	b, _ := os.ReadFile(v2)
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `"test"`, `"guess"`, 1)), 0o644)
+	if _, _, err := execute("deploy", "-service", "kv", "-config", bad, upURL); err == nil || !strings.Contains(err.Error(), "refused the password") {
+		t.Errorf("deploy with a wrong password: %v", err)
+	}
+	// What the appliance said about the deploys, for the test's log.
+	for _, l := range m.Lines() {
+		if strings.Contains(l.Text, "deploy") || strings.Contains(l.Text, "kv") {
+			t.Logf("console: %s", l.Text)
+		}
+	}
+	m.Kill()
+	<-m.Done()
+
+	// Cut and booted again: the kept version runs, from the store.
+	_, kvURL, _ = boot()
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
+		t.Fatalf("after a reboot kv answers %d, version %q; want version 2", code, ver)
+	}
+	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
+		t.Fatalf("state after the reboot: %d %q", code, v)
+	}
+}
