@@ -72,20 +72,36 @@ func kvGet(t *testing.T, url, path string) (int, string, string) {
 	return resp.StatusCode, string(b), resp.Header.Get("X-Kv-Version")
 }
 
-// TestDeployToBootedAppliance boots the demo with the update endpoint on,
-// deploys a changed kv (kept: it answers with its new version, the state
-// is intact), a kv that exits at start (rolled back: deploy fails saying
-// so, the earlier kv answers), the changed kv again (no text sent, nothing
-// restarted), then gc, and boots again: the kept kv runs.
-func TestDeployToBootedAppliance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU")
+// bootDeployable boots the image in dir with kv's port and the update
+// endpoint forwarded, and waits for kv to be ready; it returns the machine
+// and the two URLs.
+func bootDeployable(t *testing.T, dir string, im *appliance.Image) (*vm.Machine, string, string) {
+	t.Helper()
+	kvPort, upPort := freePort(t), freePort(t)
+	vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guest.DefaultUpdatePort}}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
+	m, err := vm.Start(ctx, vc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Kill)
+	if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv"); err != nil {
+		t.Fatalf("kv not ready: %v\n%s", err, m.Console())
+	}
+	return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)
+}
+
+// buildDeployable builds the demo image with the update endpoint on, from
+// a config in cfgDir; it returns the image directory and the module root.
+func buildDeployable(t *testing.T, cfgDir string) (string, *appliance.Image, string) {
+	t.Helper()
 	buildtest.NeedTools(t, "fsck.erofs")
 	k := vmtest.Kernel(t)
-	cfgDir := t.TempDir()
-	v1 := deployConfig(t, cfgDir, kvPackage)
-	cfg, err := config.Load(v1)
+	cfg, err := config.Load(deployConfig(t, cfgDir, kvPackage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,27 +114,24 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, im, root
+}
+
+// TestDeployToBootedAppliance boots the demo with the update endpoint on,
+// deploys a changed kv (kept: it answers with its new version, the state
+// is intact), a kv that exits at start (rolled back: deploy fails saying
+// so, the earlier kv answers), the changed kv again (no text sent, nothing
+// restarted), then gc, and boots again: the kept kv runs.
+func TestDeployToBootedAppliance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	cfgDir := t.TempDir()
+	dir, im, root := buildDeployable(t, cfgDir)
 	v2 := deployConfig(t, cfgDir, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
 	broken := deployConfig(t, cfgDir, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/broken/kv"))
 
-	boot := func() (*vm.Machine, string, string) {
-		kvPort, upPort := freePort(t), freePort(t)
-		vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guest.DefaultUpdatePort}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-		t.Cleanup(cancel)
-		m, err := vm.Start(ctx, vc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Kill)
-		if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv"); err != nil {
-			t.Fatalf("kv not ready: %v\n%s", err, m.Console())
-		}
-		return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)
-	}
+	boot := func() (*vm.Machine, string, string) { return bootDeployable(t, dir, im) }
 	m, kvURL, upURL := boot()
 	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
 		t.Fatalf("kv as built: %d, version %q", code, ver)
@@ -199,5 +212,48 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	}
 	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
 		t.Fatalf("state after the reboot: %d %q", code, v)
+	}
+}
+
+// TestDeployPowerCutDuringTrial cuts the power while the appliance waits
+// for a deployed kv that never becomes ready: the new program is switched
+// in but not kept, so the next boot undoes the trial and the old kv
+// serves, its acknowledged write there.
+func TestDeployPowerCutDuringTrial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	cfgDir := t.TempDir()
+	dir, im, root := buildDeployable(t, cfgDir)
+	hang := deployConfig(t, cfgDir, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/hang/kv"))
+	m, kvURL, upURL := bootDeployable(t, dir, im)
+	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("acknowledged before the cut"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT: %v %v", resp, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := execute("deploy", "-service", "kv", "-config", hang, "-src", root, "-deadline", "5m", upURL)
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := m.ExpectString(ctx, "kv: this build never listens"); err != nil {
+		t.Fatalf("the hanging kv did not start: %v\n%s", err, m.Console())
+	}
+	m.Kill()
+	<-m.Done()
+	if err := <-done; err == nil {
+		t.Fatal("deploy succeeded though the power was cut during its trial")
+	}
+	m, kvURL, _ = bootDeployable(t, dir, im)
+	if _, err := m.ExpectString(ctx, "kv: a deploy was interrupted before its new program was kept; running the old one"); err != nil {
+		t.Errorf("no word of the undone trial: %v\n%s", err, m.Console())
+	}
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
+		t.Fatalf("after the cut kv answers %d, version %q; want the kv as built", code, ver)
+	}
+	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "acknowledged before the cut" {
+		t.Fatalf("state after the cut: %d %q", code, v)
 	}
 }

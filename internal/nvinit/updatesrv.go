@@ -156,14 +156,15 @@ func (u *UpdateServer) readUpload(r *http.Request) (*upload, error) {
 	if up.deadline, err = guest.ParseReadyDeadline(r.Header.Get(guest.HeaderDeadline)); err != nil {
 		return nil, badRequest{err}
 	}
-	body := make([]byte, hsize+tsize)
+	// Held in memory as it arrives, never sized by what the headers
+	// claim: a claim of 256 MiB must not make PID 1 allocate it.
 	h := sha256.New()
-	n, err := io.ReadFull(io.TeeReader(r.Body, h), body)
-	if err != nil {
-		return nil, bad("truncated upload: %d of %d bytes arrived (%v); nothing was written", n, len(body), err)
-	}
-	if extra, _ := io.CopyN(io.Discard, r.Body, 1); extra > 0 {
-		return nil, bad("upload longer than the %d bytes announced; nothing was written", len(body))
+	body, err := io.ReadAll(io.LimitReader(io.TeeReader(r.Body, h), hsize+tsize+1))
+	switch {
+	case err != nil || int64(len(body)) < hsize+tsize:
+		return nil, bad("truncated upload: %d of %d bytes arrived (%v); nothing was written", len(body), hsize+tsize, err)
+	case int64(len(body)) > hsize+tsize:
+		return nil, bad("upload longer than the %d bytes announced; nothing was written", hsize+tsize)
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
 		return nil, bad("upload hash mismatch: the body hashes to %x, the sender said %x (damaged in transit?); nothing was written", got, want)
