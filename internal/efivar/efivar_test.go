@@ -45,7 +45,7 @@ func TestLoadOptionBytes(t *testing.T) {
 		return h.String()
 	}
 	path := `\EFI\nvboot\a.efi` // 17 characters: file path node 4+36 = 40 (0x28)
-	want := "01000000" + // attributes: active
+	want := "01000000" +        // attributes: active
 		"5600" + // device path list: 42 + 40 + 4 = 86
 		u16("nvboot a") +
 		"0401" + "2a00" + "01000000" + "0008000000000000" + "0000010000000000" +
