@@ -130,3 +130,25 @@ func TestVarsOnEfivarfs(t *testing.T) {
 		t.Errorf("Get of a 2-byte file: %v", err)
 	}
 }
+
+// FuzzParseLoadOption: a firmware's variables are not ours; any bytes
+// parse or are refused, never panic, and what parses marshals back the same.
+func FuzzParseLoadOption(f *testing.F) {
+	good, _ := sample().Marshal()
+	f.Add(good)
+	f.Add(good[:20])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := ParseLoadOption(b)
+		if err != nil {
+			return
+		}
+		again, err := o.Marshal()
+		if err != nil {
+			return // a parsed path with a slash or without a leading backslash
+		}
+		if o2, err := ParseLoadOption(again); err != nil || !reflect.DeepEqual(o, o2) {
+			t.Errorf("parsed %+v, marshalled and parsed again %+v, %v", o, o2, err)
+		}
+	})
+}
