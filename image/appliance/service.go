@@ -15,8 +15,9 @@ import (
 // as the off2f layout does (the same go build, the same note but no
 // fallback directory: a deployed text has no copy on the root filesystem),
 // and returns it converted. It is what `nvboot deploy` sends; o.Out and
-// o.Kernel are not used. (When off2f.Install lands on main, the placing
-// half of convert and this share it.)
+// o.Kernel are not used. It converts (off2f.Convert) rather than installs
+// (off2f.Install): the bytes go over the network, and the appliance writes
+// them, text first, header file last, as Install does.
 func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted, error) {
 	pkg := ""
 	for _, p := range o.Config.Packages {

@@ -10,6 +10,7 @@ import (
 	"github.com/nvboot/nvboot/image/appliance"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/deploy"
 )
@@ -83,14 +84,14 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if !cfg.Update.Enabled() {
 		return fmt.Errorf("-config %s: no Update.HTTPPassword: an appliance built from it serves no update endpoint (set one, rebuild and flash once)", *cfgPath)
 	}
-	log := newProgress(c.Stderr)
+	log := cli.NewProgress(c.Stderr)
 	cl := &deploy.Client{URL: url, Password: cfg.Update.HTTPPassword}
 	if *gc {
 		res, err := cl.GC(ctx)
 		if err != nil {
 			return fmt.Errorf("gc on %s: %w", url, err)
 		}
-		log.printf("removed %d files, %d bytes", len(res.Removed), res.Bytes)
+		log.Printf("removed %d files, %d bytes", len(res.Removed), res.Bytes)
 		if *asJSON {
 			return cli.JSON(c.Stdout, res)
 		}
@@ -106,7 +107,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if feat.Arch != "amd64" {
 		return fmt.Errorf("appliance %s is %s; nvboot builds services for amd64", url, feat.Arch)
 	}
-	root, err := moduleRoot(ctx, *src)
+	root, err := checkout.Root(ctx, *src)
 	if err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("-config %s: %w", *cfgPath, err)
 	}
-	conv, err := appliance.BuildService(ctx, appliance.Options{Config: cfg, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.printf}, *service)
+	conv, err := appliance.BuildService(ctx, appliance.Options{Config: cfg, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.Printf}, *service)
 	if err != nil {
 		return err
 	}
@@ -124,19 +125,19 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 		return fmt.Errorf("appliance %s: %w", url, err)
 	}
 	if have[conv.TextName()] {
-		log.printf("the appliance holds text %.12s… already: sending the %d-byte header file only", conv.TextName(), len(conv.Header))
+		log.Printf("the appliance holds text %.12s… already: sending the %d-byte header file only", conv.TextName(), len(conv.Header))
 		p.Text = nil
 	} else {
-		log.printf("sending %s: header %d bytes, text %.12s… %d bytes", *service, len(conv.Header), conv.TextName(), len(conv.Text))
+		log.Printf("sending %s: header %d bytes, text %.12s… %d bytes", *service, len(conv.Header), conv.TextName(), len(conv.Text))
 	}
 	step := int64(-1)
 	cl.Progress = func(sent, total int64) {
 		// Every tenth, and the end: enough to see it move.
 		if s := sent * 10 / total; s != step {
 			step = s
-			log.printf("sent %d of %d bytes", sent, total)
+			log.Printf("sent %d of %d bytes", sent, total)
 			if sent == total {
-				log.printf("waiting for %s to become ready (up to %v)", *service, *deadline)
+				log.Printf("waiting for %s to become ready (up to %v)", *service, *deadline)
 			}
 		}
 	}
@@ -147,9 +148,9 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	rep := deployReport{DeployResult: *res, BytesSent: int64(len(p.Header) + len(p.Text))}
 	switch res.Result {
 	case guest.DeployKept:
-		log.printf("%s: kept %s (ready %v after its start, service down %v)", *service, res.Program, res.Ready.Round(time.Millisecond), res.Downtime.Round(time.Millisecond))
+		log.Printf("%s: kept %s (ready %v after its start, service down %v)", *service, res.Program, res.Ready.Round(time.Millisecond), res.Downtime.Round(time.Millisecond))
 	case guest.DeployUnchanged:
-		log.printf("%s: runs this program already (%s); nothing restarted", *service, res.Program)
+		log.Printf("%s: runs this program already (%s); nothing restarted", *service, res.Program)
 	}
 	if *asJSON {
 		if err := cli.JSON(c.Stdout, rep); err != nil {

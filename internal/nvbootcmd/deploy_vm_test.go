@@ -18,6 +18,7 @@ import (
 	"github.com/nvboot/nvboot/image/appliance/buildtest"
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/vm"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -105,7 +106,7 @@ func buildDeployable(t *testing.T, cfgDir string) (string, *appliance.Image, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := moduleRoot(context.Background(), "")
+	root, err := checkout.Root(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -99,7 +100,7 @@ func (p *Programs) Install(header []byte, textHash string, text []byte) (string,
 		if b, err := os.ReadFile(path); err == nil && string(b) == string(header) {
 			return nil
 		}
-		if err := off2f.WriteFileAtomic(path, header, 0o555); err != nil {
+		if err := atomicfile.WriteFile(path, header, 0o555); err != nil {
 			return fmt.Errorf("writing program %s: %w", path, err)
 		}
 		return nil
