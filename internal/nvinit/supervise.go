@@ -91,6 +91,10 @@ type Supervisor struct {
 	PoolSocket string
 	// Texts checks the text of a service that failed; nil: never checked.
 	Texts TextChecker
+	// AllReady is called on Run's goroutine once every supervised service
+	// has been marked ready at least once: what an A/B test boot commits
+	// on (testboot.go). nil: nothing waits for it.
+	AllReady func()
 
 	afterDial func() // tests: runs between a readiness dial and its mark
 
@@ -98,6 +102,7 @@ type Supervisor struct {
 	ran      chan struct{} // closed when Run returns
 	svcs     []*svc
 	stopping bool
+	allReady bool // AllReady was called
 }
 
 type svc struct {
@@ -112,6 +117,7 @@ type svc struct {
 	failures    int        // failed starts in a row: see MaxFailedStarts
 	textChecked bool       // the text was checked since the streak began
 	trial       *trial     // a deploy in progress (trial.go); nil: none
+	everReady   bool       // marked ready at least once since boot
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -239,9 +245,7 @@ func (s *Supervisor) start(sv *svc) {
 		s.Console.Mark("service-ready", sv.Name)
 		sv.ready = true
 		sv.cancelReady = func() {}
-		if sv.trial != nil {
-			s.trialReady(sv)
-		}
+		s.marked(sv)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -280,9 +284,7 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 				if ctx.Err() == nil && processRuns(pid) {
 					sv.ready = true
 					s.Console.Mark("service-ready", sv.Name)
-					if sv.trial != nil {
-						s.trialReady(sv)
-					}
+					s.marked(sv)
 				}
 			})
 			return
