@@ -188,6 +188,9 @@ func TestProgramsRecover(t *testing.T) {
 	if got := p.Current("kv", "/bin/kv"); got != "/nv/text/programs/new" {
 		t.Fatalf("Current after Switch = %q", got)
 	}
+	if _, err := p.GC(); err == nil || !strings.Contains(err.Error(), "on trial") {
+		t.Errorf("gc during a trial: %v, want refused", err)
+	}
 	back, err := p.Recover()
 	if err != nil || len(back) != 1 || back[0] != "kv" {
 		t.Fatalf("Recover = %v, %v; want kv switched back", back, err)
