@@ -152,7 +152,9 @@ func TestDeployToBootedAppliance(t *testing.T) {
 		return r, stderr, err
 	}
 	// A changed kv: kept, serving its version, the state as it was.
+	t0 := time.Now()
 	r, stderr, err := deployJSON(v2)
+	fig := deployFigures{EndToEndMs: ms(time.Since(t0)), ReadyMs: ms(r.Ready), DowntimeMs: ms(r.Downtime), BytesSentChanged: r.BytesSent}
 	if err != nil || r.Result != guest.DeployKept || !r.TextSent || r.BytesSent < 1<<20 {
 		t.Fatalf("deploy of version 2: %+v, %v\nstderr:\n%s\nconsole:\n%s", r, err, stderr, m.Console())
 	}
@@ -173,6 +175,7 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if !strings.Contains(err.Error(), "rolled back") || !strings.Contains(err.Error(), "the old one runs again") {
 		t.Errorf("deploy's error %q does not say it rolled back", err)
 	}
+	fig.RollbackDowntimeMs = ms(r.Downtime)
 	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
 		t.Fatalf("after the rollback kv answers %d, version %q; want version 2", code, ver)
 	}
@@ -184,6 +187,8 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if err != nil || r.Result != guest.DeployUnchanged || r.TextSent {
 		t.Fatalf("deploy of version 2 again: %+v, %v\nstderr:\n%s", r, err, stderr)
 	}
+	fig.BytesSentRepeat, fig.Accel = r.BytesSent, m.Accel
+	writeFigures(t, fig)
 	// gc: the broken kv's program and text go, version 2's stay.
 	stdout, stderr, err := execute("deploy", "-gc", "-json", "-config", v2, upURL)
 	var gc guest.GCResult
@@ -256,5 +261,31 @@ func TestDeployPowerCutDuringTrial(t *testing.T) {
 	}
 	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "acknowledged before the cut" {
 		t.Fatalf("state after the cut: %d %q", code, v)
+	}
+}
+
+// deployFigures are what docs/BENCHMARKS.md quotes from one run of
+// TestDeployToBootedAppliance (written to $NVBOOT_DEPLOY_FIGURES): times
+// are measured, never asserted.
+type deployFigures struct {
+	EndToEndMs         float64 // nvboot deploy of a changed kv: build, convert, send, trial, kept
+	ReadyMs            float64 // the new kv's start to its ready mark (the appliance's clock)
+	DowntimeMs         float64 // the old kv's stop to the new one's ready mark
+	RollbackDowntimeMs float64 // the same for the kv that exits at start, rolled back
+	BytesSentChanged   int64   // header file and text of the changed kv
+	BytesSentRepeat    int64   // the same kv again: header file only
+	Accel              string  // QEMU's accelerator: kvm or tcg
+}
+
+func writeFigures(t *testing.T, f deployFigures) {
+	t.Helper()
+	p := os.Getenv("NVBOOT_DEPLOY_FIGURES")
+	t.Logf("figures: %+v", f)
+	if p == "" {
+		return
+	}
+	b, _ := json.MarshalIndent(f, "", "  ")
+	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		t.Error(err)
 	}
 }
