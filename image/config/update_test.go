@@ -25,3 +25,17 @@ func TestUpdateConfig(t *testing.T) {
 		t.Error("an Update without a password gave an endpoint")
 	}
 }
+
+func TestUpdateTLS(t *testing.T) {
+	u := &Update{HTTPPassword: "x", UseTLS: UseTLSSelfSigned}
+	g := u.Guest()
+	if g.Port != guest.DefaultUpdateHTTPSPort || g.TLSCert != guest.UpdateTLSCert || g.TLSKey != guest.UpdateTLSKey {
+		t.Errorf("Guest() with TLS = %+v", g)
+	}
+	c := Demo()
+	c.Update = &Update{HTTPPassword: "x", UseTLS: "yes", HTTPSPort: -1}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Update.UseTLS") || !strings.Contains(err.Error(), "Update.HTTPSPort -1") {
+		t.Errorf("Validate: %v, want UseTLS and HTTPSPort named", err)
+	}
+}

@@ -61,9 +61,10 @@ const (
 
 // Update endpoint defaults.
 const (
-	DefaultUpdatePort    = 80
-	DefaultReadyDeadline = 30 * time.Second
-	MaxReadyDeadline     = 10 * time.Minute
+	DefaultUpdatePort      = 80
+	DefaultUpdateHTTPSPort = 443
+	DefaultReadyDeadline   = 30 * time.Second
+	MaxReadyDeadline       = 10 * time.Minute
 	// MaxDeployBody bounds a deploy upload (header and text); the body is
 	// staged in memory-backed /tmp before it is checked.
 	MaxDeployBody = 256 << 20
@@ -72,11 +73,21 @@ const (
 // Update is nvinit's side of the update endpoint; nil or no Password:
 // nvinit serves no endpoint.
 type Update struct {
-	// Port is the TCP port of the HTTP endpoint; 0: DefaultUpdatePort.
+	// Port is the TCP port of the endpoint; 0: DefaultUpdatePort.
 	Port int `json:",omitempty"`
 	// Password authenticates every request (Basic, user UpdateUser).
 	Password string
+	// TLSCert and TLSKey are PEM files on the device: set, the endpoint
+	// is HTTPS only (UpdateTLSCert, UpdateTLSKey as the build puts them).
+	TLSCert string `json:",omitempty"`
+	TLSKey  string `json:",omitempty"`
 }
+
+// Where the build puts the update endpoint's certificate and key.
+const (
+	UpdateTLSCert = "/etc/nvboot/update-cert.pem"
+	UpdateTLSKey  = "/etc/nvboot/update-key.pem"
+)
 
 // PortOrDefault returns Port, or DefaultUpdatePort when unset.
 func (u *Update) PortOrDefault() int {
@@ -94,6 +105,9 @@ func (u *Update) Validate() error {
 	}
 	if u.Password == "" {
 		v.badf("Update.Password: empty (leave Update out for no endpoint)")
+	}
+	if (u.TLSCert == "") != (u.TLSKey == "") {
+		v.badf("Update.TLSCert %q, TLSKey %q: give both or neither", u.TLSCert, u.TLSKey)
 	}
 	return v.err()
 }

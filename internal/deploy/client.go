@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -49,6 +51,28 @@ func ParseURL(s string) (string, error) {
 	}
 	return u.Scheme + "://" + u.Host, nil
 }
+
+// Pinned is an HTTP client that trusts one certificate, the appliance's
+// own (DER), and no other, whatever name it is reached by: a self-signed
+// certificate is trusted by being the one the config's directory keeps.
+func Pinned(der []byte) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// The chain and the name are not what is trusted here; the pin is,
+		// checked below on every handshake.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], der) {
+				return ErrNotPinned
+			}
+			return nil
+		},
+	}}}
+}
+
+// ErrNotPinned is the handshake's error when the appliance shows another
+// certificate than the pinned one.
+var ErrNotPinned = errors.New("the appliance's TLS certificate is not the one kept beside the config (another device, or the config's update-tls directory was replaced)")
 
 // ErrUnauthorized is the appliance's answer to a wrong or missing password.
 var ErrUnauthorized = errors.New("the appliance refused the password")

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
@@ -13,6 +16,7 @@ import (
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/deploy"
+	"github.com/nvboot/nvboot/internal/selfsigned"
 )
 
 const deployDescription = `Builds one service of the config, converts it to OFF2F and sends it to a
@@ -32,7 +36,10 @@ running appliance, which switches the service to it without a reboot:
 The old text stays in the store until 'nvboot deploy -gc URL', which removes
 what no service runs. The password is the config's Update.HTTPPassword (the
 appliance serves no update endpoint without one); the endpoint listens on
-Update.HTTPPort (default 80). Pooled services cannot be deployed yet.
+Update.HTTPPort (default 80), or with Update.UseTLS "self-signed" on
+Update.HTTPSPort (default 443), HTTPS only: deploy then trusts only the
+certificate nvboot build made beside the config (update-tls/HOSTNAME/).
+Pooled services cannot be deployed yet.
 
 With -json the result is one JSON object on stdout (Service, Result: kept,
 rolled-back or unchanged, Program, Text, TextSent, BytesSent, Previous,
@@ -41,6 +48,7 @@ Ready, Downtime in nanoseconds, Reason); progress goes to stderr.`
 const deployExamples = `  nvboot deploy -service kv -config appliance.json http://10.0.2.15
   nvboot deploy -service kv -config appliance.json -deadline 1m http://localhost:8081
   nvboot deploy -json -service kv -config appliance.json http://kv-box | jq .Result
+  nvboot deploy -service kv -config tls.json https://kv-box   # Update.UseTLS "self-signed"
   nvboot deploy -gc -config appliance.json http://kv-box`
 
 // deployReport is deploy's -json output.
@@ -86,6 +94,9 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	}
 	log := cli.NewProgress(c.Stderr)
 	cl := &deploy.Client{URL: url, Password: cfg.Update.HTTPPassword}
+	if cl.HTTP, err = updateClient(cfg, *cfgPath, url); err != nil {
+		return err
+	}
 	if *gc {
 		res, err := cl.GC(ctx)
 		if err != nil {
@@ -167,6 +178,31 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 		return fmt.Errorf("%s: the new program was rolled back (%s); the old one runs again: %w", *service, res.Reason, ErrRolledBack)
 	}
 	return fmt.Errorf("%s: the appliance answered an unknown result %q", *service, res.Result)
+}
+
+// updateClient is the HTTP client for the appliance at url: with the
+// config's UseTLS, one that trusts only the certificate kept beside the
+// config (the one every image built from it carries).
+func updateClient(cfg *config.Config, cfgPath, url string) (*http.Client, error) {
+	https := strings.HasPrefix(url, "https:")
+	switch {
+	case !https && cfg.Update.TLS():
+		return nil, fmt.Errorf("-config %s: Update.UseTLS is %q: the appliance serves HTTPS only, on port %d: give https://HOST[:PORT]", cfgPath, cfg.Update.UseTLS, cfg.Update.HTTPSPortOrDefault())
+	case https && !cfg.Update.TLS():
+		return nil, fmt.Errorf("-config %s: no Update.UseTLS: the appliance serves plain HTTP: give http://HOST[:PORT]", cfgPath)
+	case !https:
+		return nil, nil
+	}
+	dir := config.TLSDir(filepath.Dir(cfgPath), cfg.HostnameOrDefault())
+	cert, err := os.ReadFile(filepath.Join(dir, selfsigned.CertFile))
+	if err != nil {
+		return nil, fmt.Errorf("the appliance's certificate (made by nvboot build from this config): %w", err)
+	}
+	der, err := selfsigned.Pin(cert)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, selfsigned.CertFile), err)
+	}
+	return deploy.Pinned(der), nil
 }
 
 // ErrRolledBack marks a deploy whose program the appliance did not keep.

@@ -28,15 +28,18 @@ import (
 const kvPackage = "github.com/nvboot/nvboot/examples/kv"
 
 // deployConfig writes an image config for kv built from pkg with flags,
-// the update endpoint on with password "test"; the same config a user
+// the update endpoint on with password "test" (HTTPS with tls); the same config a user
 // keeps for the appliance, but for the build of kv.
-func deployConfig(t *testing.T, dir, pkg string, flags ...string) string {
+func deployConfig(t *testing.T, dir string, tls bool, pkg string, flags ...string) string {
 	t.Helper()
 	c := config.Demo()
 	pc := c.PackageConfig[kvPackage]
 	pc.GoBuildFlags = flags
 	c.Packages, c.PackageConfig = []string{pkg}, map[string]config.PackageConfig{pkg: pc}
 	c.Update = &config.Update{HTTPPassword: "test"}
+	if tls {
+		c.Update.UseTLS = config.UseTLSSelfSigned
+	}
 	p := filepath.Join(dir, fmt.Sprintf("kv-%d.json", len(mustGlob(t, dir+"/*.json"))))
 	if err := c.Write(p); err != nil {
 		t.Fatal(err)
@@ -76,12 +79,16 @@ func kvGet(t *testing.T, url, path string) (int, string, string) {
 }
 
 // bootDeployable boots the image in dir with kv's port and the update
-// endpoint forwarded, and waits for kv to be ready; it returns the machine
+// endpoint (HTTPS with tls) forwarded, and waits for kv to be ready; it returns the machine
 // and the two URLs.
-func bootDeployable(t *testing.T, dir string, im *appliance.Image) (*vm.Machine, string, string) {
+func bootDeployable(t *testing.T, dir string, im *appliance.Image, tls bool) (*vm.Machine, string, string) {
 	t.Helper()
 	kvPort, upPort := freePort(t), freePort(t)
-	vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guest.DefaultUpdatePort}}})
+	guestPort, scheme := guest.DefaultUpdatePort, "http"
+	if tls {
+		guestPort, scheme = guest.DefaultUpdateHTTPSPort, "https"
+	}
+	vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guestPort}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +102,16 @@ func bootDeployable(t *testing.T, dir string, im *appliance.Image) (*vm.Machine,
 	if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv"); err != nil {
 		t.Fatalf("kv not ready: %v\n%s", err, m.Console())
 	}
-	return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)
+	return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("%s://127.0.0.1:%d", scheme, upPort)
 }
 
-// buildDeployable builds the demo image with the update endpoint on, from
-// a config in cfgDir; it returns the image directory and the module root.
-func buildDeployable(t *testing.T, cfgDir string) (string, *appliance.Image, string) {
+// buildDeployable builds the demo image with the update endpoint on (HTTPS
+// with tls: its certificate made in cfgDir), from a config in cfgDir; it returns the image directory and the module root.
+func buildDeployable(t *testing.T, cfgDir string, tls bool) (string, *appliance.Image, string) {
 	t.Helper()
 	buildtest.NeedTools(t, "fsck.erofs")
 	k := vmtest.Kernel(t)
-	cfg, err := config.Load(deployConfig(t, cfgDir, kvPackage))
+	cfg, err := config.Load(deployConfig(t, cfgDir, tls, kvPackage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +137,11 @@ func TestDeployToBootedAppliance(t *testing.T) {
 		t.Skip("boots QEMU")
 	}
 	cfgDir := t.TempDir()
-	dir, im, root := buildDeployable(t, cfgDir)
-	v2 := deployConfig(t, cfgDir, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
-	broken := deployConfig(t, cfgDir, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/broken/kv"))
+	dir, im, root := buildDeployable(t, cfgDir, false)
+	v2 := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
+	broken := deployConfig(t, cfgDir, false, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/broken/kv"))
 
-	boot := func() (*vm.Machine, string, string) { return bootDeployable(t, dir, im) }
+	boot := func() (*vm.Machine, string, string) { return bootDeployable(t, dir, im, false) }
 	m, kvURL, upURL := boot()
 	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
 		t.Fatalf("kv as built: %d, version %q", code, ver)
@@ -232,9 +239,12 @@ func TestDeployPowerCutDuringTrial(t *testing.T) {
 		t.Skip("boots QEMU")
 	}
 	cfgDir := t.TempDir()
-	dir, im, root := buildDeployable(t, cfgDir)
-	hang := deployConfig(t, cfgDir, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/hang/kv"))
-	m, kvURL, upURL := bootDeployable(t, dir, im)
+	dir, im, root := buildDeployable(t, cfgDir, true)
+	hang := deployConfig(t, cfgDir, true, filepath.Join(root, "internal/nvbootcmd/testdata/deploy/hang/kv"))
+	m, kvURL, upURL := bootDeployable(t, dir, im, true)
+	if !strings.HasPrefix(upURL, "https:") {
+		t.Fatalf("update URL %s", upURL)
+	}
 	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("acknowledged before the cut"))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT: %v %v", resp, err)
@@ -254,7 +264,7 @@ func TestDeployPowerCutDuringTrial(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("deploy succeeded though the power was cut during its trial")
 	}
-	m, kvURL, _ = bootDeployable(t, dir, im)
+	m, kvURL, _ = bootDeployable(t, dir, im, true)
 	if _, err := m.ExpectString(ctx, "kv: a deploy was interrupted before its new program was kept; running the old one"); err != nil {
 		t.Errorf("no word of the undone trial: %v\n%s", err, m.Console())
 	}
@@ -313,12 +323,12 @@ func TestDeployPowerCuts(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	cfgDir := t.TempDir()
-	dir, im, root := buildDeployable(t, cfgDir)
+	dir, im, root := buildDeployable(t, cfgDir, false)
 	running := "dev"
-	m, kvURL, upURL := bootDeployable(t, dir, im)
+	m, kvURL, upURL := bootDeployable(t, dir, im, false)
 	for i := 1; i <= cuts; i++ {
 		version := strconv.Itoa(i + 1)
-		cfg := deployConfig(t, cfgDir, kvPackage, "-ldflags=-s -w -buildid= -X=main.version="+version)
+		cfg := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version="+version)
 		key := "/kv/cut" + strconv.Itoa(i)
 		req, _ := http.NewRequest(http.MethodPut, kvURL+key, strings.NewReader("before cut "+version))
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
@@ -352,7 +362,7 @@ func TestDeployPowerCuts(t *testing.T) {
 		if told == "" {
 			told = <-done
 		}
-		m, kvURL, upURL = bootDeployable(t, dir, im)
+		m, kvURL, upURL = bootDeployable(t, dir, im, false)
 		code, _, ver := kvGet(t, kvURL, "/healthz")
 		t.Logf("cut %d, %v after the stop began: the console said kept %v, deploy was told %q; kv %s runs", i, delay, kept, told, ver)
 		switch {

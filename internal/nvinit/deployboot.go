@@ -34,8 +34,12 @@ func (b *Boot) serveUpdate(ctx context.Context, cfg *Config, s *Supervisor, p *P
 		return
 	}
 	u := &UpdateServer{Password: up.Password, Programs: p, Sup: s, Images: p.Images, Logf: b.Console.Logf}
-	b.Console.Logf("update endpoint on port %d", up.PortOrDefault())
-	if err := u.Serve(ctx, up.PortOrDefault()); err != nil {
+	scheme := "http"
+	if up.TLSCert != "" {
+		scheme = "https"
+	}
+	b.Console.Logf("update endpoint: %s on port %d", scheme, up.PortOrDefault())
+	if err := u.Serve(ctx, up.PortOrDefault(), up.TLSCert, up.TLSKey); err != nil {
 		b.Console.Logf("update endpoint: %v", err)
 	}
 }

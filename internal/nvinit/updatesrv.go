@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
@@ -42,11 +43,20 @@ type UpdateServer struct {
 	mu sync.Mutex // one deploy or gc at a time
 }
 
-// Serve listens on port until ctx ends.
-func (u *UpdateServer) Serve(ctx context.Context, port int) error {
+// Serve listens on port until ctx ends; with certFile and keyFile (PEM),
+// HTTPS only.
+func (u *UpdateServer) Serve(ctx context.Context, port int, certFile, keyFile string) error {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		return fmt.Errorf("update endpoint on port %d: %w", port, err)
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("update endpoint: its certificate: %w", err)
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
 	}
 	srv := &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,9 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/internal/deploy"
+	"github.com/nvboot/nvboot/internal/selfsigned"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -254,5 +257,59 @@ func TestDeployProtocolRollsBackAndGC(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.store, strings.Repeat("a", 64))); err != nil {
 		t.Errorf("gc removed the image's text: %v", err)
+	}
+}
+
+// With a certificate the endpoint is HTTPS only; a client that pins that
+// certificate gets in, one that pins another, or speaks plain HTTP, does
+// not.
+func TestUpdateServerTLS(t *testing.T) {
+	f := newUpdateFixture(t)
+	dir := t.TempDir()
+	cert, _, err := selfsigned.Ensure(dir, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := selfsigned.Ensure(filepath.Join(dir, "other"), "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u := &UpdateServer{Password: testPassword, Programs: f.p, Sup: f.s, Images: f.p.Images}
+	served := make(chan error, 1)
+	go func() {
+		served <- u.Serve(ctx, port, filepath.Join(dir, selfsigned.CertFile), filepath.Join(dir, selfsigned.KeyFile))
+	}()
+	pin := func(c []byte) *http.Client { der, _ := selfsigned.Pin(c); return deploy.Pinned(der) }
+	url := "https://127.0.0.1:" + strconv.Itoa(port)
+	c := &deploy.Client{URL: url, Password: testPassword, HTTP: pin(cert)}
+	var feat *guest.Features
+	for i := 0; i < 100; i++ { // until it listens
+		if feat, err = c.Features(ctx); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || feat.Arch == "" {
+		t.Fatalf("Features over TLS: %v", err)
+	}
+	c.HTTP = pin(other)
+	if _, err := c.Features(ctx); !errors.Is(err, deploy.ErrNotPinned) {
+		t.Errorf("a client pinning another certificate: %v, want ErrNotPinned", err)
+	}
+	plain := &deploy.Client{URL: "http://127.0.0.1:" + strconv.Itoa(port), Password: testPassword}
+	if _, err := plain.Features(ctx); err == nil {
+		t.Error("plain HTTP to the TLS endpoint answered")
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
