@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/image/guest"
@@ -268,7 +269,13 @@ func (u *UpdateServer) apply(up *upload) (guest.DeployResult, int, error) {
 		return res, http.StatusServiceUnavailable, err
 	}
 	if ierr != nil {
-		return res, http.StatusConflict, fmt.Errorf("writing the program into the text store (the service was not touched): %w", ierr)
+		hint := ""
+		if errors.Is(ierr, syscall.ENOSPC) {
+			// Every deploy adds a text until a gc; the store is sized
+			// for the image's texts plus room (TextStoreMiB).
+			hint = "; the text store is full: remove what no service runs (nvboot deploy -gc), or build the image with a larger TextStoreMiB"
+		}
+		return res, http.StatusConflict, fmt.Errorf("writing the program into the text store (the service was not touched): %w%s", ierr, hint)
 	}
 	if res.Program == res.Previous {
 		res.Result = guest.DeployUnchanged
