@@ -4,7 +4,13 @@
 set -euo pipefail
 pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-dev
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
-	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf)
+	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
+	# Buildroot's make (support/dependencies/dependencies.sh) and utils/check-package
+	g++ file rsync unzip wget bzip2 patch perl python3 python3-magic python3-flake8
+	# BitBake and OE-Core's sanity check (the test runs bitbake as the user nvboot-bitbake)
+	locales chrpath diffstat gawk xz-utils
+	# oelint-adv, installed with pip into a venv (below)
+	python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,6 +20,34 @@ if [ ${#missing[@]} -gt 0 ]; then
 	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 	$SUDO apt-get update -q >&2
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >&2
+fi
+# BitBake wants the en_US.UTF-8 locale.
+if ! locale -a 2>/dev/null | grep -qix 'en_US.utf-\?8'; then
+	echo "deps: generating the en_US.UTF-8 locale (BitBake needs it)" >&2
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO sed -i 's/^# *\(en_US.UTF-8 UTF-8\)/\1/' /etc/locale.gen
+	grep -q '^en_US.UTF-8 UTF-8' /etc/locale.gen || echo 'en_US.UTF-8 UTF-8' | $SUDO tee -a /etc/locale.gen >/dev/null
+	$SUDO locale-gen >&2
+fi
+# oelint-adv, pinned: yocto/yocto_test.go checks the layer with exactly this version.
+oelint_version=9.11.2
+oelint=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}/oelint-adv-$oelint_version
+if [ ! -x "$oelint/bin/oelint-adv" ]; then
+	echo "deps: installing oelint-adv $oelint_version into $oelint" >&2
+	# In place (a venv cannot be moved); bin/oelint-adv appears last, so a
+	# cut-short install is redone.
+	rm -rf "$oelint"
+	/usr/bin/python3 -m venv "$oelint"
+	"$oelint/bin/pip" install -q "oelint-adv==$oelint_version" >&2 || { rm -rf "$oelint"; exit 1; }
+fi
+# kas, pinned: yocto/yocto_test.go validates yocto/kas/nvboot.yml against its schema.
+kas_version=5.5
+kas=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}/kas-$kas_version
+if [ ! -x "$kas/bin/kas" ]; then
+	echo "deps: installing kas $kas_version into $kas" >&2
+	rm -rf "$kas"
+	/usr/bin/python3 -m venv "$kas"
+	"$kas/bin/pip" install -q "kas==$kas_version" >&2 || { rm -rf "$kas"; exit 1; }
 fi
 command -v go >/dev/null || { echo "deps: Go is not installed; install Go 1.26 or newer from https://go.dev/dl" >&2; exit 1; }
 go mod download

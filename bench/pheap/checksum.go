@@ -92,10 +92,10 @@ func runChecksum(runs, n int, dir string, s *samples, progress io.Writer) error 
 			if err != nil {
 				return fmt.Errorf("checksum workload on %s values in %s: %w", sz.name, dir, err)
 			}
-			s.add("checksum_overhead_"+sz.name, "ratio", put)
-			s.add("checksum_overhead_get_"+sz.name, "ratio", get)
+			s.Add("checksum_overhead_"+sz.name, "ratio", put)
+			s.Add("checksum_overhead_get_"+sz.name, "ratio", get)
 		}
-		s.add("crc32c_throughput", "GB/s", crcThroughput())
+		s.Add("crc32c_throughput", "GB/s", crcThroughput())
 	}
 	return nil
 }

@@ -112,9 +112,9 @@ func runChurn(n int, s *samples, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("after the churn: %w", err)
 	}
-	s.add("churn_fragmentation", "ratio", 1-float64(st.LargestAlloc)/float64(st.FreeBytes))
-	s.add("churn_live_fraction", "ratio", float64(st.LiveBytes)/float64(st.ArenaSize))
-	s.add("churn_failed_puts", "puts", float64(failed))
+	s.Add("churn_fragmentation", "ratio", 1-float64(st.LargestAlloc)/float64(st.FreeBytes))
+	s.Add("churn_live_fraction", "ratio", float64(st.LiveBytes)/float64(st.ArenaSize))
+	s.Add("churn_failed_puts", "puts", float64(failed))
 	if err := freeValues(h, vals); err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func runChurn(n int, s *samples, progress io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s.add("churn_allocatable_fraction_"+sz.name, "ratio", got)
+		s.Add("churn_allocatable_fraction_"+sz.name, "ratio", got)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	imgpmem "github.com/nvboot/nvboot/image/pmem"
+	"github.com/nvboot/nvboot/internal/benchguest"
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/vm"
@@ -85,7 +85,7 @@ func measureGuest(ctx context.Context, c config, kernel string, progress io.Writ
 		files[l[1:]] = l
 		libDirs = append(libDirs, filepath.Dir(l))
 	}
-	pmemImg, err := guestImage(ctx, work)
+	pmemImg, err := benchguest.FsdaxImage(ctx, work, guestPmem)
 	if err != nil {
 		return o, "", err
 	}
@@ -141,25 +141,6 @@ func checkGuest(o output) error {
 		return fmt.Errorf("the guest did not run on persistent memory: %w", err)
 	}
 	return nil
-}
-
-// guestImage writes the NVDIMM image: a PFN info block, so the kernel
-// finds an fsdax namespace at boot, and an empty ext4 filling the rest.
-func guestImage(ctx context.Context, work string) (string, error) {
-	info, err := imgpmem.NewInfo(guestPmem, [16]byte{})
-	if err != nil {
-		return "", err
-	}
-	fs := filepath.Join(work, "nv.ext4")
-	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-L", "nv", fs, fmt.Sprintf("%dk", (guestPmem-int64(info.DataOff))>>10))
-	if out, err := mkfs.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mkfs.ext4 %s: %w\n%s", fs, err, out)
-	}
-	img := filepath.Join(work, "pmem.img")
-	if err := imgpmem.WriteImage(img, guestPmem, fs); err != nil {
-		return "", err
-	}
-	return img, os.Remove(fs)
 }
 
 // mergeGuest adds the guest's figures to the host's output: results as

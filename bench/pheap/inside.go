@@ -73,7 +73,7 @@ func inside(args []string, stdout, stderr io.Writer) error {
 	if err := runPaired(*runs, *n, *dir, s, stderr); err != nil {
 		return err
 	}
-	o := output{Bench: "pheap-fsdax", Ratios: fsdaxRatios(s), Results: s.results(), Env: guestEnvironment(*dir, *n, *runs)}
+	o := output{Bench: "pheap-fsdax", Ratios: fsdaxRatios(s), Results: s.Results(), Env: guestEnvironment(*dir, *n, *runs)}
 	for sys, m := range modes {
 		o.Env["mode_"+sys] = m
 	}
@@ -89,7 +89,7 @@ func inside(args []string, stdout, stderr io.Writer) error {
 // heap (MAP_SYNC, CPU flushes), libpmemobj's pool and bbolt's database with
 // its fsync per commit all on the same mount.
 func fsdaxRatios(s *samples) map[string]float64 {
-	thr := func(w, sys string) float64 { return s.median(w + "_" + sys + "_throughput") }
+	thr := func(w, sys string) float64 { return s.Median(w + "_" + sys + "_throughput") }
 	return map[string]float64{
 		"tx_throughput_vs_bbolt":                    thr("update64", "pheap") / thr("update64", "bbolt"),
 		"map_throughput_vs_bbolt":                   thr("mapinsert", "pheap") / thr("mapinsert", "bbolt"),
@@ -97,8 +97,8 @@ func fsdaxRatios(s *samples) map[string]float64 {
 		"map_throughput_vs_pmemobj_fsdax":           thr("mapinsert", "pheap") / thr("mapinsert", "pmemobj"),
 		"durability_overhead_fsdax":                 thr("mapinsert", "pheap-noflush")/thr("mapinsert", "pheap") - 1,
 		"durability_overhead_update64_fsdax":        thr("update64", "pheap-noflush")/thr("update64", "pheap") - 1,
-		"durability_overhead_fsdax_paired":          s.median("mapinsert_pheap_paired_durability_overhead"),
-		"durability_overhead_update64_fsdax_paired": s.median("update64_pheap_paired_durability_overhead"),
+		"durability_overhead_fsdax_paired":          s.Median("mapinsert_pheap_paired_durability_overhead"),
+		"durability_overhead_update64_fsdax_paired": s.Median("update64_pheap_paired_durability_overhead"),
 	}
 }
 

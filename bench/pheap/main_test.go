@@ -76,12 +76,12 @@ func TestChurnKeepsHeapAllocatable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sz := range churnSizes {
-		if got := s.median("churn_allocatable_fraction_" + sz.name); got < 0.9 {
+		if got := s.Median("churn_allocatable_fraction_" + sz.name); got < 0.9 {
 			t.Errorf("after the churn, %s values fill %.3f of the heap, want at least 0.9", sz.name, got)
 		}
 	}
 	t.Logf("fragmentation %.4f with %.2f of the arena live, %v failed puts",
-		s.median("churn_fragmentation"), s.median("churn_live_fraction"), s.median("churn_failed_puts"))
+		s.Median("churn_fragmentation"), s.Median("churn_live_fraction"), s.Median("churn_failed_puts"))
 }
 
 // The guest part, small: the same-storage ratios come from a guest where

@@ -100,11 +100,11 @@ func runWorkloads(ws []workload, runs, n int, dir string, s *samples, progress i
 				if err != nil {
 					return nil, fmt.Errorf("%s on %s in %s: %w", w.name, tc.system, dir, err)
 				}
-				s.add(w.name+"_"+tc.system+"_throughput", "tx/s", float64(n)/t.total.Seconds())
-				s.add(w.name+"_"+tc.system+"_latency_p50", "µs", float64(t.p50)/1e3)
+				s.Add(w.name+"_"+tc.system+"_throughput", "tx/s", float64(n)/t.total.Seconds())
+				s.Add(w.name+"_"+tc.system+"_latency_p50", "µs", float64(t.p50)/1e3)
 				if tc.counts {
-					s.add(w.name+"_"+tc.system+"_fences_per_tx", "fences/tx", t.fences)
-					s.add(w.name+"_"+tc.system+"_lines_flushed_per_tx", "lines/tx", t.lines)
+					s.Add(w.name+"_"+tc.system+"_fences_per_tx", "fences/tx", t.fences)
+					s.Add(w.name+"_"+tc.system+"_lines_flushed_per_tx", "lines/tx", t.lines)
 				}
 				if old, ok := modes[tc.system]; ok && old != t.mode {
 					return nil, fmt.Errorf("%s on %s: durability mode %q, earlier %q", w.name, tc.system, t.mode, old)
@@ -128,7 +128,7 @@ func runPaired(runs, n int, dir string, s *samples, progress io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s paired in %s: %w", w.name, dir, err)
 			}
-			s.add(w.name+"_pheap_paired_durability_overhead", "ratio", ov)
+			s.Add(w.name+"_pheap_paired_durability_overhead", "ratio", ov)
 		}
 	}
 	return nil
@@ -184,8 +184,8 @@ func measure(c config, progress io.Writer) (output, error) {
 	if err := measureOpen(c, work, s, progress); err != nil {
 		return o, err
 	}
-	o.Results = s.results()
-	thr := func(w, sys string) float64 { return s.median(w + "_" + sys + "_throughput") }
+	o.Results = s.Results()
+	thr := func(w, sys string) float64 { return s.Median(w + "_" + sys + "_throughput") }
 	o.Ratios["tx_throughput_vs_pmemobj"] = thr("update64", "pheap") / thr("update64", "pmemobj")
 	o.Ratios["map_throughput_vs_pmemobj"] = thr("mapinsert", "pheap") / thr("mapinsert", "pmemobj")
 	// bbolt's fsync on tmpfs costs nothing: not the same-storage figure of
@@ -196,22 +196,22 @@ func measure(c config, progress io.Writer) (output, error) {
 	o.Ratios["durability_overhead_update64"] = thr("update64", "pheap-noflush")/thr("update64", "pheap") - 1
 	o.Ratios["pmemobj_durability_overhead"] = thr("mapinsert", "pmemobj-noflush")/thr("mapinsert", "pmemobj") - 1
 	o.Ratios["pmemobj_durability_overhead_update64"] = thr("update64", "pmemobj-noflush")/thr("update64", "pmemobj") - 1
-	o.Ratios["durability_overhead_paired"] = s.median("mapinsert_pheap_paired_durability_overhead")
-	o.Ratios["durability_overhead_update64_paired"] = s.median("update64_pheap_paired_durability_overhead")
+	o.Ratios["durability_overhead_paired"] = s.Median("mapinsert_pheap_paired_durability_overhead")
+	o.Ratios["durability_overhead_update64_paired"] = s.Median("update64_pheap_paired_durability_overhead")
 	o.Ratios["tx_throughput_msync_vs_bbolt"] = thr("update64", "pheap-msync") / thr("update64", "bbolt")
 	// The allocator and the checksums (issue 19): the smallest fraction of
 	// the heap values of one size fill after the churn, and what checksums
 	// add to a put and get of 4 KiB values (and to the get alone).
 	o.Ratios["churn_allocatable_fraction"] = 1.0
 	for _, sz := range churnSizes {
-		o.Ratios["churn_allocatable_fraction"] = min(o.Ratios["churn_allocatable_fraction"], s.median("churn_allocatable_fraction_"+sz.name))
+		o.Ratios["churn_allocatable_fraction"] = min(o.Ratios["churn_allocatable_fraction"], s.Median("churn_allocatable_fraction_"+sz.name))
 	}
-	o.Ratios["churn_fragmentation"] = s.median("churn_fragmentation")
-	o.Ratios["checksum_overhead"] = s.median("checksum_overhead_4KiB")
-	o.Ratios["checksum_overhead_get"] = s.median("checksum_overhead_get_4KiB")
-	o.Ratios["checksum_overhead_64KiB"] = s.median("checksum_overhead_64KiB")
+	o.Ratios["churn_fragmentation"] = s.Median("churn_fragmentation")
+	o.Ratios["checksum_overhead"] = s.Median("checksum_overhead_4KiB")
+	o.Ratios["checksum_overhead_get"] = s.Median("checksum_overhead_get_4KiB")
+	o.Ratios["checksum_overhead_64KiB"] = s.Median("checksum_overhead_64KiB")
 	big := sizeName(c.Big)
-	open := func(sys, size string) float64 { return s.median("open_first_read_" + sys + "_" + size) }
+	open := func(sys, size string) float64 { return s.Median("open_first_read_" + sys + "_" + size) }
 	o.Ratios["open_first_read_"+big+"_vs_1MiB"] = open("pheap", big) / open("pheap", "1MiB")
 	o.Ratios["open_first_read_vs_bbolt_"+big] = open("pheap", big) / open("bbolt", big)
 	o.Ratios["open_first_read_vs_gob_"+big] = open("pheap", big) / open("gob", big)
@@ -245,7 +245,7 @@ func measureOpen(c config, work string, s *samples, progress io.Writer) error {
 				if err != nil {
 					return fmt.Errorf("open to first read, %s: %w", sys.name, err)
 				}
-				s.add("open_first_read_"+sys.name+"_"+names[i], "ms", float64(d)/1e6)
+				s.Add("open_first_read_"+sys.name+"_"+names[i], "ms", float64(d)/1e6)
 			}
 		}
 	}

@@ -35,6 +35,9 @@ type BootOptions struct {
 	// vm.OVMF) runs the unified kernel image on its EFI system partition,
 	// whose command line is the image's; no -kernel, no ExtraCmdline.
 	BootDisk bool
+	// Disks are attached after the image's disk (/dev/vdb, /dev/vdc...):
+	// what a gokrazy config's MountDevices mounts.
+	Disks []vm.Disk
 }
 
 // DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
@@ -63,7 +66,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		Accel:    o.Accel,
 		CPURate:  o.CPURate,
 		PmemAs:   cmp.Or(o.PmemAs, DefaultPmemAs),
-		Disks:    []vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}},
+		Disks:    append([]vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}}, o.Disks...),
 		Forwards: o.Forwards,
 		Console:  o.Console,
 		Stdin:    o.Stdin,

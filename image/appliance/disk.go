@@ -105,8 +105,10 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 	if !b.Config.NoBootTrims {
 		im.Cmdline += " " + BootTrims
 	}
-	if b.Config.KernelCmdline != "" {
-		im.Cmdline += " " + b.Config.KernelCmdline
+	if args := b.Config.KernelArgs(); args != "" {
+		// KernelCmdline, then a gokrazy config's SerialConsole and
+		// KernelExtraArgs.
+		im.Cmdline += " " + args
 	}
 	espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
 	if err != nil {
@@ -155,6 +157,13 @@ func writeInitramfs(root, out string) error {
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			return a.Dir(rel, 0o755)
+		}
+		if d.Type()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return a.Symlink(rel, target)
 		}
 		fi, err := d.Info()
 		if err != nil {

@@ -16,10 +16,17 @@ import (
 // goBuild builds a Go package as a static executable: no cgo, paths trimmed,
 // no build id or VCS stamp, so the same source gives the same bytes. A local
 // directory ("./svc", "/src/svc") is built in that directory (its own module
-// or ours); an import path is built in the nvboot module.
-func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string, dst string) error {
+// or ours); an import path in the nvboot module there, and any other in its
+// gokrazy build directory or a module of its own (importDir). env is added
+// to go's environment, after nvboot's (so it wins).
+func (b *builder) goBuild(ctx context.Context, name, pkg string, flags, env []string, dst string) error {
 	dir, target := b.ModuleRoot, pkg
-	if config.IsLocal(pkg) {
+	if !config.IsLocal(pkg) {
+		var err error
+		if dir, err = b.importDir(ctx, name, pkg); err != nil {
+			return err
+		}
+	} else {
 		dir = pkg
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(cmp.Or(b.ConfigDir, "."), dir)
@@ -38,7 +45,7 @@ func (b *builder) goBuild(ctx context.Context, name, pkg string, flags []string,
 	args = append(args, "-o", dst, target)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off"), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -27,7 +27,7 @@ func TestGoBuildRefusesLibrary(t *testing.T) {
 		{"filemode", "github.com/nvboot/nvboot/internal/filemode", "filemode"},
 	} {
 		dst := filepath.Join(t.TempDir(), c.name)
-		err := b.goBuild(context.Background(), c.name, c.pkg, nil, dst)
+		err := b.goBuild(context.Background(), c.name, c.pkg, nil, nil, dst)
 		if err == nil || !strings.Contains(err.Error(), c.pkg) || !strings.Contains(err.Error(), "package "+c.pkgName+", not package main") {
 			t.Errorf("building %s: %v, want an error naming it and saying it is package %s, not main", c.pkg, err, c.pkgName)
 		}

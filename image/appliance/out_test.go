@@ -200,7 +200,7 @@ func TestBuildRelativePaths(t *testing.T) {
 		return l
 	}
 	cfg := &config.Config{Packages: []string{"./examples/kv"},
-		PackageConfig: map[string]config.PackageConfig{"./examples/kv": {WaitFor: "tcp:8080", ForwardPort: 8080}}}
+		PackageConfig: map[string]config.PackageConfig{"./examples/kv": {WaitFor: config.WaitFor{"tcp:8080"}, ForwardPort: 8080}}}
 	im, err := Build(context.Background(), Options{Config: cfg, Layout: ELF, Out: "out/loc", Kernel: relKernel, ModuleRoot: relRoot, ConfigDir: relRoot})
 	if err != nil {
 		t.Fatalf("build with relative paths: %v", err)

@@ -51,9 +51,9 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 		pc := b.Config.PackageConfig[p.Package]
 		// Args as nvinit starts it (poold with its config), [] for none.
 		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: sv.Path,
-			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor, ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text, Checker: pc.Checker})
+			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor.Ready(), ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text, Checker: pc.Checker})
 	}
-	return nil
+	return b.placeGokrazy(st)
 }
 
 // placePrograms puts nvinit and the services where the layout wants them

@@ -15,9 +15,6 @@ type staging struct {
 	esp   string // the EFI system partition
 }
 
-// rootDirs are the directories of every root filesystem.
-var rootDirs = []string{"bin", "sbin", "lib", "etc/nvboot", "proc", "sys", "dev", "run", "tmp", "nv/text", "nv/state"}
-
 // prepare is the first phase: the staging trees, and the configs nvinit
 // and poold will read, derived and checked before anything is compiled.
 func (b *builder) prepare() (staging, *derive.Configs, error) {
@@ -31,10 +28,8 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 			return st, nil, err
 		}
 	}
-	for _, d := range rootDirs {
-		if err := os.MkdirAll(filepath.Join(st.root, d), 0o755); err != nil {
-			return st, nil, err
-		}
+	if err := installSkeleton(b.ModuleRoot, st.root); err != nil {
+		return st, nil, err
 	}
 	return st, dev, nil
 }

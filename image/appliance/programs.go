@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -49,7 +48,7 @@ func (b *builder) goPrograms(ctx context.Context) ([]program, error) {
 	}
 	progs := []program{{Name: "nvinit", Bin: filepath.Join(out, "nvinit")}}
 	b.logf("building nvinit")
-	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, progs[0].Bin); err != nil {
+	if err := b.goBuild(ctx, "nvinit", nvinitPackage, nil, nil, progs[0].Bin); err != nil {
 		return nil, err
 	}
 	pkgs := b.Config.Packages
@@ -60,10 +59,10 @@ func (b *builder) goPrograms(ctx context.Context) ([]program, error) {
 		pkgs = append([]string{pooldPackage}, pkgs...)
 	}
 	for _, pkg := range pkgs {
-		name := config.Name(pkg)
+		name := b.Config.ProgramName(pkg)
 		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
 		b.logf("building %s (%s)", name, pkg)
-		if err := b.goBuild(ctx, name, pkg, b.Config.PackageConfig[pkg].GoBuildFlags, p.Bin); err != nil {
+		if err := b.buildService(ctx, name, pkg, p.Bin); err != nil { // service.go
 			return nil, err
 		}
 		progs = append(progs, p)

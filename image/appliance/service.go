@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -21,12 +21,12 @@ import (
 func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted, error) {
 	pkg := ""
 	for _, p := range o.Config.Packages {
-		if config.Name(p) == name {
+		if o.Config.ProgramName(p) == name {
 			pkg = p
 		}
 	}
 	if pkg == "" {
-		return nil, fmt.Errorf("service %q: not in the config's Packages (its name is the last element of the package path)", name)
+		return nil, fmt.Errorf("service %q: not in the config's Packages (its name is the last element of the package path, or its Basename)", name)
 	}
 	if o.Config.PackageConfig[pkg].Pool != nil {
 		return nil, fmt.Errorf("service %s: started through poold (Pool), whose programs cannot be deployed yet", name)
@@ -39,7 +39,7 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 	b := &builder{Options: o, work: work}
 	bin := filepath.Join(work, name)
 	b.logf("building %s (%s)", name, pkg)
-	if err := b.goBuild(ctx, name, pkg, o.Config.PackageConfig[pkg].GoBuildFlags, bin); err != nil {
+	if err := b.buildService(ctx, name, pkg, bin); err != nil {
 		return nil, err
 	}
 	raw, err := os.ReadFile(bin)
@@ -51,4 +51,14 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 		return nil, fmt.Errorf("converting %s to OFF2F: %w", name, err)
 	}
 	return conv, nil
+}
+
+// buildService builds service pkg (program name) into dst as every image
+// build does: its GoBuildFlags after its build tags, its environment.
+func (b *builder) buildService(ctx context.Context, name, pkg, dst string) error {
+	flags := b.Config.PackageConfig[pkg].GoBuildFlags
+	if tags := b.Config.BuildTags(pkg); len(tags) > 0 {
+		flags = append([]string{"-tags=" + strings.Join(tags, ",")}, flags...)
+	}
+	return b.goBuild(ctx, name, pkg, flags, b.Config.BuildEnv(pkg), dst)
 }

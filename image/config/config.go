@@ -1,14 +1,14 @@
 // Package config is the nvboot image configuration: what `nvboot build`
-// reads. It follows gokrazy's config.Struct where the ideas match (Hostname,
-// Packages, PackageConfig with flags, environment and readiness), so a
-// gokrazy user reads it without a manual; nvboot's own parts (pmem sizes, the
+// reads. Its schema is gokrazy's config.Struct (Hostname, Packages,
+// PackageConfig with flags, environment and readiness...), so a gokrazy
+// user reads it without a manual and nvboot builds a gokrazy instance's
+// config.json unchanged (gokrazy.go); nvboot's own parts (pmem sizes, the
 // text store) have their own fields.
 //
 // Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -18,7 +18,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -56,8 +55,10 @@ type Config struct {
 	Interfaces []Interface `json:",omitempty"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
-	// Update is the update endpoint `nvboot deploy` talks to (update.go).
-	Update *Update `json:",omitempty"`
+
+	// Gokrazy are the fields of gokrazy's instance config that nvboot's
+	// own schema lacks, at the top level as in gokrazy's (gokrazy.go).
+	Gokrazy
 }
 
 // Interface is one network interface's static IPv4 setting.
@@ -87,8 +88,10 @@ type PackageConfig struct {
 	// CommandLineFlags are the service's arguments.
 	CommandLineFlags []string `json:",omitempty"`
 	// WaitFor is how nvinit knows the service is ready: "tcp:PORT" (a TCP
-	// connect to 127.0.0.1:PORT succeeds); empty: ready once started.
-	WaitFor string `json:",omitempty"`
+	// connect to 127.0.0.1:PORT succeeds); empty: ready once started. As
+	// in gokrazy it may also be a list, holding "tcp:PORT" and conditions
+	// the start waits for: "clock", "net-route", "net-online" (WaitFor).
+	WaitFor WaitFor `json:",omitempty"`
 	// ForwardPort is the guest TCP port `nvboot run` and `measure` forward
 	// from the host and probe for the first successful request; 0: none.
 	ForwardPort int `json:",omitempty"`
@@ -104,6 +107,10 @@ type PackageConfig struct {
 	// service needs a ForwardPort, and at most one service has a Checker.
 	// nil: powercut refuses the config and its images.
 	Checker *Checker `json:",omitempty"`
+
+	// GokrazyPackage are the fields of gokrazy's PackageConfig that
+	// nvboot's own lacks (gokrazy.go).
+	GokrazyPackage
 }
 
 // Checker is a service's side of `nvboot powercut`: an HTTP API on its
@@ -180,42 +187,41 @@ func Demo() *Config {
 		Packages: []string{kv},
 		PackageConfig: map[string]PackageConfig{kv: {
 			CommandLineFlags: []string{"-listen", ":8080", "-heap", guest.StateDir + "/kv.heap"},
-			WaitFor:          "tcp:8080",
+			WaitFor:          WaitFor{"tcp:8080"},
 			ForwardPort:      8080,
 		}},
 	}
 }
 
-// Load reads the config file at p and runs every check that needs no
-// compiling: the fields (Validate), the paths it names (CheckPaths, relative
-// to p's directory) and the tools every build runs (Tools, CheckTools).
-// Unknown fields are errors: a misspelt field must not be silently ignored.
+// Load is LoadWarn for callers that do not show warnings.
 func Load(p string) (*Config, error) {
+	c, _, err := LoadWarn(p)
+	return c, err
+}
+
+// LoadWarn reads the config file at p (nvboot's, or a gokrazy instance's
+// config.json: Parse) and runs every check that needs no compiling: the
+// fields (Validate), the paths it names (CheckPaths, relative to p's
+// directory) and the tools every build runs (Tools, CheckTools). The
+// warnings name each unknown key and each field nvboot does not apply.
+func LoadWarn(p string) (*Config, []string, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var c Config
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config %s: %w", p, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("config %s: more than one JSON value", p)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", p, err)
+	c, warnings, err := Parse(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config %s: %w", p, err)
 	}
 	if err := c.CheckPaths(filepath.Dir(p)); err != nil {
-		return nil, fmt.Errorf("config %s: %w", p, err)
+		return nil, nil, fmt.Errorf("config %s: %w", p, err)
 	}
 	// What every layout's build runs; the layout's own tools are checked
 	// when the build starts (appliance.CheckTools), still before compiling.
 	if err := CheckTools(c.Tools(Needs{})); err != nil {
-		return nil, fmt.Errorf("config %s: %w", p, err)
+		return nil, nil, fmt.Errorf("config %s: %w", p, err)
 	}
-	return &c, nil
+	return c, warnings, nil
 }
 
 // Validate checks every field, naming the one that is wrong.
@@ -234,7 +240,7 @@ func (c *Config) Validate() error {
 			bad("Packages[%d]: empty", i)
 			continue
 		}
-		n := Name(p)
+		n := c.ProgramName(p)
 		if other, dup := names[n]; dup {
 			bad("Packages[%d] %q: program name %q is also %q's", i, p, n, other)
 		}
@@ -248,19 +254,12 @@ func (c *Config) Validate() error {
 	ports := map[int]string{}
 	var checkers []string
 	for _, k := range keys {
+		// A key not in Packages is a warning (Ignored), as in gokrazy,
+		// whose own `gok new` writes one for its randomd.
 		pc := c.PackageConfig[k]
-		if _, ok := names[Name(k)]; !ok || names[Name(k)] != k {
-			bad("PackageConfig[%q]: not in Packages", k)
-		}
 		for _, e := range pc.Environment {
 			if i := strings.IndexByte(e, '='); i <= 0 {
 				bad("PackageConfig[%q].Environment %q: want KEY=VALUE", k, e)
-			}
-		}
-		if pc.WaitFor != "" {
-			port, ok := strings.CutPrefix(pc.WaitFor, "tcp:")
-			if n, err := strconv.Atoi(port); !ok || err != nil || n < 1 || n > 65535 {
-				bad("PackageConfig[%q].WaitFor %q: want tcp:PORT", k, pc.WaitFor)
 			}
 		}
 		if pl := pc.Pool; pl != nil {
@@ -327,6 +326,7 @@ func (c *Config) Validate() error {
 	if err := c.Update.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	c.validateGokrazy(bad)
 	return errors.Join(errs...)
 }
 

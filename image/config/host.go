@@ -93,7 +93,8 @@ func IsLocal(pkg string) bool {
 
 // CheckPaths checks what the config names on the host, relative to dir
 // (the config file's directory): each local package is a directory, and
-// KernelPath, if set, a file. Every failure is reported, named by its field.
+// KernelPath, if set, a file; each ExtraFilePaths source is found
+// (ExtraFileSource). Every failure is reported, named by its field.
 func (c *Config) CheckPaths(dir string) error {
 	var errs []error
 	for i, pkg := range c.Packages {
@@ -108,6 +109,13 @@ func (c *Config) CheckPaths(dir string) error {
 			errs = append(errs, fmt.Errorf("Packages[%d] %q: %w", i, pkg, err))
 		} else if !fi.IsDir() {
 			errs = append(errs, fmt.Errorf("Packages[%d] %q: %s is not a directory", i, pkg, p))
+		}
+	}
+	for _, k := range sortedKeys(c.PackageConfig) {
+		for _, dst := range sortedKeys(c.PackageConfig[k].ExtraFilePaths) {
+			if _, _, err := ExtraFileSource(dir, c.PackageConfig[k].ExtraFilePaths[dst]); err != nil {
+				errs = append(errs, fmt.Errorf("PackageConfig[%q].ExtraFilePaths[%q]: %w", k, dst, err))
+			}
 		}
 	}
 	if k := c.KernelPath; k != "" {

@@ -4,42 +4,51 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nvboot/nvboot/image/guest"
 )
 
-// Update is the appliance's update endpoint, as gokrazy's config names it
-// (Update.HTTPPort, Update.HTTPPassword): nvinit serves `nvboot deploy` on
-// it. No Update, or no HTTPPassword: no endpoint (an unauthenticated
-// endpoint would let anyone on the network replace a program). With
+// gokrazy's Update (gokrazy.go) is the appliance's update endpoint: nvinit
+// serves `nvboot deploy` on it. No Update, or no HTTPPassword: no endpoint
+// (an unauthenticated endpoint would let anyone on the network replace a
+// program; gokrazy's NoPassword is warned about, not followed). With
 // UseTLS "self-signed" the endpoint is HTTPS only, on HTTPSPort, with a
 // certificate `nvboot build` makes once and keeps beside the config
-// (TLSDir), which `nvboot deploy` pins.
-type Update struct {
-	// HTTPPort is the endpoint's TCP port on the appliance; 0: 80.
-	HTTPPort int `json:",omitempty"`
-	// HTTPPassword authenticates deploys (HTTP Basic, user "nvboot");
-	// `nvboot deploy -config` reads it from here.
-	HTTPPassword string `json:",omitempty"`
-	// HTTPSPort is the HTTPS endpoint's port with UseTLS; 0: 443.
-	HTTPSPort int `json:",omitempty"`
-	// UseTLS is "self-signed" (HTTPS only, the certificate in TLSDir) or
-	// empty (plain HTTP: the password crosses the network in the clear).
-	UseTLS string `json:",omitempty"`
-}
+// (TLSDir), which `nvboot deploy` pins. gokrazy's Hostname, CertPEM and
+// KeyPEM are warned about (Ignored).
 
-// UseTLSSelfSigned is UseTLS's one value.
+// UseTLSSelfSigned is the UseTLS value nvboot serves.
 const UseTLSSelfSigned = "self-signed"
+
+// Enabled reports whether the appliance serves the endpoint.
+func (u *Update) Enabled() bool { return u != nil && u.HTTPPassword != "" }
 
 // TLS reports whether the endpoint is HTTPS.
 func (u *Update) TLS() bool { return u != nil && u.UseTLS == UseTLSSelfSigned }
 
+// port reads a gokrazy port string ("" is def); validate has checked it.
+func port(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// HTTPPortOrDefault returns HTTPPort, or 80 when unset.
+func (u *Update) HTTPPortOrDefault() int {
+	if u == nil {
+		return guest.DefaultUpdatePort
+	}
+	return port(u.HTTPPort, guest.DefaultUpdatePort)
+}
+
 // HTTPSPortOrDefault returns HTTPSPort, or 443 when unset.
 func (u *Update) HTTPSPortOrDefault() int {
-	if u == nil || u.HTTPSPort == 0 {
+	if u == nil {
 		return guest.DefaultUpdateHTTPSPort
 	}
-	return u.HTTPSPort
+	return port(u.HTTPSPort, guest.DefaultUpdateHTTPSPort)
 }
 
 // TLSDir is where the endpoint's certificate and key are kept for the
@@ -49,33 +58,45 @@ func TLSDir(configDir, hostname string) string {
 	return filepath.Join(configDir, "update-tls", hostname)
 }
 
-// HTTPPortOrDefault returns HTTPPort, or 80 when unset.
-func (u *Update) HTTPPortOrDefault() int {
-	if u == nil || u.HTTPPort == 0 {
-		return guest.DefaultUpdatePort
-	}
-	return u.HTTPPort
-}
-
-// Enabled reports whether the appliance serves the endpoint.
-func (u *Update) Enabled() bool { return u != nil && u.HTTPPassword != "" }
-
-// validate checks the fields, naming them.
+// validate checks the fields nvboot uses, naming them.
 func (u *Update) validate() error {
 	if u == nil {
 		return nil
 	}
 	var errs []error
-	if u.HTTPPort < 0 || u.HTTPPort > 65535 {
-		errs = append(errs, fmt.Errorf("Update.HTTPPort %d: not a TCP port", u.HTTPPort))
+	for _, f := range []struct{ name, v string }{{"HTTPPort", u.HTTPPort}, {"HTTPSPort", u.HTTPSPort}} {
+		if f.v == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(f.v); err != nil || n < 1 || n > 65535 {
+			errs = append(errs, fmt.Errorf("Update.%s %q: not a TCP port", f.name, f.v))
+		}
 	}
-	if u.HTTPSPort < 0 || u.HTTPSPort > 65535 {
-		errs = append(errs, fmt.Errorf("Update.HTTPSPort %d: not a TCP port", u.HTTPSPort))
-	}
-	if u.UseTLS != "" && u.UseTLS != UseTLSSelfSigned {
-		errs = append(errs, fmt.Errorf("Update.UseTLS %q: want %q or nothing", u.UseTLS, UseTLSSelfSigned))
+	if u.UseTLS != "" && u.UseTLS != UseTLSSelfSigned && u.UseTLS != "off" {
+		errs = append(errs, fmt.Errorf("Update.UseTLS %q: want %q, \"off\" or nothing", u.UseTLS, UseTLSSelfSigned))
 	}
 	return errors.Join(errs...)
+}
+
+// ignored says which set fields of u nvboot does not apply, and why.
+func (u *Update) ignored() []string {
+	if u == nil {
+		return nil
+	}
+	var w []string
+	if u.Hostname != "" {
+		w = append(w, fmt.Sprintf("Update.Hostname %q: nvboot deploy takes the appliance's address as its argument", u.Hostname))
+	}
+	if u.NoPassword {
+		w = append(w, "Update.NoPassword: nvboot serves no update endpoint without a password")
+	}
+	if u.CertPEM != "" || u.KeyPEM != "" {
+		w = append(w, "Update.CertPEM, KeyPEM: nvboot makes and pins its own self-signed certificate (UseTLS \"self-signed\"; update-tls/ beside the config)")
+	}
+	if !u.Enabled() && (u.HTTPPort != "" || u.HTTPSPort != "" || u.UseTLS != "") {
+		w = append(w, "Update: no HTTPPassword, so the image serves no update endpoint")
+	}
+	return w
 }
 
 // Guest is the device's side of u (guest.InitConfig.Update); nil when the

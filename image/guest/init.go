@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,9 @@ type InitConfig struct {
 	Poweroff bool `json:",omitempty"`
 	// Update is the update endpoint (`nvboot deploy`); nil: none.
 	Update *Update `json:",omitempty"`
+	// Mounts are mounted after the state, before the services start; one
+	// that fails is retried in the background (gokrazy's MountDevices).
+	Mounts []Mount `json:",omitempty"`
 }
 
 // Service is one supervised program.
@@ -57,6 +61,15 @@ type Service struct {
 	// started by activating a process poold parked (poold itself being an
 	// earlier service with WaitFor its socket); empty: fork and exec.
 	Pool string `json:",omitempty"`
+	// StartAfter holds the service's first start until each condition
+	// holds: StartClock, StartNetRoute, StartNetOnline (gokrazy's WaitFor
+	// and WaitForClock).
+	StartAfter []string `json:",omitempty"`
+	// Gokrazy runs the program as gokrazy's init runs one:
+	// GOKRAZY_FIRST_START=1 in its first start's environment, exit status
+	// 125 (gokrazy.DontStartOnBoot) stops it without a restart, HOME is
+	// /perm/home/NAME (made, and the working directory) and USER root.
+	Gokrazy bool `json:",omitempty"`
 }
 
 // Restart policies.
@@ -227,10 +240,20 @@ func (c *InitConfig) Validate() error {
 		if s.WaitFor != "" && !validWaitFor(s.WaitFor) {
 			v.badf("%s.WaitFor %q: want a TCP host:port or an absolute unix socket path", at, s.WaitFor)
 		}
+		for _, cond := range s.StartAfter {
+			if !slices.Contains(StartConditions, cond) {
+				v.badf("%s.StartAfter %q: want one of %s", at, cond, strings.Join(StartConditions, ", "))
+			}
+		}
 		switch s.RestartOrDefault() {
 		case RestartAlways, RestartOnFailure, RestartNever:
 		default:
 			v.badf("%s.Restart %q: want always, on-failure or never", at, s.Restart)
+		}
+	}
+	for i, m := range c.Mounts {
+		if err := m.Validate(); err != nil {
+			v.badf("Mounts[%d].%v", i, err)
 		}
 	}
 	for i, in := range c.Network {

@@ -4,7 +4,9 @@
 //
 // Archives are reproducible: entries are written sorted by path with mtime 0,
 // uid/gid 0 and inode numbers in write order, so the same inputs give the same
-// bytes. Parent directories are added on demand.
+// bytes. Parent directories are added on demand. The records are written by
+// u-root's cpio package (github.com/u-root/u-root/pkg/cpio), which u-root's
+// own initramfs builder uses.
 package initramfs
 
 import (
@@ -18,6 +20,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/u-root/u-root/pkg/cpio"
 )
 
 // Archive collects entries in memory and writes them with WriteTo.
@@ -124,7 +128,11 @@ func (a *Archive) Busybox(src string, applets ...string) error {
 }
 
 // WriteTo writes the archive, entries sorted by path, ending with the
-// TRAILER!!! record.
+// TRAILER!!! record, through u-root's newc writer
+// (github.com/u-root/u-root/pkg/cpio): its records are what ours were,
+// field for field (TestSameBytesAsTheHandWrittenWriter), so the archives
+// are the bytes they were. Inode numbers count up in write order; mtime,
+// uid, gid and the device are 0, as cpio.MakeReproducible leaves them.
 func (a *Archive) WriteTo(w io.Writer) (int64, error) {
 	names := make([]string, 0, len(a.entries))
 	for n := range a.entries {
@@ -132,12 +140,26 @@ func (a *Archive) WriteTo(w io.Writer) (int64, error) {
 	}
 	sort.Strings(names)
 	cw := &countWriter{w: w}
+	rw := cpio.Newc.Writer(cw)
 	for i, n := range names {
 		e := a.entries[n]
-		writeEntry(cw, uint32(i+1), n, e)
+		nlink := uint64(1)
+		if e.mode&0o170000 == modeDir {
+			nlink = 2
+		}
+		r := cpio.StaticRecord(e.data, cpio.Info{Ino: uint64(i + 1), Mode: uint64(e.mode), NLink: nlink,
+			Rmajor: uint64(e.rdev[0]), Rminor: uint64(e.rdev[1]), Name: n})
+		if err := rw.WriteRecord(r); err != nil {
+			return cw.n, fmt.Errorf("initramfs: %s: %w", n, err)
+		}
 	}
-	writeEntry(cw, 0, "TRAILER!!!", entry{})
-	return cw.n, cw.err
+	// u-root's cpio.TrailerRecord has a link count of 0; GNU cpio, the
+	// kernel's gen_init_cpio and our archives before said 1. The kernel
+	// reads neither.
+	if err := rw.WriteRecord(cpio.StaticRecord(nil, cpio.Info{Name: cpio.Trailer, NLink: 1})); err != nil {
+		return cw.n, fmt.Errorf("initramfs: %w", err)
+	}
+	return cw.n, nil
 }
 
 // Bytes returns the archive as one byte slice.
@@ -147,42 +169,16 @@ func (a *Archive) Bytes() []byte {
 	return b.Bytes()
 }
 
-func writeEntry(w *countWriter, ino uint32, name string, e entry) {
-	nlink := uint32(1)
-	if e.mode&0o170000 == modeDir {
-		nlink = 2
-	}
-	// 13 fields of 8 hex digits after the magic; see buffer-format.rst.
-	fmt.Fprintf(w, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		ino, e.mode, 0, 0, nlink, 0, len(e.data), 0, 0, e.rdev[0], e.rdev[1], len(name)+1, 0)
-	io.WriteString(w, name)
-	w.Write([]byte{0})
-	w.pad()
-	w.Write(e.data)
-	w.pad()
-}
-
+// countWriter counts what WriteTo wrote.
 type countWriter struct {
-	w   io.Writer
-	n   int64
-	err error
+	w io.Writer
+	n int64
 }
 
 func (c *countWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
-	c.err = err
 	return n, err
-}
-
-// pad aligns to 4 bytes, as newc requires after the name and after the data.
-func (c *countWriter) pad() {
-	if r := c.n % 4; r != 0 {
-		c.Write(make([]byte, 4-r))
-	}
 }
 
 // ErrNoBusybox is returned by FindBusybox when no static busybox is installed.

@@ -265,7 +265,8 @@ func probeService(dir string, im *appliance.Image) (appliance.ServiceInfo, error
 			return s, nil
 		}
 	}
-	return appliance.ServiceInfo{}, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to", dir)
+	// A gokrazy config never has one: say what to add.
+	return appliance.ServiceInfo{}, fmt.Errorf("image %s: no service has a ForwardPort to send the first request to (add \"ForwardPort\": PORT to the PackageConfig of the service that answers HTTP on PORT, and rebuild)", dir)
 }
 
 // firstAnswer polls url until the service answers (any HTTP status below

@@ -27,9 +27,14 @@ type inputs struct {
 func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer) (*inputs, error) {
 	in := &inputs{cfg: config.Demo()}
 	if cfgPath != "" {
-		cfg, err := config.Load(cfgPath)
+		cfg, warnings, err := config.LoadWarn(cfgPath)
 		if err != nil {
 			return nil, err
+		}
+		// Once each, before anything is built: what a gokrazy config asks
+		// that nvboot does not do, and keys it does not know.
+		for _, w := range warnings {
+			fmt.Fprintf(log, "config %s: warning: %s\n", cfgPath, w)
 		}
 		in.cfg, in.cfgDir = cfg, filepath.Dir(cfgPath)
 		if in.cfgDir, err = filepath.Abs(in.cfgDir); err != nil {

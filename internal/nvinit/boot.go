@@ -127,6 +127,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 		con.Mark("state", "")
 	}
 
+	if len(cfg.Mounts) > 0 {
+		// After the state, so a mount point under it exists; unmounted
+		// before it at the end.
+		mounted = append(MountDevices(m, cfg.Mounts, con.Logf), mounted...)
+	}
 	if b.PID1 {
 		if err := ConfigureNetwork(cfg.Network); err != nil {
 			con.Logf("%v", err)
@@ -159,13 +164,14 @@ func (b *Boot) Run(ctx context.Context) Action {
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
 func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs) Action {
 	sigs := b.Signals
+	starts := make(chan string, 1)
 	if sigs == nil {
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 		defer signal.Stop(ch)
 		sigs = ch
 		if b.PID1 {
-			go ConsoleCommands(os.Stdin, ch, b.Console.Logf)
+			go ConsoleCommandsStart(os.Stdin, ch, starts, b.Console.Logf)
 		}
 	}
 	reaper := &Reaper{All: b.PID1}
@@ -194,7 +200,7 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
-		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts}
+		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
 	s.prepare()
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, cfg, s, programs)

@@ -14,9 +14,23 @@ import (
 // the serial console of a device. Other lines are ignored. It returns at the
 // end of r.
 func ConsoleCommands(r io.Reader, sigs chan<- os.Signal, logf func(string, ...any)) {
+	ConsoleCommandsStart(r, sigs, nil, logf)
+}
+
+// ConsoleCommandsStart is ConsoleCommands, and turns "start NAME" into
+// NAME on starts: a service configured DontStart, or stopped by
+// gokrazy.DontStartOnBoot, started by hand, as gokrazy's web interface
+// does.
+func ConsoleCommandsStart(r io.Reader, sigs chan<- os.Signal, starts chan<- string, logf func(string, ...any)) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		switch strings.TrimSpace(sc.Text()) {
+		line := strings.TrimSpace(sc.Text())
+		if name, ok := strings.CutPrefix(line, "start "); ok && starts != nil {
+			logf("console: start %s", strings.TrimSpace(name))
+			starts <- strings.TrimSpace(name)
+			continue
+		}
+		switch line {
 		case "poweroff":
 			logf("console: poweroff")
 			sigs <- syscall.SIGTERM

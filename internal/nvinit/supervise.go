@@ -95,6 +95,16 @@ type Supervisor struct {
 	// has been marked ready at least once: what an A/B test boot commits
 	// on (testboot.go). nil: nothing waits for it.
 	AllReady func()
+	// Holds checks a StartAfter condition; nil: on this machine
+	// (conditionHolds). CondPoll is how often; 0: condPoll.
+	Holds    func(cond string) bool
+	CondPoll time.Duration
+	// Starts names services to start now (the console's start command);
+	// nil: none.
+	Starts <-chan string
+	// GokrazyHome is where a gokrazy service's HOME is made; empty:
+	// DefaultGokrazyHome.
+	GokrazyHome string
 
 	afterDial func() // tests: runs between a readiness dial and its mark
 
@@ -118,6 +128,8 @@ type svc struct {
 	textChecked bool       // the text was checked since the streak began
 	trial       *trial     // a deploy in progress (trial.go); nil: none
 	everReady   bool       // marked ready at least once since boot
+	waiting     bool       // its first start waits for StartAfter
+	startedOnce bool       // a start was made (gokrazy's first start is marked)
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
@@ -129,12 +141,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.prepare()
 	defer close(s.ran)
 	for _, sc := range s.Services {
-		if sc.DontStart {
-			continue
-		}
+		// A DontStart service is kept: the console's start command
+		// starts it.
 		sv := &svc{Service: sc}
 		s.svcs = append(s.svcs, sv)
-		s.start(sv)
+		if !sc.DontStart {
+			s.startAfter(sv) // startafter.go
+		}
 	}
 	for {
 		if s.Poweroff && s.idle() {
@@ -143,6 +156,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		select {
 		case f := <-s.events:
 			f()
+		case name := <-s.Starts:
+			s.startByName(name) // gokrazy.go
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
@@ -170,7 +185,7 @@ func (s *Supervisor) post(f func()) {
 // idle reports whether nothing runs and no restart is pending.
 func (s *Supervisor) idle() bool {
 	for _, sv := range s.svcs {
-		if sv.pid != 0 || sv.stopTimer != nil {
+		if sv.pid != 0 || sv.stopTimer != nil || sv.waiting {
 			return false
 		}
 	}
@@ -198,12 +213,17 @@ func (s *Supervisor) start(sv *svc) {
 		env = DefaultEnv
 	}
 	attr := &syscall.ProcAttr{
-		Env: append(append([]string(nil), env...), sv.Env...),
+		// The service's own entries replace the base's: a Go program
+		// reads the first of two HOME=, so appending was not enough.
+		Env: mergeEnv(env, sv.Env),
 		// stdin closed; stdout and stderr into the prefixer.
 		Files: []uintptr{^uintptr(0), w.Fd(), w.Fd()},
 		// Its own process group: shutdown signals the service and whatever
 		// it started, and a ^C on the console does not reach it.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if sv.Gokrazy {
+		s.gokrazyStart(sv, attr) // gokrazy.go
 	}
 	argv := append([]string{sv.Path}, sv.Args...)
 	drained := make(chan struct{})
@@ -314,6 +334,10 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 		return
 	}
 	if s.stopping {
+		return
+	}
+	if sv.Gokrazy && ws.Exited() && ws.ExitStatus() == DontSuperviseStatus {
+		s.Console.Logf("%s asked not to be started at boot (gokrazy.DontStartOnBoot): stopped; type start %s on the console to start it", sv.Name, sv.Name)
 		return
 	}
 	if healthy {

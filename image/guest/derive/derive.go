@@ -10,6 +10,7 @@ package derive
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
@@ -64,9 +65,15 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 		pd = &guest.PooldConfig{Socket: guest.PooldSocket}
 	}
 	for _, pkg := range c.Packages {
-		name, pc := config.Name(pkg), c.PackageConfig[pkg]
-		sv := guest.Service{Name: name, Path: path(name),
-			Args: pc.CommandLineFlags, Env: pc.Environment, WaitFor: pc.WaitFor, DontStart: pc.DontStart}
+		name, pc := c.ProgramName(pkg), c.PackageConfig[pkg]
+		sv := guest.Service{Name: name, Path: path(name), Args: pc.CommandLineFlags, Env: pc.Environment,
+			WaitFor: pc.WaitFor.Ready(), DontStart: pc.DontStart, StartAfter: pc.StartAfter()}
+		if c.FromGokrazy() {
+			// Run as gokrazy runs it: the first start marked, exit 125
+			// stops it, HOME in /perm/home; and, as gokrazy's init, a
+			// program that exits 0 is done, not restarted.
+			sv.Gokrazy, sv.Restart = true, guest.RestartOnFailure
+		}
 		if pl := pc.Pool; pl != nil {
 			sv.Pool = name
 			pd.Programs = append(pd.Programs, guest.Program{Name: name, Path: path(name),
@@ -75,6 +82,13 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 				Allow: []string{"uid:0"}})
 		}
 		in.Services = append(in.Services, sv)
+	}
+	for _, m := range c.MountDevices {
+		// Sources by PARTUUID= or label are warned about (config.Ignored)
+		// and left out: nvinit has no udev to resolve them.
+		if strings.HasPrefix(m.Source, "/dev/") {
+			in.Mounts = append(in.Mounts, guest.Mount{Source: m.Source, Type: m.Type, Target: m.Target, Options: m.Options})
+		}
 	}
 	if err := in.Validate(); err != nil {
 		return nil, fmt.Errorf("nvinit config: %w", err)

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/omf"
+)
+
+const (
+	regionSize = 32 << 10
+	regions    = 64 // per pass: 2 MiB, one omf chunk
+	passSize   = regionSize * regions
+	// passes is how many spans of passSize the file holds; every run of a
+	// method takes the next one, so no pass finds a mapping a pass before
+	// it left.
+	passes = 8
+	// fileSize is the measured file.
+	fileSize = passSize * passes
+)
+
+// methods in the order they run in a round.
+var methods = []string{"read", "bufio", "mmap", "omf", "omf-byte"}
+
+// sink keeps the consumer's reads from being optimised away.
+var sink byte
+
+// consume reads one byte of every 64 of b, and its last: every cache line
+// a consumer of the unit would see, every page.
+func consume(b []byte) {
+	var s byte
+	for i := 0; i < len(b); i += 64 {
+		s += b[i]
+	}
+	sink += s + b[len(b)-1]
+}
+
+// makeFile writes the measured file in dir and reads it once, so its pages
+// are in the page cache (on DAX there is none: the reads are of the pmem).
+func makeFile(dir string) (string, error) {
+	path := filepath.Join(dir, fmt.Sprintf("bench-omf-%d", os.Getpid()))
+	b := make([]byte, fileSize)
+	for i := range b {
+		b[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("writing the measured file: %w", err)
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// pass runs one method over span number span in units of unit and returns
+// the time per region in µs.
+func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
+	base := int64(span) * passSize
+	buf := make([]byte, unit)
+	var of *omf.File
+	if method == "omf" || method == "omf-byte" {
+		var err error
+		if of, err = omf.Open(path, omf.Options{}); err != nil {
+			return 0, err
+		}
+	}
+	runtime.GC() // not inside the timed span
+	start := time.Now()
+	switch method {
+	case "read":
+		for off := int64(0); off < passSize; off += int64(unit) {
+			if _, err := unix.Pread(int(fd.Fd()), buf, base+off); err != nil {
+				return 0, fmt.Errorf("pread: %w", err)
+			}
+			consume(buf)
+		}
+	case "bufio":
+		r := bufio.NewReaderSize(io.NewSectionReader(fd, base, passSize), 4096)
+		for off := 0; off < passSize; off += unit {
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return 0, err
+			}
+			consume(buf)
+		}
+	case "mmap":
+		m, err := unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			return 0, fmt.Errorf("mmap: %w", err)
+		}
+		for off := 0; off < passSize; off += unit {
+			consume(m[off : off+unit])
+		}
+		if err := unix.Munmap(m); err != nil {
+			return 0, err
+		}
+	case "omf":
+		bs := int64(omf.BlockSize())
+		for r := int64(0); r < regions; r++ {
+			w, err := of.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
+			if err != nil {
+				return 0, err
+			}
+			b := w.Bytes()
+			for off := 0; off < regionSize; off += unit {
+				consume(b[off : off+unit])
+			}
+			w.Release()
+		}
+	case "omf-byte":
+		for off := int64(0); off < passSize; off += int64(unit) {
+			if _, err := of.ReadAt(buf, base+off); err != nil {
+				return 0, err
+			}
+			consume(buf)
+		}
+	}
+	if of != nil {
+		if err := of.Close(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / 1e3 / regions, nil
+}
+
+// measure runs every method and unit, round-robin, in dir.
+func measure(c config, dir string, progress io.Writer) (benchjson.Output, error) {
+	o := benchjson.Output{Bench: "omf", Env: map[string]string{}, Ratios: map[string]float64{}}
+	path, err := makeFile(dir)
+	if err != nil {
+		return o, err
+	}
+	defer os.Remove(path)
+	fd, err := os.Open(path)
+	if err != nil {
+		return o, err
+	}
+	defer fd.Close()
+	probe, err := omf.Open(path, omf.Options{})
+	if err != nil {
+		return o, err
+	}
+	o.Env["mode"] = probe.Mode()
+	probe.Close()
+	o.Env["dir"] = dir
+	o.Env["file_bytes"] = fmt.Sprint(fileSize)
+	s := benchjson.NewSamples()
+	span := 0
+	for run := range c.Runs {
+		fmt.Fprintf(progress, "bench/omf: run %d of %d (%s)\n", run+1, c.Runs, o.Env["mode"])
+		for _, u := range c.Units {
+			// Each round starts one method further on, so none always
+			// runs first.
+			for i := range methods {
+				m := methods[(i+run)%len(methods)]
+				us, err := pass(m, path, fd, span%passes, u)
+				if err != nil {
+					return o, fmt.Errorf("%s, unit %d: %w", m, u, err)
+				}
+				span++
+				s.Add(figure(m, u), "us", us)
+			}
+		}
+	}
+	o.Results = s.Results()
+	ratio := func(name, a, b string, u int) {
+		if d := s.Median(figure(b, u)); d > 0 && s.Median(figure(a, u)) > 0 {
+			o.Ratios[name] = s.Median(figure(a, u)) / d
+		}
+	}
+	ratio("omf_vs_mmap_32k", "omf", "mmap", 32768)
+	ratio("omf_vs_read_4k", "omf", "read", 4096)
+	ratio("omf_byte_vs_read_4k", "omf-byte", "read", 4096)
+	ratio("omf_vs_bufio_4k", "omf", "bufio", 4096)
+	ratio("omf_byte_vs_mmap_32k", "omf-byte", "mmap", 32768)
+	return o, nil
+}
+
+// figure names a method's time per 32 KiB region at a unit.
+func figure(method string, unit int) string {
+	return fmt.Sprintf("%s_region_unit_%d", method, unit)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// memcg is a memory cgroup for one child: cgroup v2 (memory.max) where
+// its memory controller is enabled, else v1 (memory.limit_in_bytes), as
+// on this development host.
+type memcg struct {
+	dir string
+	v2  bool
+}
+
+// newMemcg makes a cgroup limited to limit bytes of memory (anonymous
+// memory and page cache both count, in either version).
+func newMemcg(name string, limit int64) (*memcg, error) {
+	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(c)+" ", " memory") {
+		// v2: the controller must be on for children of the root.
+		os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory"), 0)
+		m := &memcg{dir: filepath.Join("/sys/fs/cgroup", name), v2: true}
+		if err := os.Mkdir(m.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		if err := m.write("memory.max", limit); err != nil {
+			m.remove()
+			return nil, err
+		}
+		return m, nil
+	}
+	v1 := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(v1, "memory.limit_in_bytes")); err != nil {
+		return nil, errors.New("no memory cgroup: neither cgroup v2 with the memory controller nor v1's /sys/fs/cgroup/memory")
+	}
+	m := &memcg{dir: filepath.Join(v1, name)}
+	if err := os.Mkdir(m.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup v1: %w", err)
+	}
+	if err := m.write("memory.limit_in_bytes", limit); err != nil {
+		m.remove()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *memcg) write(file string, v int64) error {
+	if err := os.WriteFile(filepath.Join(m.dir, file), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+		return fmt.Errorf("cgroup %s: %w", file, err)
+	}
+	return nil
+}
+
+// add moves a process into the cgroup.
+func (m *memcg) add(pid int) error { return m.write("cgroup.procs", int64(pid)) }
+
+// peak is the most memory the cgroup held (v2 memory.peak, v1
+// memory.max_usage_in_bytes), 0 if unknown.
+func (m *memcg) peak() int64 {
+	name := "memory.max_usage_in_bytes"
+	if m.v2 {
+		name = "memory.peak"
+	}
+	b, err := os.ReadFile(filepath.Join(m.dir, name))
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v
+}
+
+// remove deletes the cgroup; its processes have exited.
+func (m *memcg) remove() error { return os.Remove(m.dir) }

@@ -1,0 +1,212 @@
+// Command pager measures the locality-aware user-level pager (package
+// pager) against Linux's own paging of the same program under the same
+// memory limit, side by side in one run, and reports ratios
+// (docs/DESIGN.md#pager, docs/DESIGN.md#measuring-method).
+//
+//	go run ./bench/pager [-json] [-n 512,768,1024] [-budget 8MiB] [-runs 1] [-dir DIR] [-quick]
+//
+// The program is C = A × B for N×N float64 matrices, the i-j-k loop (B
+// walked by columns), in a child process in a memory cgroup limited to
+// -budget plus -slack: anonymous memory and page cache count alike. The
+// slack is the child's own memory (Go runtime, program text), measured by
+// default as the peak of the Linux child at N = 64, so that the kernel's
+// paging has -budget for the matrices as the pager does. Each system's time is the setup (writing the
+// data: the aligned layouts, or filling the arrays) plus the product and
+// writing C back:
+//   - pager: layouts A row-major, B column-major, C row-major (written),
+//     a pager with a budget of -budget;
+//   - linux-swap: anonymous memory, paged to swap by the kernel (where
+//     swap is on);
+//   - linux-file: where there is no swap, the matrices in files in natural
+//     order, mapped shared: the kernel pages them to their files.
+//
+// Ratios: pager_vs_swap_N = pager's time / Linux's for each N (below 1 the
+// pager is faster; the issue's target is ≤ 0.2 at N = 1024). The program
+// runs as root (cgroups); the children's checksums of C must agree.
+//
+// The guest part (guest.go) runs the same children in a QEMU guest whose
+// data disk (ext4) and swap disk are throttled to -storage (the SD card by
+// default), under cgroup v2: there the kernel's side is linux-swap. Its
+// sizes and budget are scaled down (-guest-n, -guest-budget: 2 MiB at
+// N = 512 keeps N = 1024's proportions) because the guest's CPU is
+// emulated; its ratios are named guest_<storage>_pager_vs_swap_N. Where the
+// guest kernel has no userfaultfd the pager runs its mmap fallback there,
+// and pager_mode says so.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nvboot/nvboot/internal/benchjson"
+)
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintf(os.Stderr, "bench/pager: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	JSON    bool
+	Ns      []int
+	Budget  int64
+	Slack   int64 // 0: measured
+	Runs    int
+	Dir     string
+	Timeout time.Duration
+	Quick   bool
+
+	Guest        string // auto, on, off, only
+	Kernel       string
+	Storage      string // the guest's disks' speed model (vm.Profile)
+	GuestNs      []int
+	GuestBudget  int64
+	GuestRuns    int
+	GuestTimeout time.Duration
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "run" {
+		return runProgram(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "inside" {
+		return inside(args[1:], stdout, stderr)
+	}
+	c, err := parseFlags("bench/pager", args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	kernel, err := guestPlan(c, stderr)
+	if err != nil {
+		return err
+	}
+	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
+	if c.Guest != "only" {
+		if os.Geteuid() != 0 {
+			return errors.New("needs root: the children run in memory cgroups (or -guest only)")
+		}
+		if o, err = measure(c, stderr); err != nil {
+			return err
+		}
+	}
+	if kernel != "" {
+		g, accel, err := measureGuest(c, kernel, stderr)
+		if err != nil {
+			return err
+		}
+		merge(&o, g, kernel, accel)
+	}
+	return emit(stdout, c.JSON, o)
+}
+
+// parseFlags reads the command line of the benchmark and of its guest side.
+func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&c.JSON, "json", false, "print one JSON object on stdout")
+	ns := fs.String("n", "512,768,1024", "matrix `sizes`")
+	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
+	slack := fs.String("slack", "auto", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; auto: the larger child's peak at N=64, measured first")
+	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
+	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
+	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
+	fs.BoolVar(&c.Quick, "quick", false, "-n 256,384 -budget 1MiB: seconds; no guest unless -guest on or only")
+	fs.StringVar(&c.Guest, "guest", "auto", "the run in a QEMU guest with throttled disks and swap: `auto`, on, off or only")
+	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
+	fs.StringVar(&c.Storage, "storage", "sd", "the guest's disk speed `model` (sd, emmc, nvme, host)")
+	guestNs := fs.String("guest-n", "256,384,512", "matrix `sizes` in the guest (emulated: N³ work is slow)")
+	guestBudget := fs.String("guest-budget", "2MiB", "the guest's budget `bytes` (2 MiB at N = 512 is 8 MiB at N = 1024 scaled by 4 in memory)")
+	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
+	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, `Usage: go run ./bench/pager [flags]   (as root: it makes memory cgroups)
+
+C = A × B for N×N float64 matrices under a memory limit: the user-level
+pager (aligned layouts, runs read whole) against the kernel's paging of the
+same program (swap, or the files where there is no swap), side by side, on
+the host and in a QEMU guest with an SD card's disks and swap (issue 17;
+docs/BENCHMARKS.md).
+
+Flags:
+`)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, `
+Examples:
+  go run ./bench/pager -quick                  # seconds, host only
+  go run ./bench/pager -json > docs/results/pager.json
+  go run ./bench/pager -n 1024 -runs 3 -guest off
+  go run ./bench/pager -guest only -guest-n 512 -storage sd
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (try -h)", fs.Arg(0))
+	}
+	if c.Quick {
+		*ns, *budget = "256,384", "1MiB"
+	}
+	var err error
+	if c.Budget, err = parseSize(*budget); err != nil {
+		return c, fmt.Errorf("-budget: %w", err)
+	}
+	if c.GuestBudget, err = parseSize(*guestBudget); err != nil {
+		return c, fmt.Errorf("-guest-budget: %w", err)
+	}
+	if *slack != "auto" {
+		if c.Slack, err = parseSize(*slack); err != nil {
+			return c, fmt.Errorf("-slack: %w", err)
+		}
+	}
+	if c.Ns, err = parseNs(*ns); err != nil {
+		return c, fmt.Errorf("-n: %w", err)
+	}
+	if c.GuestNs, err = parseNs(*guestNs); err != nil {
+		return c, fmt.Errorf("-guest-n: %w", err)
+	}
+	if c.Runs < 1 || c.GuestRuns < 1 || c.Budget < 32<<10 || c.GuestBudget < 32<<10 {
+		return c, fmt.Errorf("-runs %d, -guest-runs %d, -budget %d, -guest-budget %d: want runs ≥ 1 and budgets ≥ 32 KiB", c.Runs, c.GuestRuns, c.Budget, c.GuestBudget)
+	}
+	return c, nil
+}
+
+func parseNs(s string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 16 || n > 8192 {
+			return nil, fmt.Errorf("%q: want sizes from 16 to 8192", s)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// parseSize reads bytes with an optional KiB, MiB or GiB suffix.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q: want bytes, or a number with KiB, MiB or GiB", s)
+	}
+	return v * mult, nil
+}

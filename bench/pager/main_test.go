@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags("bench/pager", []string{"-h"}, &out, io.Discard); err == nil || !strings.Contains(out.String(), "Examples:") {
+		t.Fatalf("-h: %v, %q", err, out.String())
+	}
+	c, err := parseFlags("bench/pager", []string{"-n", "64,128", "-budget", "2MiB", "-slack", "1MiB"}, io.Discard, io.Discard)
+	if err != nil || len(c.Ns) != 2 || c.Budget != 2<<20 || c.Slack != 1<<20 {
+		t.Fatalf("parseFlags = %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}} {
+		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestGenAndMultiply: the generated matrices read back element by element,
+// and the product of known small matrices is right.
+func TestGenAndMultiply(t *testing.T) {
+	g := gen{3, aElem}
+	b := make([]byte, 9*8)
+	if n, err := g.ReadAt(b, 0); n != len(b) || err != nil {
+		t.Fatalf("ReadAt = %d, %v", n, err)
+	}
+	if n, err := g.ReadAt(b, 72); n != 0 || err != io.EOF {
+		t.Fatalf("ReadAt at the end = %d, %v", n, err)
+	}
+	a := []float64{1, 2, 3, 4}
+	id := []float64{1, 0, 0, 1}
+	c := make([]float64, 4)
+	multiply(a, id, c, 2)
+	for i := range a {
+		if c[i] != a[i] {
+			t.Fatalf("A × I = %v", c)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package pager
+
+import "sort"
+
+// Eviction. The pager sees only faults, never hits, so it cannot rank pages
+// by use as the kernel's LRU does. It knows something the kernel does not:
+// the order the program walks each region (its hint) and where in that
+// walk the program is (the last fault). Matrix walks repeat: a product's
+// B is walked whole once per row of A, its A and C only once. FIFO or LRU
+// over a repeated walk larger than the budget misses on every page; the
+// page needed farthest in the future is the one to drop (Belady).
+//
+// So a region whose faults went back to an earlier unit (a row, column or
+// tile of the walk) is "wrapped": its walk repeats. The victim is, in turn:
+//
+//  1. a page behind the current unit of a region that never wrapped: walked
+//     once and left (A's and C's earlier rows), lowest position first;
+//  2. a page ahead of the current unit of such a region, farthest first
+//     (read ahead, needed last);
+//  3. a page of a wrapped region outside its current unit: behind it,
+//     highest position first (needed last in the next round), then ahead
+//     of it, farthest first;
+//  4. any page but the run being loaded, lowest position first.
+//
+// The current unit itself is kept: the program is inside it, and a
+// column walk comes back to the same pages for the next column.
+
+const chosen = 0x80 // state bit: picked for the eviction in progress
+
+// moved records a missing fault at walk position k of r.
+func (p *Pager) moved(r *Region, k int32) {
+	if k < r.unitStart(r.last) {
+		r.wrapped = true
+	}
+	r.last = k
+}
+
+// unitStart and unitEnd bound the unit holding position k.
+func (r *Region) unitStart(k int32) int32 {
+	i := sort.Search(len(r.units), func(i int) bool { return r.units[i] > k }) - 1
+	if i < 0 {
+		return 0
+	}
+	return r.units[i]
+}
+
+func (r *Region) unitEnd(k int32) int32 {
+	i := sort.Search(len(r.units), func(i int) bool { return r.units[i] > k })
+	if i == len(r.units) {
+		return int32(len(r.walk))
+	}
+	return r.units[i]
+}
+
+// takeable reports whether position k of r is resident and not chosen.
+func (r *Region) takeable(k int32) bool {
+	st := r.state[r.walk[k]]
+	return st != absent && st&chosen == 0
+}
+
+// up finds the lowest takeable position in [from, to), moving r.lo past
+// the positions below it that are not resident.
+func (r *Region) up(from, to int32) (int32, bool) {
+	from = max(from, r.lo)
+	to = min(to, r.hi+1)
+	for k := from; k < to; k++ {
+		if r.takeable(k) {
+			return k, true
+		}
+		if k == r.lo && r.state[r.walk[k]] == absent {
+			r.lo++
+		}
+	}
+	return 0, false
+}
+
+// down finds the highest takeable position in [from, to), moving r.hi.
+func (r *Region) down(from, to int32) (int32, bool) {
+	from = max(from, r.lo)
+	to = min(to, r.hi+1)
+	for k := to - 1; k >= from; k-- {
+		if r.takeable(k) {
+			return k, true
+		}
+		if k == r.hi && r.state[r.walk[k]] == absent {
+			r.hi--
+		}
+	}
+	return 0, false
+}
+
+// victim picks the next page to evict; positions [runLo, runHi) of cur are
+// being loaded and are never taken.
+func (p *Pager) victim(cur *Region, runLo, runHi int32) (pageRef, bool) {
+	pick := func(r *Region, k int32) pageRef { return pageRef{r, r.walk[k]} }
+	for _, r := range p.regions {
+		if !r.wrapped {
+			if k, ok := r.up(0, r.unitStart(r.last)); ok {
+				return pick(r, k), true
+			}
+		}
+	}
+	for _, r := range p.regions {
+		if !r.wrapped {
+			lo := r.unitEnd(r.last)
+			if r == cur {
+				lo = max(lo, runHi)
+			}
+			if k, ok := r.down(lo, int32(len(r.walk))); ok {
+				return pick(r, k), true
+			}
+		}
+	}
+	for _, r := range p.regions {
+		if r.wrapped {
+			if k, ok := r.down(0, r.unitStart(r.last)); ok {
+				return pick(r, k), true
+			}
+			lo := r.unitEnd(r.last)
+			if r == cur {
+				lo = max(lo, runHi)
+			}
+			if k, ok := r.down(lo, int32(len(r.walk))); ok {
+				return pick(r, k), true
+			}
+		}
+	}
+	for _, r := range p.regions {
+		if k, ok := r.up(0, int32(len(r.walk))); ok && !(r == cur && k >= runLo && k < runHi) {
+			return pick(r, k), true
+		}
+		if r == cur {
+			if k, ok := r.up(runHi, int32(len(r.walk))); ok {
+				return pick(r, k), true
+			}
+		}
+	}
+	return pageRef{}, false
+}

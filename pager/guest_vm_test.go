@@ -1,0 +1,55 @@
+package pager_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/vm/vmtest"
+)
+
+// TestGuestPager runs the pager on the appliance kernel in QEMU, on an
+// ext4 disk: writes through a 64 KiB budget (or the kernel's paging in the
+// fallback), Close, and a new Map must read them back. The mode must be
+// userfaultfd where the kernel has it, and otherwise mmap with the reason
+// naming CONFIG_USERFAULTFD: the kernel of 2026-11-25 has none.
+func TestGuestPager(t *testing.T) {
+	kernel := vmtest.Kernel(t, "qemu-system-x86_64", "mkfs.ext4")
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "guestpager")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/guestpager")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building guestpager: %v\n%s", err, out)
+	}
+	disk := filepath.Join(dir, "data.ext4")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", disk, "32M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	res, err := vm.RunScript(ctx, vm.Config{Kernel: kernel, Disks: []vm.Disk{{Path: disk}}}, vm.Script{
+		Files:  map[string]string{"bin/guestpager": bin},
+		Script: "mkdir -p /data && mount -t ext4 /dev/vda /data\n/bin/guestpager /data/m.layout\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con := res.Console
+	if res.Status != 0 || !strings.Contains(con, "GUESTPAGER verified") {
+		t.Fatalf("status %d:\n%s", res.Status, con)
+	}
+	switch {
+	case strings.Contains(con, "GUESTPAGER mode userfaultfd"):
+		t.Logf("the guest kernel has userfaultfd")
+	case strings.Contains(con, "GUESTPAGER mode mmap") && strings.Contains(con, "CONFIG_USERFAULTFD"):
+		t.Logf("the guest kernel has no userfaultfd: the fallback ran and said why")
+	default:
+		t.Fatalf("neither userfaultfd nor a fallback that names CONFIG_USERFAULTFD:\n%s", con)
+	}
+}
