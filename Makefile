@@ -58,6 +58,8 @@ fuzz: build
 	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/nvinit -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 

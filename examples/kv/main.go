@@ -57,6 +57,10 @@ const (
 	defaultInflight = 16 << 20
 )
 
+// version names the build, in GET /healthz's X-Kv-Version: set with
+// go build -ldflags=-X=main.version=V, so a deploy can be told apart.
+var version = "dev"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -35,6 +35,9 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	if err := writeJSON(filepath.Join(st.root, guest.InitConfigPath[1:]), dev.Init); err != nil {
 		return err
 	}
+	if err := b.placeUpdateTLS(st); err != nil { // updatetls.go
+		return err
+	}
 	if dev.Poold != nil {
 		if err := writeJSON(filepath.Join(st.root, guest.PooldConfigPath[1:]), dev.Poold); err != nil {
 			return err

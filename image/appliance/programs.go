@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -63,12 +62,7 @@ func (b *builder) goPrograms(ctx context.Context) ([]program, error) {
 		name := b.Config.ProgramName(pkg)
 		p := program{Name: name, Package: pkg, Bin: filepath.Join(out, name)}
 		b.logf("building %s (%s)", name, pkg)
-		pc := b.Config.PackageConfig[pkg]
-		flags := pc.GoBuildFlags
-		if tags := b.Config.BuildTags(pkg); len(tags) > 0 {
-			flags = append([]string{"-tags=" + strings.Join(tags, ",")}, flags...)
-		}
-		if err := b.goBuild(ctx, name, pkg, flags, b.Config.BuildEnv(pkg), p.Bin); err != nil {
+		if err := b.buildService(ctx, name, pkg, p.Bin); err != nil { // service.go
 			return nil, err
 		}
 		progs = append(progs, p)

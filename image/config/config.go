@@ -323,6 +323,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
 	}
+	if err := c.Update.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	c.validateGokrazy(bad)
 	return errors.Join(errs...)
 }

@@ -46,8 +46,8 @@ type Gokrazy struct {
 	// MountDevices are mounted by nvinit before the services start (a
 	// Source under /dev; others are warned about and not mounted).
 	MountDevices []MountDevice `json:",omitempty"`
-	// Update is gokrazy's update server setting. nvboot has no update
-	// endpoint yet (issue 16): it is kept here for it, and warned about.
+	// Update is gokrazy's update server setting: the endpoint nvboot
+	// deploy talks to (update.go).
 	Update *Update `json:",omitempty"`
 
 	// Raspberry Pi and gokrazy-system fields: warned about when set.
@@ -387,9 +387,7 @@ func (c *Config) Ignored() []string {
 	case "disabled", "off":
 		warn("SerialConsole %q: nvboot keeps the serial console on ttyS0: its boot markers, nvboot run and measure read it", c.SerialConsole)
 	}
-	if u := c.Update; u != nil && *u != (Update{}) {
-		warn("Update: nvboot has no update endpoint yet (issue 16: deploy and update), so the image serves no update password, port or certificate; an update is a rebuild and a flash")
-	}
+	w = append(w, c.Update.ignored()...) // update.go
 	if f := c.InternalCompatibilityFlags; f != nil {
 		b, _ := json.Marshal(f)
 		var set map[string]any

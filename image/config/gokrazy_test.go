@@ -54,9 +54,14 @@ func TestGokNewConfig(t *testing.T) {
 		t.Errorf("breakglass: %+v", bg)
 	}
 	if c.Update == nil || c.Update.HTTPPassword != "kOHPEqbsBaCXAhemYNGU" {
-		t.Errorf("Update kept for issue 16: %+v", c.Update)
+		t.Errorf("Update: %+v", c.Update)
 	}
-	want := []string{"SerialConsole \"disabled\"", "Update:", `PackageConfig["github.com/gokrazy/gokrazy/cmd/randomd"]: not in Packages`}
+	// gok new's Update (a password, port 80) is honoured: the endpoint
+	// nvboot deploy talks to, nothing to warn about.
+	if g := c.Update.Guest(); g == nil || g.Port != 80 {
+		t.Errorf("gok new's Update does not give an endpoint on port 80: %+v", g)
+	}
+	want := []string{"SerialConsole \"disabled\"", `PackageConfig["github.com/gokrazy/gokrazy/cmd/randomd"]: not in Packages`}
 	if len(warnings) != len(want) {
 		t.Errorf("warnings %q, want %d", warnings, len(want))
 	}
@@ -103,7 +108,7 @@ func TestGokrazyEveryField(t *testing.T) {
 	}
 	// Each field nvboot does not apply, named once; the unknown keys.
 	for _, w := range []string{`DeviceType "odroidhc1"`, "GokrazyPackages", `KernelPackage "github.com/gokrazy/kernel.rpi"`,
-		`FirmwarePackage "github.com/gokrazy/firmware"`, "BootloaderExtraLines", "BootloaderExtraEEPROM", "Update:",
+		`FirmwarePackage "github.com/gokrazy/firmware"`, "BootloaderExtraLines", "BootloaderExtraEEPROM", "Update.Hostname", "Update.CertPEM, KeyPEM",
 		"InternalCompatibilityFlags.Sudo", "InternalCompatibilityFlags.Testboot", `MountDevices[1].Source "PARTUUID=2e18c40c-01"`,
 		`PackageConfig["github.com/gokrazy/gokrazy/cmd/ntp"]: not in Packages: ignored`,
 		`PackageConfig["github.com/gokrazy/hello"].WaitFor "net-online"`,
@@ -118,8 +123,8 @@ func TestGokrazyEveryField(t *testing.T) {
 			t.Errorf("%d warnings start %q, want 1; all: %q", n, w, warnings)
 		}
 	}
-	if len(warnings) != 14 {
-		t.Errorf("%d warnings, want 14: %q", len(warnings), warnings)
+	if len(warnings) != 15 {
+		t.Errorf("%d warnings, want 15: %q", len(warnings), warnings)
 	}
 	// EEPROMPackage "" is gokrazy's way to turn it off: nothing to say.
 	if slices.ContainsFunc(warnings, func(s string) bool { return strings.HasPrefix(s, "EEPROMPackage") }) {

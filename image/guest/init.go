@@ -31,6 +31,8 @@ type InitConfig struct {
 	// Poweroff powers the machine off once every service has exited and none
 	// will restart: a test image ends by itself.
 	Poweroff bool `json:",omitempty"`
+	// Update is the update endpoint (`nvboot deploy`); nil: none.
+	Update *Update `json:",omitempty"`
 	// Mounts are mounted after the state, before the services start; one
 	// that fails is retried in the background (gokrazy's MountDevices).
 	Mounts []Mount `json:",omitempty"`
@@ -307,6 +309,11 @@ func (c *InitConfig) Validate() error {
 	}
 	if filepath.Clean(t.DirOrDefault()) == filepath.Clean(s.DirOrDefault()) {
 		v.badf("State.Dir %q: also TextStore.Dir", s.DirOrDefault())
+	}
+	if c.Update != nil {
+		if err := c.Update.Validate(); err != nil {
+			v.errs = append(v.errs, err)
+		}
 	}
 	return v.err()
 }

@@ -23,6 +23,7 @@ Commands:
   measure   cold-boot layouts side by side and time power-on to service
   powercut  cut the power at random while writing; check no acknowledged write is lost
   flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
+  deploy    send one service to a running appliance; kept only if it becomes ready
   assemble  write the pmem images and disk of a root tree Buildroot or Yocto filled
 
 Run 'nvboot help <command>' (or 'nvboot <command> -h') for the flags and
@@ -42,6 +43,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		"measure":  measure,
 		"powercut": powercut,
 		"flash":    flashCmd,
+		"deploy":   deployCmd,
 		"assemble": assembleCmd,
 	})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, errInterrupted) &&

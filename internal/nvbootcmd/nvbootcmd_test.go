@@ -28,7 +28,7 @@ func execute(args ...string) (stdout, stderr string, err error) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy"} {
 		// On stdout, so that 'nvboot build -h | less' shows it.
 		for _, args := range [][]string{{verb, "-h"}, {"help", verb}} {
 			stdout, stderr, err := execute(args...)
@@ -80,6 +80,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"run", "-clock", "device", "-cpu-rate", "7", "x"}, "-cpu-rate"},
 		{[]string{"run", "-clock", "device", "-cpu-rate", "fast", "x"}, "want a whole number of instructions per second"},
 		{[]string{"powercut", "-clock", "device", "-accel", "kvm"}, "-clock device with -accel kvm"},
+		{[]string{"deploy", "-service", "kv", "-config", "c.json"}, "want one appliance URL"},
+		{[]string{"deploy", "-service", "kv", "-config", "c.json", "ftp://box"}, "want http://HOST"},
+		{[]string{"deploy", "-service", "kv", "-config", "c.json", "http://box/update"}, "no path"},
+		{[]string{"deploy", "-service", "kv", "http://box"}, "-config FILE is required"},
+		{[]string{"deploy", "-config", "c.json", "http://box"}, "-service NAME is required"},
+		{[]string{"deploy", "-gc", "-service", "kv", "-config", "c.json", "http://box"}, "leave out -service"},
+		{[]string{"deploy", "-service", "kv", "-config", "c.json", "-deadline", "0s", "http://box"}, "-deadline 0s"},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)
@@ -92,7 +99,7 @@ func TestUsageErrors(t *testing.T) {
 // An unknown flag is said once, after the synopsis: powercut printed the
 // flag package's line, its whole help and then the error again.
 func TestUnknownFlagSaidOnce(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy"} {
 		_, stderr, err := execute(verb, "-bogus")
 		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-bogus") {
 			t.Errorf("%s -bogus: %v, want a usage error naming -bogus", verb, err)

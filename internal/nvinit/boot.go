@@ -96,6 +96,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 	var mounted []string // to take down at the end, state first
 	var texts TextChecker
+	var programs *Programs // deployed programs: the text store is mounted
 	if ts := cfg.TextStore; ts.Device != "" {
 		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
 			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
@@ -113,6 +114,8 @@ func (b *Boot) Run(ctx context.Context) Action {
 			// Texts are checked (read whole) only for a service that
 			// failed, never at boot: see Supervisor.checkText.
 			texts = &TextRepair{Store: ts, Mounter: m}
+			programs = &Programs{Store: ts, Mounter: m}
+			useDeployed(programs, cfg, con.Logf)
 		}
 	}
 	con.Mark("store", "")
@@ -142,7 +145,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 		defer cancel()
 		startAnswerProbe(actx, con, cmdline)
 	}
-	action := b.supervise(ctx, cfg, texts)
+	action := b.supervise(ctx, cfg, texts, programs)
 	Unmount(m, mounted, con.Logf)
 	if !b.PID1 {
 		return action
@@ -169,7 +172,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker) Action {
+func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs) Action {
 	sigs := b.Signals
 	starts := make(chan string, 1)
 	if sigs == nil {
@@ -208,6 +211,10 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker) Ac
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+	s.prepare()
+	if cfg.Update != nil {
+		go b.serveUpdate(sctx, cfg, s, programs)
+	}
 	err := s.Run(sctx)
 	stop()
 	<-watched

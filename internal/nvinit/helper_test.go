@@ -24,8 +24,14 @@ func TestMain(m *testing.M) {
 //
 //	exit-on-dial: exits 1 as soon as someone connects (with HELPER_LINGER
 //	set, leaving a child that holds its output open a second longer);
-//	exit-on-gate: exits 1 once the file gate exists (and removes it).
+//	exit-on-gate: exits 1 once the file gate exists (and removes it);
+//	serve: runs until it is killed.
 func helper(mode, addr, gate string) int {
+	if mode == "serve" {
+		// A stale socket of a run killed by SIGTERM (which skips the
+		// deferred Close) would make the listen fail.
+		os.Remove(addr)
+	}
 	l, err := net.Listen("unix", addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -55,6 +61,9 @@ func helper(mode, addr, gate string) int {
 			time.Sleep(5 * time.Millisecond)
 		}
 		fmt.Fprintln(os.Stderr, "gate opened; exiting")
+	case "serve":
+		// Serves until a signal ends it (SIGTERM's default action).
+		select {}
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 3

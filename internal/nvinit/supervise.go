@@ -91,6 +91,10 @@ type Supervisor struct {
 	PoolSocket string
 	// Texts checks the text of a service that failed; nil: never checked.
 	Texts TextChecker
+	// AllReady is called on Run's goroutine once every supervised service
+	// has been marked ready at least once: what an A/B test boot commits
+	// on (testboot.go). nil: nothing waits for it.
+	AllReady func()
 	// Holds checks a StartAfter condition; nil: on this machine
 	// (conditionHolds). CondPoll is how often; 0: condPoll.
 	Holds    func(cond string) bool
@@ -108,6 +112,7 @@ type Supervisor struct {
 	ran      chan struct{} // closed when Run returns
 	svcs     []*svc
 	stopping bool
+	allReady bool // AllReady was called
 }
 
 type svc struct {
@@ -121,6 +126,8 @@ type svc struct {
 	out         *tailLines // this run's last lines of output
 	failures    int        // failed starts in a row: see MaxFailedStarts
 	textChecked bool       // the text was checked since the streak began
+	trial       *trial     // a deploy in progress (trial.go); nil: none
+	everReady   bool       // marked ready at least once since boot
 	waiting     bool       // its first start waits for StartAfter
 	startedOnce bool       // a start was made (gokrazy's first start is marked)
 }
@@ -131,8 +138,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if s.Clock == nil {
 		s.Clock = RealClock{}
 	}
-	s.events = make(chan func(), 16)
-	s.ran = make(chan struct{})
+	s.prepare()
 	defer close(s.ran)
 	for _, sc := range s.Services {
 		// A DontStart service is kept: the console's start command
@@ -156,6 +162,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.shutdown()
 			return nil
 		}
+	}
+}
+
+// prepare makes the channels Run serves; called before Run when another
+// goroutine (the update endpoint) may post to it before Run starts.
+func (s *Supervisor) prepare() {
+	if s.events == nil {
+		s.events = make(chan func(), 16)
+		s.ran = make(chan struct{})
 	}
 }
 
@@ -250,6 +265,7 @@ func (s *Supervisor) start(sv *svc) {
 		s.Console.Mark("service-ready", sv.Name)
 		sv.ready = true
 		sv.cancelReady = func() {}
+		s.marked(sv)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -288,6 +304,7 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 				if ctx.Err() == nil && processRuns(pid) {
 					sv.ready = true
 					s.Console.Mark("service-ready", sv.Name)
+					s.marked(sv)
 				}
 			})
 			return
@@ -312,6 +329,9 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 		s.Console.Logf("%s %s after it was marked ready, within %v of its start: a failed start all the same", sv.Name, how, HealthyAfter)
 	} else {
 		s.Console.Logf("%s %s", sv.Name, how)
+	}
+	if sv.trial != nil && !s.trialExited(sv, how) {
+		return
 	}
 	if s.stopping {
 		return
@@ -347,6 +367,9 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 // failed handles a start that did not fork (how says why): the same backoff
 // and count as a crash, so a missing binary does not spin.
 func (s *Supervisor) failed(sv *svc, how string) {
+	if sv.trial != nil && !s.trialStartFailed(sv, how) {
+		return
+	}
 	if sv.RestartOrDefault() == RestartNever || s.stopping {
 		return
 	}

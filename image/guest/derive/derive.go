@@ -51,6 +51,7 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	for _, n := range c.InterfacesOrDefault() {
 		in.Network = append(in.Network, guest.Interface{Name: n.Name, Address: n.Address, Gateway: n.Gateway})
 	}
+	in.Update = c.Update.Guest()
 	if o.TextStore {
 		in.TextStore = guest.TextStore{Device: guest.TextDevice, Dir: guest.TextDir, Image: guest.StoreImage, Manifest: guest.Manifest}
 	}

@@ -1,0 +1,40 @@
+package nvbootcmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A config without Update.HTTPPassword builds an appliance with no update
+// endpoint: deploy says so before it dials or builds anything.
+func TestDeployNeedsThePassword(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.json")
+	os.WriteFile(cfg, []byte(`{"Packages": ["github.com/nvboot/nvboot/examples/kv"]}`), 0o644)
+	_, _, err := execute("deploy", "-service", "kv", "-config", cfg, "http://192.0.2.1")
+	if err == nil || !strings.Contains(err.Error(), "no Update.HTTPPassword") || !strings.Contains(err.Error(), cfg) {
+		t.Errorf("deploy with a config without a password: %v", err)
+	}
+}
+
+// The URL's scheme must be the one the config's appliance serves: plain
+// HTTP without UseTLS, HTTPS only with it.
+func TestDeploySchemeMatchesTheConfig(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.json")
+	os.WriteFile(plain, []byte(`{"Packages": ["github.com/nvboot/nvboot/examples/kv"], "Update": {"HTTPPassword": "x"}}`), 0o644)
+	tls := filepath.Join(dir, "tls.json")
+	os.WriteFile(tls, []byte(`{"Packages": ["github.com/nvboot/nvboot/examples/kv"], "Update": {"HTTPPassword": "x", "UseTLS": "self-signed"}}`), 0o644)
+	for _, tc := range []struct{ cfg, url, want string }{
+		{plain, "https://192.0.2.1", "serves plain HTTP"},
+		{tls, "http://192.0.2.1", "HTTPS only, on port 443"},
+		{tls, "https://192.0.2.1", "the appliance's certificate"}, // never built: no certificate kept
+	} {
+		_, _, err := execute("deploy", "-service", "kv", "-config", tc.cfg, tc.url)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("deploy -config %s %s: %v, want %q", filepath.Base(tc.cfg), tc.url, err, tc.want)
+		}
+	}
+}
