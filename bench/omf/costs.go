@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"unsafe"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/internal/benchjson"
+)
+
+// costs measures what each method's accesses are made of, on the file at
+// path, so a ratio can be explained: a pread(2) of 4 KiB, a demand-paging
+// fault on a fresh mapping (per page), mapping a 2 MiB chunk with
+// MAP_POPULATE as omf does (and how many page faults the kernel counted
+// for it: 1 when the chunk is mapped by one PMD entry, 512 when by pages),
+// and unmapping it. On the device clock the guest's nanoseconds are its
+// instructions at 1 GIPS. Each figure is the median over the file's chunks.
+func costs(s *benchjson.Samples, fd *os.File) error {
+	buf := make([]byte, 4096)
+	for span := range passes {
+		base := int64(span) * passSize
+		// pread: 512 calls over the chunk, the time per call.
+		start := time.Now()
+		for off := int64(0); off < passSize; off += 4096 {
+			if _, err := unix.Pread(int(fd.Fd()), buf, base+off); err != nil {
+				return err
+			}
+		}
+		s.Add("cost_pread_4k", "ns", float64(time.Since(start).Nanoseconds())/(passSize/4096))
+
+		// Demand paging: map without populate, touch a byte per page.
+		m, err := unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			return err
+		}
+		f0 := pgfaults()
+		start = time.Now()
+		for off := 0; off < passSize; off += 4096 {
+			sink += m[off]
+		}
+		d := time.Since(start)
+		s.Add("cost_demand_fault", "ns", float64(d.Nanoseconds())/(passSize/4096))
+		s.Add("cost_demand_faults_per_2m", "faults", float64(pgfaults()-f0))
+		unix.Munmap(m)
+
+		// omf's chunk: mmap with MAP_POPULATE, then munmap.
+		f0 = pgfaults()
+		start = time.Now()
+		m, err = unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return err
+		}
+		s.Add("cost_populate_2m", "us", float64(time.Since(start).Nanoseconds())/1e3)
+		s.Add("cost_populate_faults_per_2m", "faults", float64(pgfaults()-f0))
+		s.Add("cost_chunk_aligned_2m", "bool", b2f(uintptr(unsafe.Pointer(&m[0]))%passSize == 0))
+		start = time.Now()
+		if err := unix.Munmap(m); err != nil {
+			return err
+		}
+		s.Add("cost_munmap_2m", "us", float64(time.Since(start).Nanoseconds())/1e3)
+	}
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// pgfaults is the kernel's count of page faults (/proc/vmstat pgfault),
+// which unlike getrusage's counts the faults MAP_POPULATE takes too; -1
+// where there is no /proc/vmstat.
+func pgfaults() int64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return -1
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("pgfault ")); ok {
+			n, _ := strconv.ParseInt(string(v), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
