@@ -3,9 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
-	"unsafe"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
