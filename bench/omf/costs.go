@@ -62,8 +62,34 @@ func costs(s *benchjson.Samples, fd *os.File) error {
 			return err
 		}
 		s.Add("cost_munmap_2m", "us", float64(time.Since(start).Nanoseconds())/1e3)
+
+		// Where the chunk is on the device: a DAX fault maps 2 MiB with
+		// one PMD entry only if the file's blocks there are one extent
+		// starting 2 MiB-aligned on the device. -1: unknown (FIBMAP
+		// refused, or the blocks not contiguous).
+		s.Add("cost_chunk_phys_offset_mod_2m", "KiB", float64(physMisalign(fd, base)))
 	}
 	return nil
+}
+
+// physMisalign returns where the 2 MiB at off of fd start on the device
+// modulo 2 MiB, in KiB (FIBMAP, root only), or -1 when unknown or when
+// the blocks are not contiguous.
+func physMisalign(fd *os.File, off int64) int64 {
+	const fibmap = 1 // FIBMAP, linux/fs.h: _IO(0x00, 1)
+	first := int64(-1)
+	for blk := off / 4096; blk < (off+passSize)/4096; blk++ {
+		b := int32(blk)
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd.Fd(), fibmap, uintptr(unsafe.Pointer(&b))); e != 0 || b == 0 {
+			return -1
+		}
+		if first < 0 {
+			first = int64(b)
+		} else if int64(b) != first+blk-off/4096 {
+			return -1
+		}
+	}
+	return first * 4 % 2048
 }
 
 func b2f(b bool) float64 {

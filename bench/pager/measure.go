@@ -25,14 +25,14 @@ func linuxSystem() string {
 }
 
 // child runs the program once in a fresh cgroup and data directory.
-func child(c config, system string, n int, progress io.Writer) (runResult, int64, error) {
+func child(c config, system string, n int, ioMax string, progress io.Writer) (runResult, int64, error) {
 	var r runResult
 	dir, err := os.MkdirTemp(c.Dir, "bench-pager-")
 	if err != nil {
 		return r, 0, err
 	}
 	defer os.RemoveAll(dir)
-	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), c.Budget+c.Slack)
+	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), c.Budget+c.Slack, ioMax)
 	if err != nil {
 		return r, 0, err
 	}
@@ -72,13 +72,22 @@ func child(c config, system string, n int, progress io.Writer) (runResult, int64
 func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
 	linux := linuxSystem()
+	var ioMax string
+	if c.IOMax != "" {
+		b, err := os.ReadFile(c.IOMax)
+		if err != nil {
+			return o, fmt.Errorf("-io-max: %w", err)
+		}
+		ioMax = string(b)
+		o.Env["io_max"] = strings.TrimSpace(strings.ReplaceAll(ioMax, "\n", "; "))
+	}
 	if c.Slack == 0 {
 		// Calibrate: each child's own memory, its matrices tiny; the
 		// larger of the two is added to the budget for both.
 		cal := c
 		cal.Budget, cal.Slack = c.Budget, 1<<30
 		for _, sys := range []string{"pager", linux} {
-			_, peak, err := child(cal, sys, 64, progress)
+			_, peak, err := child(cal, sys, 64, ioMax, progress)
 			if err != nil {
 				return o, fmt.Errorf("measuring the slack: %w", err)
 			}
@@ -107,7 +116,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 			sums := map[string]float64{}
 			for _, sys := range systems {
 				fmt.Fprintf(progress, "bench/pager: run %d, N=%d, %s\n", run+1, n, sys)
-				r, peak, err := child(c, sys, n, progress)
+				r, peak, err := child(c, sys, n, ioMax, progress)
 				if err != nil {
 					return o, err
 				}
