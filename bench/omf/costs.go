@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/omf"
 )
 
 // costs measures what each method's accesses are made of, on the file at
@@ -19,12 +20,42 @@ import (
 // for it: 1 when the chunk is mapped by one PMD entry, 512 when by pages),
 // and unmapping it. On the device clock the guest's nanoseconds are its
 // instructions at 1 GIPS. Each figure is the median over the file's chunks.
-func costs(s *benchjson.Samples, fd *os.File) error {
+func costs(s *benchjson.Samples, path string, fd *os.File) error {
 	buf := make([]byte, 4096)
 	for span := range passes {
 		base := int64(span) * passSize
-		// pread: 512 calls over the chunk, the time per call.
+		// omf's own steps on one chunk: the first ReadBlock (mmap and
+		// prefault), 63 more ReadBlock and Release pairs on the mapped
+		// chunk, and Close (munmap, close).
+		of, err := omf.Open(path, omf.Options{})
+		if err != nil {
+			return err
+		}
+		bs := int64(omf.BlockSize())
 		start := time.Now()
+		w, err := of.ReadBlock(base/bs, regionSize/bs)
+		if err != nil {
+			return err
+		}
+		s.Add("cost_omf_first_readblock", "us", float64(time.Since(start).Nanoseconds())/1e3)
+		w.Release()
+		start = time.Now()
+		for r := int64(1); r < regions; r++ {
+			w, err := of.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
+			if err != nil {
+				return err
+			}
+			w.Release()
+		}
+		s.Add("cost_omf_readblock_release", "ns", float64(time.Since(start).Nanoseconds())/(regions-1))
+		start = time.Now()
+		if err := of.Close(); err != nil {
+			return err
+		}
+		s.Add("cost_omf_close", "us", float64(time.Since(start).Nanoseconds())/1e3)
+
+		// pread: 512 calls over the chunk, the time per call.
+		start = time.Now()
 		for off := int64(0); off < passSize; off += 4096 {
 			if _, err := unix.Pread(int(fd.Fd()), buf, base+off); err != nil {
 				return err
@@ -33,10 +64,12 @@ func costs(s *benchjson.Samples, fd *os.File) error {
 		s.Add("cost_pread_4k", "ns", float64(time.Since(start).Nanoseconds())/(passSize/4096))
 
 		// Demand paging: map without populate, touch a byte per page.
+		start = time.Now()
 		m, err := unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			return err
 		}
+		s.Add("cost_mmap_2m", "us", float64(time.Since(start).Nanoseconds())/1e3)
 		f0 := pgfaults()
 		start = time.Now()
 		for off := 0; off < passSize; off += 4096 {

@@ -45,7 +45,11 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 	if err := benchguest.BuildStatic(ctx, "./bench/omf", self); err != nil {
 		return o, "", err
 	}
-	img, err := benchguest.FsdaxImage(ctx, work, guestPmem)
+	var mkfs []string
+	if c.AlignFS {
+		mkfs = benchguest.AlignedDAX
+	}
+	img, err := benchguest.FsdaxImage(ctx, work, guestPmem, mkfs...)
 	if err != nil {
 		return o, "", err
 	}

@@ -70,6 +70,9 @@ type config struct {
 	Clock  *benchguest.Clock // the guest's: device (QEMU -icount) or wall
 	// CPURate is the guest's vm.Config.CPURate: 0 on the wall clock.
 	CPURate int64
+	// AlignFS makes the guest's ext4 with 2 MiB-aligned large
+	// allocations (benchguest.AlignedDAX), so DAX can map 2 MiB at once.
+	AlignFS bool
 }
 
 const insideCommand = "inside"
@@ -89,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.Guest, "guest", "auto", "the DAX run in a QEMU guest: `auto`, on, off or only")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
 	c.Clock = benchguest.AddClockFlags(fs)
+	fs.BoolVar(&c.AlignFS, "align-fs", true, "make the guest's ext4 with a 2 MiB stripe, so a large file's blocks start 2 MiB-aligned and DAX can map them 2 MiB at a time (a PMD entry); false: mkfs.ext4's defaults")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: go run ./bench/omf [flags]
 

@@ -169,7 +169,7 @@ func measure(c config, dir string, progress io.Writer) (benchjson.Output, error)
 			}
 		}
 	}
-	if err := costs(s, fd); err != nil {
+	if err := costs(s, path, fd); err != nil {
 		return o, fmt.Errorf("the costs of the accesses: %w", err)
 	}
 	o.Results = s.Results()
