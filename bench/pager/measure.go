@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/internal/benchjson"
@@ -44,6 +45,11 @@ func child(c config, system string, n int, ioMax string, progress io.Writer) (ru
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(c.Budget), "-dir", dir)
+	// At the timeout the child is asked to quit with SIGQUIT, so the error
+	// carries its goroutines' stacks (where it was stuck), and killed 10 s
+	// later if it has not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	stdin, err := cmd.StdinPipe()
