@@ -31,7 +31,11 @@
 // N = 512 keeps N = 1024's proportions) because the guest's CPU is
 // emulated; its ratios are named guest_<storage>_pager_vs_swap_N. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
-// and pager_mode says so.
+// and pager_mode says so. The guest runs on the device clock by default
+// (-clock device, -cpu-rate: QEMU's instruction counter, so the children's
+// times are a 1-GIPS core's on the guest's own clock), and then the disks'
+// model is applied inside the guest as well (io.max on each child's
+// cgroup); env's guest_clock and guest_cpu_rate say which.
 package main
 
 import (
