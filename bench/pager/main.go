@@ -78,6 +78,7 @@ type config struct {
 	GuestNs      []int
 	GuestBudget  int64
 	GuestRuns    int
+	GuestSlack   string // -slack for the guest's side: auto or bytes
 	GuestTimeout time.Duration
 	Clock        *benchguest.Clock // the guest's: device (QEMU -icount) or wall
 	CPURate      int64             // vm.Config.CPURate: 0 on the wall clock
@@ -141,6 +142,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	guestNs := fs.String("guest-n", "256,384,512", "matrix `sizes` in the guest (emulated: N³ work is slow)")
 	guestBudget := fs.String("guest-budget", "2MiB", "the guest's budget `bytes` (2 MiB at N = 512 is 8 MiB at N = 1024 scaled by 4 in memory)")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
+	fs.StringVar(&c.GuestSlack, "guest-slack", "auto", "-slack in the guest: `bytes`, or auto")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
 	c.Clock = benchguest.AddClockFlags(fs)
 	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
