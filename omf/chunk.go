@@ -72,18 +72,58 @@ func (f *File) mapChunk(idx int64) (*chunk, error) {
 		f.slots.Store(&ns)
 		s = ns
 	}
-	flags := unix.MAP_SHARED
-	if f.populate {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err := unix.Mmap(int(f.f.Fd()), idx*f.chunk, int(f.chunk), unix.PROT_READ, flags)
+	b, err := f.mapRead(idx*f.chunk, int(f.chunk))
 	if err != nil {
-		return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, idx*f.chunk, f.chunk, err)
+		return nil, err
 	}
 	c := &chunk{b: b, off: idx * f.chunk}
 	c.refs.Store(1)
 	s[idx].Store(c)
 	return c, nil
+}
+
+// mapRead maps n bytes of the file at off read-only and, unless the File
+// was opened NoPopulate, populates them: the page cache's with
+// MAP_POPULATE, DAX by touching a byte of every page (prefault).
+func (f *File) mapRead(off int64, n int) ([]byte, error) {
+	flags := unix.MAP_SHARED
+	if f.populate && !f.dax {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(int(f.f.Fd()), off, n, unix.PROT_READ, flags)
+	if err != nil {
+		return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, off, n, err)
+	}
+	if f.populate && f.dax {
+		prefault(b[:max(0, min(int64(n), f.size.Load()-off))])
+	}
+	return b, nil
+}
+
+// prefaultSink keeps prefault's loads from being optimised away.
+var prefaultSink atomic.Uint32
+
+// prefault reads a byte of every page of b, which the caller knows to be
+// inside the file as last seen, so the kernel maps them now rather than at
+// the reader's first touch. On DAX this is what MAP_POPULATE should do and
+// does not: the kernel populates a mapping through get_user_pages, which
+// walks it a 4 KiB page at a time even where one fault mapped the 2 MiB
+// with a PMD entry (follow_devmap_pmd returns one page per call); on an
+// ext4 whose extents are 2 MiB-aligned that walk cost 162 µs per 2 MiB of
+// guest time at 1 GIPS, against 10 µs for one fault and 511 loads. Where
+// the extents are not aligned each touch is a page fault of its own, and
+// the chunk costs 10 % more than MAP_POPULATE's walk (2.04 ms against
+// 1.86: 512 exception entries). A file truncated
+// meanwhile raises SIGBUS at a touch: the guard stops the prefault, and the
+// reader gets ErrTruncated where it reads.
+func prefault(b []byte) {
+	var s byte
+	guard(func() {
+		for i := 0; i < len(b); i += pageSize {
+			s += b[i]
+		}
+	})
+	prefaultSink.Add(uint32(s))
 }
 
 // Fault is the CPU fault a guarded access took: Addr is the address.

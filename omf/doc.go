@@ -5,7 +5,8 @@
 //
 // On a DAX filesystem (the appliance's pmem) the mapping is the persistent
 // memory itself; elsewhere it is the page cache. A File maps the file in
-// aligned chunks (2 MiB by default, populated when first touched) and keeps
+// aligned chunks (2 MiB by default, populated when first touched: on DAX a
+// chunk whose blocks are 2 MiB-aligned on the device is then one PMD entry) and keeps
 // them: ReadBlock and ReadAt inside a chunk already mapped make no system
 // call. Writes go through writable windows (WriteBlock) and SyncBlock, which
 // on DAX flushes the CPU caches with pheap's flush code (package pheap/pmem,

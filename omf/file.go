@@ -46,7 +46,8 @@ type Options struct {
 	// ChunkSize is the size of the mappings ReadBlock and ReadAt share; a
 	// multiple of the page size. 0 means DefaultChunkSize.
 	ChunkSize int
-	// NoPopulate maps chunks without MAP_POPULATE: pages are then faulted
+	// NoPopulate maps chunks without populating them (MAP_POPULATE on the
+	// page cache, a touch of every page on DAX): pages are then faulted
 	// in on first access (demand paging) instead of when the chunk is
 	// mapped.
 	NoPopulate bool

@@ -17,7 +17,7 @@ type Window struct {
 	f        *File
 	b        []byte // the blocks asked for
 	off      int64  // file offset of b[0]
-	chunks   []*chunk
+	chunk    *chunk // the shared chunk b aliases; nil with own
 	own      []byte // a mapping of the window's own (writable, or spanning chunks); nil if it aliases one chunk
 	dax      bool   // own is MAP_SYNC: SyncBlock flushes CPU caches
 	writable bool   // from WriteBlock
@@ -52,8 +52,8 @@ func (w *Window) Release() error {
 	if !w.released.CompareAndSwap(false, true) {
 		return fmt.Errorf("omf: release window of %s at %d: %w", w.f.name, w.off, ErrReleased)
 	}
-	for _, c := range w.chunks {
-		c.release()
+	if w.chunk != nil {
+		w.chunk.release()
 	}
 	var err error
 	if w.own != nil {
@@ -114,19 +114,15 @@ func (f *File) ReadBlock(blkoff, nblocks int64) (*Window, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.chunks = []*chunk{c}
+		w.chunk = c
 		w.b = c.b[off-c.off : off-c.off+n : off-c.off+n]
 	} else {
 		if _, _, err := f.checkRange("read", blkoff, nblocks); err != nil {
 			return nil, err
 		}
-		flags := unix.MAP_SHARED
-		if f.populate {
-			flags |= unix.MAP_POPULATE
-		}
-		b, err := unix.Mmap(int(f.f.Fd()), off, int(n), unix.PROT_READ, flags)
+		b, err := f.mapRead(off, int(n))
 		if err != nil {
-			return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, off, n, err)
+			return nil, err
 		}
 		w.own, w.b = b, b[:n:n]
 	}
@@ -143,8 +139,8 @@ func (f *File) hold(w *Window) error {
 	f.mu.Unlock()
 	if closed {
 		w.released.Store(true)
-		for _, c := range w.chunks {
-			c.release()
+		if w.chunk != nil {
+			w.chunk.release()
 		}
 		if w.own != nil {
 			unix.Munmap(w.own)

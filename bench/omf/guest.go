@@ -45,7 +45,11 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 	if err := benchguest.BuildStatic(ctx, "./bench/omf", self); err != nil {
 		return o, "", err
 	}
-	img, err := benchguest.FsdaxImage(ctx, work, guestPmem)
+	var mkfs []string
+	if c.AlignFS {
+		mkfs = benchguest.AlignedDAX
+	}
+	img, err := benchguest.FsdaxImage(ctx, work, guestPmem, mkfs...)
 	if err != nil {
 		return o, "", err
 	}
@@ -62,9 +66,9 @@ umount %[1]s
 	// The TSC as the clock, as bench/pheap boots its guest: under TCG the
 	// kernel may otherwise fall back to the HPET, and every time.Now
 	// becomes an emulated device access.
-	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, NVDIMMs: []vm.NVDIMM{{Path: img}},
+	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, NVDIMMs: []vm.NVDIMM{{Path: img}}, CPURate: c.CPURate,
 		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
-	fmt.Fprintf(progress, "bench/omf: guest: booting %s (%d MiB RAM, %d MiB fsdax NVDIMM)\n", kernel, guestRAM, guestPmem>>20)
+	fmt.Fprintf(progress, "bench/omf: guest: booting %s (%d MiB RAM, %d MiB fsdax NVDIMM, %s clock)\n", kernel, guestRAM, guestPmem>>20, c.Clock.Name)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
 		return o, "", fmt.Errorf("the guest run (kernel %s): %w", kernel, err)

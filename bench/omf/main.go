@@ -4,7 +4,7 @@
 // docs/DESIGN.md#measuring-method).
 //
 //	go run ./bench/omf [-json] [-runs 7] [-dir DIR] [-units 1,4,...,32768] [-quick]
-//	                   [-guest auto|on|off|only] [-kernel bzImage]
+//	                   [-guest auto|on|off|only] [-kernel bzImage] [-clock device|wall] [-cpu-rate 1e9]
 //
 // The seed's method (AnT's OMF): the time to access a 32 KiB region of a
 // file in units of 1 B to 32 KiB. Every access hands the consumer a []byte
@@ -28,6 +28,12 @@
 // guest part (a QEMU guest, ext4 dax=always on an fsdax NVDIMM) the
 // unprefixed ratios are the guest's, on DAX as the issue's targets are, and
 // the host's are named host_*; without it they are the host's.
+//
+// The guest runs on the device clock by default (-clock device: QEMU's
+// instruction counter, -icount, at -cpu-rate instructions per second of
+// guest time), and its figures are taken with the guest's own clock, so
+// they are a 1-GIPS core's, not the emulator's; env's clock and cpu_rate
+// say which (docs/DESIGN.md#device-clock).
 package main
 
 import (
@@ -38,6 +44,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/nvboot/nvboot/internal/benchguest"
 )
 
 func main() {
@@ -59,6 +67,12 @@ type config struct {
 	Quick  bool
 	Guest  string // auto, on, off, only
 	Kernel string
+	Clock  *benchguest.Clock // the guest's: device (QEMU -icount) or wall
+	// CPURate is the guest's vm.Config.CPURate: 0 on the wall clock.
+	CPURate int64
+	// AlignFS makes the guest's ext4 with 2 MiB-aligned large
+	// allocations (benchguest.AlignedDAX), so DAX can map 2 MiB at once.
+	AlignFS bool
 }
 
 const insideCommand = "inside"
@@ -77,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Quick, "quick", false, "3 runs, units 1024, 4096, 32768; no guest unless -guest on or only")
 	fs.StringVar(&c.Guest, "guest", "auto", "the DAX run in a QEMU guest: `auto`, on, off or only")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
+	c.Clock = benchguest.AddClockFlags(fs)
+	fs.BoolVar(&c.AlignFS, "align-fs", true, "make the guest's ext4 with a 2 MiB stripe, so a large file's blocks start 2 MiB-aligned and DAX can map them 2 MiB at a time (a PMD entry); false: mkfs.ext4's defaults")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: go run ./bench/omf [flags]
 
@@ -111,6 +127,9 @@ Examples:
 	var err error
 	if c.Units, err = parseUnits(*units); err != nil {
 		return fmt.Errorf("-units %q: %w", *units, err)
+	}
+	if c.CPURate, err = c.Clock.CPURate(); err != nil {
+		return err
 	}
 	if c.Runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", c.Runs)

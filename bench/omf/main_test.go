@@ -35,7 +35,21 @@ func TestMeasureRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Results) != len(methods) || o.Ratios["omf_vs_read_4k"] <= 0 {
-		t.Fatalf("results %d, ratios %v", len(o.Results), o.Ratios)
+	names := map[string]bool{}
+	for _, r := range o.Results {
+		names[r.Name] = true
+	}
+	for _, m := range methods {
+		if !names[figure(m, 4096)] {
+			t.Errorf("no %s", figure(m, 4096))
+		}
+	}
+	for _, c := range []string{"cost_pread_4k", "cost_demand_fault", "cost_populate_2m", "cost_omf_readblock_release", "cost_omf_close"} {
+		if !names[c] {
+			t.Errorf("no %s among the costs", c)
+		}
+	}
+	if o.Ratios["omf_vs_read_4k"] <= 0 {
+		t.Fatalf("ratios %v", o.Ratios)
 	}
 }

@@ -169,6 +169,9 @@ func measure(c config, dir string, progress io.Writer) (benchjson.Output, error)
 			}
 		}
 	}
+	if err := costs(s, path, fd); err != nil {
+		return o, fmt.Errorf("the costs of the accesses: %w", err)
+	}
 	o.Results = s.Results()
 	ratio := func(name, a, b string, u int) {
 		if d := s.Median(figure(b, u)); d > 0 && s.Median(figure(a, u)) > 0 {

@@ -35,6 +35,9 @@ func measureAll(c config, progress io.Writer) (benchjson.Output, error) {
 		return o, err
 	}
 	merge(&o, g, kernel, accel)
+	// The guest's clock, unprefixed as its ratios are: the host part is
+	// always on the host's clock.
+	c.Clock.Env(o.Env, "")
 	return o, nil
 }
 

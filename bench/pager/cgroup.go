@@ -18,11 +18,20 @@ type memcg struct {
 }
 
 // newMemcg makes a cgroup limited to limit bytes of memory (anonymous
-// memory and page cache both count, in either version).
-func newMemcg(name string, limit int64) (*memcg, error) {
+// memory and page cache both count, in either version). ioMax, when not
+// empty, is io.max lines for it (cgroup v2 only): the disks' speed model,
+// applied by the kernel's blk-throttle to the child's reads and writes,
+// its swap-ins, and the swap-outs of its pages.
+func newMemcg(name string, limit int64, ioMax string) (*memcg, error) {
 	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(c)+" ", " memory") {
-		// v2: the controller must be on for children of the root.
-		os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory"), 0)
+		// v2: the controllers must be on for children of the root.
+		ctl := "+memory"
+		if ioMax != "" {
+			ctl += " +io"
+		}
+		if err := os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte(ctl), 0); err != nil && ioMax != "" {
+			return nil, fmt.Errorf("cgroup v2: enabling %s: %w", ctl, err)
+		}
 		m := &memcg{dir: filepath.Join("/sys/fs/cgroup", name), v2: true}
 		if err := os.Mkdir(m.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
@@ -31,7 +40,19 @@ func newMemcg(name string, limit int64) (*memcg, error) {
 			m.remove()
 			return nil, err
 		}
+		for _, l := range strings.Split(strings.TrimSpace(ioMax), "\n") {
+			if l == "" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(m.dir, "io.max"), []byte(l), 0); err != nil {
+				m.remove()
+				return nil, fmt.Errorf("cgroup io.max %q: %w", l, err)
+			}
+		}
 		return m, nil
+	}
+	if ioMax != "" {
+		return nil, errors.New("a disk model in io.max needs cgroup v2")
 	}
 	v1 := "/sys/fs/cgroup/memory"
 	if _, err := os.Stat(filepath.Join(v1, "memory.limit_in_bytes")); err != nil {

@@ -69,6 +69,25 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 	for _, n := range c.GuestNs {
 		ns = append(ns, fmt.Sprint(n))
 	}
+	// On the device clock the storage model is applied inside the guest
+	// too, as nvinit does for the appliance (docs/DESIGN.md#device-clock):
+	// QEMU's throttle waits on the host's clock, and the guest work that
+	// overlaps its waits counts only its instructions, so alone it charges
+	// less than the model. Each child's cgroup gets io.max for both disks
+	// and the guest's blk-throttle holds every bio (reads, writes, swap-ins
+	// and the swap-outs of the child's pages) on the guest's own clock.
+	ioMax, ioFlag := "", ""
+	if c.CPURate != 0 {
+		f := func(n int64) string {
+			if n == 0 {
+				return "max"
+			}
+			return fmt.Sprint(n)
+		}
+		ioMax = fmt.Sprintf("for d in vda vdb; do echo \"$(cat /sys/block/$d/dev) rbps=%s wbps=%s riops=%s wiops=%s\"; done > /tmp/io.max\ncat /tmp/io.max\n",
+			f(st.ReadBPS), f(st.WriteBPS), f(st.ReadIOPS), f(st.WriteIOPS))
+		ioFlag = " -io-max /tmp/io.max"
+	}
 	script := vm.Script{Files: map[string]string{guestBench[1:]: self}, Script: fmt.Sprintf(`
 mkdir -p %[1]s /sys/fs/cgroup
 mount -t ext4 /dev/vda %[1]s
@@ -76,14 +95,14 @@ mkswap /dev/vdb >/dev/null
 swapon /dev/vdb
 mount -t cgroup2 none /sys/fs/cgroup
 cat /proc/swaps
-%[2]s inside -dir %[1]s -n %[3]s -budget %[4]d -runs %[5]d
+%[6]s%[2]s inside -dir %[1]s -n %[3]s -budget %[4]d -runs %[5]d -timeout %[8]s -slack %[9]s%[7]s
 swapoff /dev/vdb
 umount %[1]s
-`, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns)}
-	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM,
+`, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns, ioMax, ioFlag, c.Timeout, c.GuestSlack)}
+	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, CPURate: c.CPURate,
 		Disks:   []vm.Disk{{Path: data, Storage: st}, {Path: swap, Storage: st}},
 		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
-	fmt.Fprintf(progress, "bench/pager: guest: booting %s (%d MiB RAM; data and swap disks, %s model)\n", kernel, guestRAM, st.Name)
+	fmt.Fprintf(progress, "bench/pager: guest: booting %s (%d MiB RAM; data and swap disks, %s model; %s clock)\n", kernel, guestRAM, st.Name, c.Clock.Name)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
 		return o, "", fmt.Errorf("the guest run (kernel %s, timeout %v): %w", kernel, c.GuestTimeout, err)
@@ -95,6 +114,7 @@ umount %[1]s
 		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	o.Env["storage"] = st.Name
+	c.Clock.Env(o.Env, "")
 	return o, res.Machine.Accel, nil
 }
 

@@ -31,7 +31,11 @@
 // N = 512 keeps N = 1024's proportions) because the guest's CPU is
 // emulated; its ratios are named guest_<storage>_pager_vs_swap_N. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
-// and pager_mode says so.
+// and pager_mode says so. The guest runs on the device clock by default
+// (-clock device, -cpu-rate: QEMU's instruction counter, so the children's
+// times are a 1-GIPS core's on the guest's own clock), and then the disks'
+// model is applied inside the guest as well (io.max on each child's
+// cgroup); env's guest_clock and guest_cpu_rate say which.
 package main
 
 import (
@@ -44,6 +48,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nvboot/nvboot/internal/benchguest"
 	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
@@ -73,7 +78,15 @@ type config struct {
 	GuestNs      []int
 	GuestBudget  int64
 	GuestRuns    int
+	GuestSlack   string // -slack for the guest's side: auto or bytes
 	GuestTimeout time.Duration
+	Clock        *benchguest.Clock // the guest's: device (QEMU -icount) or wall
+	CPURate      int64             // vm.Config.CPURate: 0 on the wall clock
+
+	// IOMax (inside the guest) is a file of io.max lines, one per disk,
+	// written to every child's cgroup: the storage model applied by the
+	// guest's own block layer on its own clock.
+	IOMax string
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -129,7 +142,10 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	guestNs := fs.String("guest-n", "256,384,512", "matrix `sizes` in the guest (emulated: N³ work is slow)")
 	guestBudget := fs.String("guest-budget", "2MiB", "the guest's budget `bytes` (2 MiB at N = 512 is 8 MiB at N = 1024 scaled by 4 in memory)")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
+	fs.StringVar(&c.GuestSlack, "guest-slack", "auto", "-slack in the guest: `bytes`, or auto")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
+	c.Clock = benchguest.AddClockFlags(fs)
+	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: go run ./bench/pager [flags]   (as root: it makes memory cgroups)
 
@@ -177,6 +193,9 @@ Examples:
 	}
 	if c.GuestNs, err = parseNs(*guestNs); err != nil {
 		return c, fmt.Errorf("-guest-n: %w", err)
+	}
+	if c.CPURate, err = c.Clock.CPURate(); err != nil {
+		return c, err
 	}
 	if c.Runs < 1 || c.GuestRuns < 1 || c.Budget < 32<<10 || c.GuestBudget < 32<<10 {
 		return c, fmt.Errorf("-runs %d, -guest-runs %d, -budget %d, -guest-budget %d: want runs ≥ 1 and budgets ≥ 32 KiB", c.Runs, c.GuestRuns, c.Budget, c.GuestBudget)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/internal/benchjson"
@@ -25,14 +26,14 @@ func linuxSystem() string {
 }
 
 // child runs the program once in a fresh cgroup and data directory.
-func child(c config, system string, n int, progress io.Writer) (runResult, int64, error) {
+func child(c config, system string, n int, ioMax string, progress io.Writer) (runResult, int64, error) {
 	var r runResult
 	dir, err := os.MkdirTemp(c.Dir, "bench-pager-")
 	if err != nil {
 		return r, 0, err
 	}
 	defer os.RemoveAll(dir)
-	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), c.Budget+c.Slack)
+	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), c.Budget+c.Slack, ioMax)
 	if err != nil {
 		return r, 0, err
 	}
@@ -44,6 +45,11 @@ func child(c config, system string, n int, progress io.Writer) (runResult, int64
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(c.Budget), "-dir", dir)
+	// At the timeout the child is asked to quit with SIGQUIT, so the error
+	// carries its goroutines' stacks (where it was stuck), and killed 10 s
+	// later if it has not.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	stdin, err := cmd.StdinPipe()
@@ -72,13 +78,22 @@ func child(c config, system string, n int, progress io.Writer) (runResult, int64
 func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
 	linux := linuxSystem()
+	var ioMax string
+	if c.IOMax != "" {
+		b, err := os.ReadFile(c.IOMax)
+		if err != nil {
+			return o, fmt.Errorf("-io-max: %w", err)
+		}
+		ioMax = string(b)
+		o.Env["io_max"] = strings.TrimSpace(strings.ReplaceAll(ioMax, "\n", "; "))
+	}
 	if c.Slack == 0 {
 		// Calibrate: each child's own memory, its matrices tiny; the
 		// larger of the two is added to the budget for both.
 		cal := c
 		cal.Budget, cal.Slack = c.Budget, 1<<30
 		for _, sys := range []string{"pager", linux} {
-			_, peak, err := child(cal, sys, 64, progress)
+			_, peak, err := child(cal, sys, 64, ioMax, progress)
 			if err != nil {
 				return o, fmt.Errorf("measuring the slack: %w", err)
 			}
@@ -107,7 +122,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 			sums := map[string]float64{}
 			for _, sys := range systems {
 				fmt.Fprintf(progress, "bench/pager: run %d, N=%d, %s\n", run+1, n, sys)
-				r, peak, err := child(c, sys, n, progress)
+				r, peak, err := child(c, sys, n, ioMax, progress)
 				if err != nil {
 					return o, err
 				}

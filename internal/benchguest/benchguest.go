@@ -53,8 +53,9 @@ func BuildStatic(ctx context.Context, pkg, out string) error {
 
 // FsdaxImage writes an NVDIMM image of size bytes to dir/pmem.img: a PFN
 // info block, so the kernel finds an fsdax namespace at boot, and an empty
-// ext4 (4 KiB blocks) filling the rest, for mount -o dax=always.
-func FsdaxImage(ctx context.Context, dir string, size int64) (string, error) {
+// ext4 (4 KiB blocks) filling the rest, for mount -o dax=always. mkfsOpts
+// go to mkfs.ext4 (AlignedDAX, say).
+func FsdaxImage(ctx context.Context, dir string, size int64, mkfsOpts ...string) (string, error) {
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		return "", fmt.Errorf("no mkfs.ext4 (apt-get install e2fsprogs): %w", err)
 	}
@@ -63,7 +64,8 @@ func FsdaxImage(ctx context.Context, dir string, size int64) (string, error) {
 		return "", err
 	}
 	fs := filepath.Join(dir, "nv.ext4")
-	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-b", "4096", "-L", "nv", fs, fmt.Sprintf("%dk", (size-int64(info.DataOff))>>10))
+	args := append(append([]string{"-q", "-F", "-b", "4096", "-L", "nv"}, mkfsOpts...), fs, fmt.Sprintf("%dk", (size-int64(info.DataOff))>>10))
+	mkfs := exec.CommandContext(ctx, "mkfs.ext4", args...)
 	if out, err := mkfs.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("mkfs.ext4 %s: %w\n%s", fs, err, out)
 	}
@@ -73,6 +75,14 @@ func FsdaxImage(ctx context.Context, dir string, size int64) (string, error) {
 	}
 	return img, os.Remove(fs)
 }
+
+// AlignedDAX is mkfs.ext4's options for an ext4 whose large files start
+// on 2 MiB of the device: a RAID stripe of 512 4-KiB blocks, which ext4's
+// block allocator aligns allocations of whole stripes to. The PFN block
+// puts the filesystem's start 2 MiB-aligned in physical memory, so a DAX
+// fault on a 2 MiB-aligned part of such a file can map it with one PMD
+// entry instead of 512 page entries (XFS's equivalent is su=2m,sw=1).
+var AlignedDAX = []string{"-E", "stride=512,stripe_width=512"}
 
 // ParseOutput finds the one line of console that holds begin, a JSON
 // benchjson.Output, and end, and decodes it (unknown fields refused).
