@@ -2,8 +2,6 @@ package omf_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,12 +24,7 @@ import (
 func TestDAXWindows(t *testing.T) {
 	kernel := vmtest.Kernel(t, "qemu-system-x86_64", "mkfs.ext4")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "daxomf")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/daxomf")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building daxomf: %v\n%s", err, out)
-	}
+	bin := vmtest.StaticProgram(t, "./testdata/daxomf")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	img, err := benchguest.FsdaxImage(ctx, dir, 256<<20)

@@ -2,7 +2,6 @@ package pager_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,12 +20,7 @@ import (
 func TestGuestPager(t *testing.T) {
 	kernel := vmtest.Kernel(t, "qemu-system-x86_64", "mkfs.ext4")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "guestpager")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/guestpager")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building guestpager: %v\n%s", err, out)
-	}
+	bin := vmtest.StaticProgram(t, "./testdata/guestpager")
 	disk := filepath.Join(dir, "data.ext4")
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", disk, "32M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)

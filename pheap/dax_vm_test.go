@@ -33,12 +33,7 @@ import (
 func TestDAXHeapSurvivesPowerCut(t *testing.T) {
 	kernel := vmtest.Kernel(t, "qemu-system-x86_64", "mkfs.ext4")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "daxheap")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/daxheap")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building daxheap: %v\n%s", err, out)
-	}
+	bin := vmtest.StaticProgram(t, "./testdata/daxheap")
 	pmem := filepath.Join(dir, "pmem.img")
 	if err := os.WriteFile(pmem, nil, 0o644); err != nil {
 		t.Fatal(err)

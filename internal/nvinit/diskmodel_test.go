@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -31,12 +30,7 @@ import (
 func TestDiskLimitUnderDeviceClock(t *testing.T) {
 	k := vmtest.Kernel(t, "qemu-system-x86_64")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "disklimit")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/disklimit")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := vmtest.StaticProgram(t, "./testdata/disklimit")
 	disk := filepath.Join(dir, "disk.img")
 	if err := os.WriteFile(disk, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,9 @@ package vmtest
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/nvboot/nvboot/internal/kernel"
@@ -33,4 +35,18 @@ func Kernel(t testing.TB, tools ...string) string {
 		}
 	}
 	return k
+}
+
+// StaticProgram builds the main package in dir (relative to the test's
+// package, e.g. "./testdata/daxheap") as a static executable for a guest
+// (CGO_ENABLED=0) and returns its path in a temporary directory.
+func StaticProgram(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
+	build := exec.Command("go", "build", "-o", bin, dir)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", dir, err, out)
+	}
+	return bin
 }
