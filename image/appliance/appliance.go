@@ -243,12 +243,7 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := CheckTools(o.Config, o.Layout); err != nil {
 		return nil, err
 	}
-	parent := filepath.Dir(filepath.Clean(o.Out))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, err
-	}
-	removeStale(parent, filepath.Base(o.Out), o.logf)
-	tmp, unlock, err := buildDir(parent, filepath.Base(o.Out))
+	tmp, unlock, err := startBuild(o.Out, o.logf)
 	if err != nil {
 		return nil, err
 	}

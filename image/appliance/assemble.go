@@ -86,12 +86,7 @@ func Assemble(ctx context.Context, o AssembleOptions) (*Image, error) {
 	if !o.InPlace {
 		opts.Kernel = absPath(o.Kernel)
 	}
-	parent := filepath.Dir(o.Out)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, err
-	}
-	removeStale(parent, filepath.Base(o.Out), opts.logf)
-	tmp, unlock, err := buildDir(parent, filepath.Base(o.Out))
+	tmp, unlock, err := startBuild(o.Out, opts.logf)
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +137,7 @@ func Assemble(ctx context.Context, o AssembleOptions) (*Image, error) {
 		if err := b.disk(ctx, st, im); err != nil {
 			return nil, err
 		}
-		if err := writeJSON(filepath.Join(b.dir, ManifestFile), im); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644); err != nil {
+		if err := b.writeImage(im); err != nil {
 			return nil, err
 		}
 	}

@@ -48,13 +48,19 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	if err := b.disk(ctx, st, im); err != nil {
 		return nil, err
 	}
-	if err := writeJSON(filepath.Join(b.dir, ManifestFile), im); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644); err != nil {
+	if err := b.writeImage(im); err != nil {
 		return nil, err
 	}
 	return im, nil
+}
+
+// writeImage writes image.json and the stamp that marks the directory as
+// nvboot's output (CheckOut).
+func (b *builder) writeImage(im *Image) error {
+	if err := writeJSON(filepath.Join(b.dir, ManifestFile), im); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, StampFile), []byte(stampText), 0o644)
 }
 
 // seed makes the uuids of one image: the layout and hostname, so two layouts

@@ -17,6 +17,17 @@ import (
 // was killed (SIGKILL, a power cut) leaves these behind; the next build of
 // NAME removes them when their process is gone and the lock is free.
 
+// startBuild makes and locks the build directory for the output out (its
+// parent made if needed), after removing what killed builds of it left.
+func startBuild(out string, logf func(string, ...any)) (dir string, unlock func(), err error) {
+	parent, name := filepath.Dir(filepath.Clean(out)), filepath.Base(out)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", nil, err
+	}
+	removeStale(parent, name, logf)
+	return buildDir(parent, name)
+}
+
 // buildDir makes the hidden build directory for the output NAME in parent
 // and locks it; unlock releases the lock.
 func buildDir(parent, name string) (dir string, unlock func(), err error) {
