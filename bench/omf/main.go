@@ -37,7 +37,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,16 +45,11 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/internal/benchguest"
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/omf: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr, "bench/omf"))
 }
 
 // config is everything the command line sets.

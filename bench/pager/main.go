@@ -50,16 +50,11 @@ import (
 
 	"github.com/nvboot/nvboot/internal/benchguest"
 	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintf(os.Stderr, "bench/pager: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr, "bench/pager"))
 }
 
 type config struct {
