@@ -1,8 +1,6 @@
 package pager
 
 import (
-	"bytes"
-	"path/filepath"
 	"testing"
 )
 
@@ -24,19 +22,9 @@ func FuzzAccess(f *testing.F) {
 			h.TileRows, h.TileCols = 1+int(hint)%7, 1+int(hint)%13
 		}
 		c := Config{Budget: 8 * int64(pageSize), RunPages: 1 + int(hint)%3, NoUffd: hint >= 128}
-		path := filepath.Join(t.TempDir(), "m")
-		want := ref(s)
-		if err := CreateLayout(path, s, h, bytes.NewReader(want)); err != nil {
-			t.Fatal(err)
-		}
-		p, err := New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := p.Map(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, r, want := mapped(t, c, s, h)
+		path := r.path
+		var err error
 		for ; len(ops) >= 3; ops = ops[3:] {
 			pos := (int(ops[1])<<8 | int(ops[2])) * 7 % len(want)
 			b := r.Bytes()

@@ -28,6 +28,28 @@ func ref(s Shape) []byte {
 // (bytes.Equal): a fault at an instruction the runtime cannot preempt
 // could wait for a handler that a stop-the-world holds (see Limits in
 // docs/DESIGN.md#pager).
+// mapped lays the reference matrix of shape s out with hint h in a
+// temporary file, starts a pager with c and maps the layout: the pager (to
+// Close), the region, and the bytes the region must hold.
+func mapped(t testing.TB, c Config, s Shape, h Hint) (*Pager, *Region, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "m")
+	want := ref(s)
+	if err := CreateLayout(path, s, h, bytes.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Map(path)
+	if err != nil {
+		p.Close()
+		t.Fatal(err)
+	}
+	return p, r, want
+}
+
 func equal(a, b []byte) bool {
 	if len(a) != len(b) {
 		return false
@@ -75,19 +97,7 @@ var shapes = []struct {
 func TestReadsMatchReference(t *testing.T) {
 	modes(t, func(t *testing.T, c Config) {
 		for _, sh := range shapes {
-			path := filepath.Join(t.TempDir(), "m")
-			want := ref(sh.s)
-			if err := CreateLayout(path, sh.s, sh.h, bytes.NewReader(want)); err != nil {
-				t.Fatal(err)
-			}
-			p, err := New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := p.Map(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, r, want := mapped(t, c, sh.s, sh.h)
 			b := r.Bytes()
 			for pass := range 2 {
 				// Column by column, then row by row.
@@ -119,19 +129,7 @@ func TestReadsMatchReference(t *testing.T) {
 func TestWritesSurviveSyncAndReopen(t *testing.T) {
 	modes(t, func(t *testing.T, c Config) {
 		for _, sh := range shapes {
-			path := filepath.Join(t.TempDir(), "m")
-			want := ref(sh.s)
-			if err := CreateLayout(path, sh.s, sh.h, bytes.NewReader(want)); err != nil {
-				t.Fatal(err)
-			}
-			p, err := New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := p.Map(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, r, want := mapped(t, c, sh.s, sh.h)
 			b := r.Bytes()
 			// Write every 5th byte walking backwards (evicting early
 			// writes), then read everything, which evicts the rest.
@@ -150,12 +148,12 @@ func TestWritesSurviveSyncAndReopen(t *testing.T) {
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			p, err = New(c)
+			path := r.path
+			p, err := New(c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err = p.Map(path)
-			if err != nil {
+			if r, err = p.Map(path); err != nil {
 				t.Fatal(err)
 			}
 			if !equal(r.Bytes(), want) {
@@ -314,20 +312,8 @@ func TestIoctlNumbers(t *testing.T) {
 func TestReadWriteAt(t *testing.T) {
 	modes(t, func(t *testing.T, c Config) {
 		s := Shape{64, 100, 8}
-		path := filepath.Join(t.TempDir(), "m")
-		want := ref(s)
-		if err := CreateLayout(path, s, Hint{Order: ColumnMajor}, bytes.NewReader(want)); err != nil {
-			t.Fatal(err)
-		}
-		p, err := New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, r, want := mapped(t, c, s, Hint{Order: ColumnMajor})
 		defer p.Close()
-		r, err := p.Map(path)
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := make([]byte, len(want))
 		if n, err := r.ReadAt(got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("ReadAt = %d, %v, or bytes differ", n, err)
