@@ -121,18 +121,8 @@ func allocWorkload(t testing.TB, h *Heap, n int, seed uint64, mark func(string))
 func readAllocs(h *Heap) (string, error) {
 	var d string
 	err := h.View(func(tx *ViewTx) error {
-		st, err := tx.Check()
-		if err != nil {
-			return err
-		}
-		root, err := Root[allocRoot](tx, "alloc")
-		if errors.Is(err, ErrNoRoot) {
-			if st.LiveObjects != 0 {
-				return fmt.Errorf("no root but %d live objects", st.LiveObjects)
-			}
-			return nil
-		}
-		if err != nil {
+		root, st, ok, err := checkedRoot[allocRoot](tx, "alloc")
+		if !ok || err != nil {
 			return err
 		}
 		r, err := root.Lookup(tx)

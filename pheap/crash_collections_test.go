@@ -145,19 +145,11 @@ func collWorkload(t testing.TB, h *Heap, n int, seed uint64, mark func(string)) 
 func readColl(h *Heap) (string, error) {
 	var d string
 	err := h.View(func(tx *ViewTx) error {
-		st, err := tx.Check()
-		if err != nil {
-			return err
-		}
-		root, err := Root[collRoot](tx, "coll")
-		if errors.Is(err, ErrNoRoot) {
+		root, st, ok, err := checkedRoot[collRoot](tx, "coll")
+		if !ok {
 			d = "no maps"
-			if st.LiveObjects != 0 {
-				return fmt.Errorf("no root but %d live objects", st.LiveObjects)
-			}
-			return nil
 		}
-		if err != nil {
+		if !ok || err != nil {
 			return err
 		}
 		r, err := root.Lookup(tx)

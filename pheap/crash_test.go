@@ -236,24 +236,32 @@ func workloadFrom(t testing.TB, h *Heap, cur model, n int, seed uint64, mark fun
 	return models
 }
 
+// checkedRoot checks the heap's allocator (tx.Check) and returns the root
+// named name with the check's figures; ok is false when there is no root,
+// which is an error unless nothing at all is allocated (a crash before the
+// first commit).
+func checkedRoot[T any](tx *ViewTx, name string) (root Ptr[T], st Stats, ok bool, err error) {
+	if st, err = tx.Check(); err != nil {
+		return root, st, false, err
+	}
+	root, err = Root[T](tx, name)
+	if errors.Is(err, ErrNoRoot) {
+		if st.LiveObjects != 0 {
+			return root, st, false, fmt.Errorf("no root but %d live objects", st.LiveObjects)
+		}
+		return root, st, false, nil
+	}
+	return root, st, err == nil, err
+}
+
 // readModel reads the heap back as a model and checks every invariant:
 // allocator consistency, counters, and no leak (the allocated blocks are
 // exactly the root object and what it reaches).
 func readModel(h *Heap) (model, error) {
 	var m model
 	err := h.View(func(tx *ViewTx) error {
-		st, err := tx.Check()
-		if err != nil {
-			return err
-		}
-		root, err := Root[croot](tx, "crash")
-		if errors.Is(err, ErrNoRoot) {
-			if st.LiveObjects != 0 {
-				return fmt.Errorf("no root but %d live objects", st.LiveObjects)
-			}
-			return nil
-		}
-		if err != nil {
+		root, st, ok, err := checkedRoot[croot](tx, "crash")
+		if !ok || err != nil {
 			return err
 		}
 		reach := map[uint64]bool{root.Offset(): true}
