@@ -2,7 +2,7 @@
 # Builds the appliance kernel from Debian's linux-source-6.1 and the fragments in
 # this directory, and caches the result outside the checkout, keyed by the hash of
 # every input (fragments, this script, the source package version, the compiler).
-# Prints the path of the cached directory (bzImage + .config) on stdout; progress
+# Prints the path of the cached directory (bzImage, vmlinux, .config) on stdout; progress
 # goes to stderr.
 #
 #   kernel-config/build.sh [-arch x86_64] [-print-key] [-config-only] [-cached-only]
@@ -95,6 +95,10 @@ make -C "$src" O="$build" ARCH="$karch" -j"$(nproc)" bzImage 2>&1 |
 [ -f "$build/arch/x86/boot/bzImage" ] || { echo "kernel: build failed (see $build)" >&2; exit 1; }
 mkdir -p "$out.tmp"
 cp "$build/arch/x86/boot/bzImage" "$out.tmp/bzImage"
+# The same kernel uncompressed, for the kernel region on pmem: a PVH ELF
+# (CONFIG_PVH) that a VMM or firmware enters directly. Symbols and the
+# comment stripped, as the bzImage's payload is; notes (the PVH entry) kept.
+objcopy -R .comment --strip-all "$build/vmlinux" "$out.tmp/vmlinux"
 cp "$build/.config" "$out.tmp/config"
 rm -rf "$out" && mv "$out.tmp" "$out"
 echo "kernel: built in $(( $(date +%s) - start ))s, cached at $out" >&2

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/internal/kernel"
 )
 
 func TestFragmentOptionsInFinalConfig(t *testing.T) {
@@ -25,6 +27,11 @@ func TestFragmentOptionsInFinalConfig(t *testing.T) {
 	final := readConfig(t, filepath.Join(dir, "config"))
 	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
 		t.Fatal(err)
+	}
+	// The kernel region's kernel: the same build, uncompressed, with the
+	// PVH entry the VM runner's firmware enters.
+	if vmlinux, err := kernel.Uncompressed(filepath.Join(dir, "bzImage")); err != nil || vmlinux == "" {
+		t.Errorf("uncompressed kernel beside the bzImage: %q, %v", vmlinux, err)
 	}
 	frags, _ := filepath.Glob("*.config")
 	if len(frags) < 2 {

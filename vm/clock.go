@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	nvkernel "github.com/nvboot/nvboot/internal/kernel"
 )
 
 // DefaultCPURate is the device clock's default: a 1-GIPS in-order core,
@@ -52,36 +55,75 @@ const (
 const entryCodeOffset = 0x270
 
 // entryCode reads the TSC, writes it to the debug console (8 bytes,
-// little-endian), and exits QEMU through isa-debug-exit (16-bit real mode,
-// where the firmware enters a bzImage's setup code).
-func entryCode() []byte {
-	c := []byte{0x0f, 0x31, 0x66, 0x89, 0xd3, 0xba, debugConPort, 0x00} // rdtsc; mov ebx, edx; mov dx, 0xe9
+// little-endian), and exits QEMU through isa-debug-exit. bits is the mode
+// the firmware enters the kernel in: 16 (real mode, a bzImage's setup
+// code) or 32 (flat protected mode, the PVH entry), which differ only in
+// which instructions need the operand-size prefix 0x66.
+func entryCode(bits int) []byte {
+	p16, p32 := []byte{0x66}, []byte(nil) // prefix for a 32-bit op, for a 16-bit op
+	if bits == 32 {
+		p16, p32 = nil, []byte{0x66}
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	c := cat([]byte{0x0f, 0x31}, p16, []byte{0x89, 0xd3}, p32, []byte{0xba, debugConPort, 0x00}) // rdtsc; mov ebx, edx; mov dx, 0xe9
 	for i := range 8 {
 		if i == 4 {
-			c = append(c, 0x66, 0x89, 0xd8) // mov eax, ebx: the high half
+			c = cat(c, p16, []byte{0x89, 0xd8}) // mov eax, ebx: the high half
 		}
-		c = append(c, 0xee, 0x66, 0xc1, 0xe8, 0x08) // out dx, al; shr eax, 8
+		c = cat(c, []byte{0xee}, p16, []byte{0xc1, 0xe8, 0x08}) // out dx, al; shr eax, 8
 	}
 	return append(c, 0xb0, probeByte, 0xe6, debugExitPort, 0xf4, 0xeb, 0xfd) // mov al, 0x31; out 0xf4, al; hlt; jmp $-1
 }
 
-// entryKernel is kernel (a bzImage) with its first setup instruction made
-// a jump to entryCode.
+// entryKernel is kernel with its first instruction made the probe: a
+// bzImage's setup code jumps to entryCode, a PVH vmlinux's entry point is
+// overwritten with it (the kernel never runs; only its size and the
+// firmware's work for it matter).
 func entryKernel(kernel []byte) ([]byte, error) {
+	if bytes.HasPrefix(kernel, []byte("\x7fELF")) {
+		return entryPVH(kernel)
+	}
 	if len(kernel) < 0x400 || string(kernel[0x202:0x206]) != "HdrS" {
-		return nil, fmt.Errorf("not an x86 bzImage (no HdrS at 0x202)")
+		return nil, fmt.Errorf("neither an x86 bzImage (no HdrS at 0x202) nor an ELF")
 	}
 	setup := (int(kernel[0x1f1]) + 1) * 512
 	if kernel[0x1f1] == 0 {
 		setup = 5 * 512
 	}
-	code := entryCode()
+	code := entryCode(16)
 	if kernel[0x200] != 0xeb || setup < entryCodeOffset+len(code) {
 		return nil, fmt.Errorf("bzImage setup code not as the boot protocol lays it out (jump %#x, %d setup bytes)", kernel[0x200], setup)
 	}
 	k := append([]byte(nil), kernel...)
 	k[0x200], k[0x201] = 0xeb, byte(entryCodeOffset-0x202)
 	copy(k[entryCodeOffset:], code)
+	return k, nil
+}
+
+// entryPVH is a PVH vmlinux with the probe at its entry point.
+func entryPVH(kernel []byte) ([]byte, error) {
+	f, err := os.CreateTemp("", "nvboot-pvh-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(kernel)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	off, err := nvkernel.PVHEntry(f.Name())
+	if err != nil {
+		return nil, err
+	}
+	code := entryCode(32)
+	if off+int64(len(code)) > int64(len(kernel)) {
+		return nil, fmt.Errorf("PVH entry at file offset %#x too close to the end", off)
+	}
+	k := append([]byte(nil), kernel...)
+	copy(k[off:], code)
 	return k, nil
 }
 
@@ -110,7 +152,7 @@ func KernelEntry(ctx context.Context, c Config) (time.Duration, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	c.Kernel = filepath.Join(dir, "bzImage")
+	c.Kernel = filepath.Join(dir, filepath.Base(c.Kernel))
 	if err := os.WriteFile(c.Kernel, probe, 0o644); err != nil {
 		return 0, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	nvkernel "github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
@@ -43,7 +44,7 @@ func TestDeviceClockArgs(t *testing.T) {
 }
 
 func TestEntryKernelRefusesOtherFiles(t *testing.T) {
-	if _, err := entryKernel([]byte("#!/bin/sh\necho not a kernel\n")); err == nil || !strings.Contains(err.Error(), "HdrS") {
+	if _, err := entryKernel([]byte("#!/bin/sh\necho not a kernel\n")); err == nil || !strings.Contains(err.Error(), "neither") {
 		t.Errorf("a script: %v", err)
 	}
 }
@@ -65,6 +66,20 @@ func TestKernelEntryAndRate(t *testing.T) {
 	// time from power-on (wall-clock TCG gives the host's TSC: far more).
 	if entry <= 0 || entry > time.Second {
 		t.Fatalf("kernel entry at %v after power-on", entry)
+	}
+	// The same kernel uncompressed, entered at its PVH entry point (the
+	// kernel region's boot): the probe runs there instead, in 32-bit mode.
+	if vmlinux, err := nvkernel.Uncompressed(k); err != nil {
+		t.Fatal(err)
+	} else if vmlinux != "" {
+		pvh, err := KernelEntry(ctx, Config{Kernel: vmlinux, CPURate: DefaultCPURate})
+		if err != nil {
+			t.Fatalf("PVH entry: %v", err)
+		}
+		if pvh <= 0 || pvh > time.Second {
+			t.Fatalf("PVH kernel entry at %v after power-on", pvh)
+		}
+		t.Logf("PVH kernel entry %v", pvh)
 	}
 	busy := func(rate int64) time.Duration {
 		res, err := RunScript(ctx, Config{Kernel: k, CPURate: rate}, Script{

@@ -80,6 +80,11 @@ const (
 	InitrdFile    = "initrd.cpio"
 	TextPmemFile  = "pmem-text.img"
 	StatePmemFile = "pmem-state.img"
+	// KernelPmemFile is the kernel region (image/kernelpmem), pmem2, and
+	// UncompressedFile the uncompressed kernel it holds: in images whose
+	// kernel came with its PVH vmlinux (kernel-config/build.sh).
+	KernelPmemFile   = "pmem-kernel.img"
+	UncompressedFile = "vmlinux"
 	// StampFile marks a directory as an nvboot build output, which the next
 	// build into it replaces whole.
 	StampFile = ".nvboot-image"
@@ -91,7 +96,7 @@ const stampText = "This directory was written by nvboot build -o: the next build
 
 // OutputFiles are the names a build writes into its output directory (an
 // initrd only in the initramfs layout).
-var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile}
+var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile, KernelPmemFile, UncompressedFile}
 
 // Options say what to build.
 type Options struct {
@@ -124,8 +129,15 @@ type Image struct {
 	Initrd   string `json:",omitempty"`
 	Cmdline  string // kernel command line (vm adds the console)
 	Disk     string
-	// Pmem are the NVDIMM images in guest order: pmem0 (text), pmem1 (state).
-	Pmem     []string
+	// Pmem are the NVDIMM images in guest order: pmem0 (text), pmem1
+	// (state) and, with an Uncompressed kernel, pmem2 (the kernel region).
+	Pmem []string
+	// Uncompressed is the kernel as a PVH vmlinux, the bytes the kernel
+	// region holds, and UncompressedSHA256 their hash: what the boot entry
+	// names, so the firmware boots the region's kernel only when it is
+	// this one (appliance.BootKernel). Empty: no kernel region.
+	Uncompressed       string `json:",omitempty"`
+	UncompressedSHA256 string `json:",omitempty"`
 	Services []ServiceInfo
 	// TextBytes is the read-only bytes (text + rodata) of nvinit and the
 	// services: what OFF2F keeps on pmem.
@@ -391,8 +403,12 @@ func checkManifest(path string) error {
 	if _, err := ParseLayout(string(im.Layout)); err != nil {
 		return err
 	}
-	if im.Kernel != KernelFile || im.Disk != DiskFile || !slices.Equal(im.Pmem, []string{TextPmemFile, StatePmemFile}) ||
-		im.Initrd != "" && im.Initrd != InitrdFile {
+	pmem := []string{TextPmemFile, StatePmemFile}
+	if im.Uncompressed != "" {
+		pmem = append(pmem, KernelPmemFile)
+	}
+	if im.Kernel != KernelFile || im.Disk != DiskFile || !slices.Equal(im.Pmem, pmem) ||
+		im.Initrd != "" && im.Initrd != InitrdFile || im.Uncompressed != "" && im.Uncompressed != UncompressedFile {
 		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
 	}
 	return nil

@@ -52,15 +52,23 @@ const DefaultMemMiB = 512
 // VMConfig is the QEMU machine for the image in dir: the kernel booted
 // directly with the image's command line (what the unified kernel image on
 // the EFI system partition hands over), or with BootDisk the disk booted by
-// the firmware; the disk image as vda, pmem0 the text store, pmem1 the state.
+// the firmware; the disk image as vda, pmem0 the text store, pmem1 the
+// state, pmem2 the kernel region. The kernel is the one the firmware would
+// take (ChooseKernel): the region's when it is valid and this image's,
+// else the card's, and the command line says which (nvboot.kernel).
 // The disk image is checked first (CheckDisk): a truncated one would boot
 // into a kernel panic.
 func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	if err := CheckDisk(dir, im); err != nil {
 		return vm.Config{}, err
 	}
+	pdir := cmp.Or(o.PmemDir, dir)
+	k, err := ChooseKernel(dir, im, pdir)
+	if err != nil {
+		return vm.Config{}, err
+	}
 	c := vm.Config{
-		Kernel:   filepath.Join(dir, im.Kernel),
+		Kernel:   k.Path,
 		Cmdline:  im.Cmdline,
 		MemMiB:   o.MemMiB,
 		Accel:    o.Accel,
@@ -89,6 +97,9 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	if l, ok := GuestDiskLimit(o); ok {
 		c.Cmdline += " " + l.String()
 	}
+	if k.From != "" {
+		c.Cmdline += " " + guest.KernelFromParam + "=" + k.From
+	}
 	c.Firmware = o.Firmware
 	if o.BootDisk {
 		if o.ExtraCmdline != "" {
@@ -99,10 +110,6 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 			// The disk's command line has no memmap= for e820 regions.
 			c.PmemAs = vm.PmemNVDIMM
 		}
-	}
-	pdir := o.PmemDir
-	if pdir == "" {
-		pdir = dir
 	}
 	for _, p := range im.Pmem {
 		path := filepath.Join(pdir, p)

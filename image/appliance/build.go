@@ -17,6 +17,9 @@ type builder struct {
 	Options
 	dir  string
 	work string
+	// uncompressed is the kernel's PVH vmlinux beside Options.Kernel, "":
+	// none (then the image has no kernel region).
+	uncompressed string
 }
 
 // The build runs in phases, one file each, as gokrazy's packer splits its

@@ -74,6 +74,9 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 	if err := copyFile(filepath.Join(b.dir, KernelFile), b.Kernel, 0o644); err != nil {
 		return err
 	}
+	if err := b.kernelRegion(im); err != nil {
+		return err
+	}
 	rootImg, initrd := "", ""
 	if b.Layout == Initramfs {
 		im.Initrd = InitrdFile

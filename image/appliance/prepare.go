@@ -1,11 +1,13 @@
 package appliance
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/guest/derive"
+	"github.com/nvboot/nvboot/internal/kernel"
 )
 
 // staging holds the trees the filesystems are made from.
@@ -30,6 +32,27 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	}
 	if err := installSkeleton(b.ModuleRoot, st.root); err != nil {
 		return st, nil, err
+	}
+	if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
+		return st, nil, fmt.Errorf("kernel: %w", err)
+	}
+	if b.uncompressed != "" {
+		// The root keeps a copy for nvinit to write into the region after
+		// a boot from the card (a flashed device's first, or one whose
+		// region was damaged): the card is the region's source, as the
+		// store image is the text store's.
+		dst := filepath.Join(st.root, guest.KernelImage[1:])
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return st, nil, err
+		}
+		if err := copyFile(dst, b.uncompressed, 0o444); err != nil {
+			return st, nil, err
+		}
+		sum, err := sha256File(dst)
+		if err != nil {
+			return st, nil, err
+		}
+		dev.Init.KernelRegion = &guest.KernelRegion{Device: guest.KernelRegionDevice, Image: guest.KernelImage, SHA256: sum}
 	}
 	return st, dev, nil
 }

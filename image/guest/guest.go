@@ -40,6 +40,11 @@ const (
 	PooldSocket     = "/run/poold.sock"         // poold's API socket
 	TextDevice      = "/dev/pmem0"              // the text store's fsdax namespace
 	StateDevice     = "/dev/pmem1"              // the state's
+	// KernelRegionDevice is the kernel region (image/kernelpmem), a raw
+	// namespace, and KernelImage the uncompressed kernel on the root that
+	// nvinit writes into it.
+	KernelRegionDevice = "/dev/pmem2"
+	KernelImage        = "/lib/nvboot/vmlinux"
 	TextDir         = "/nv/text"                // where the text store is mounted
 	StateDir        = "/nv/state"               // where the state is mounted
 	DAXBinDir       = "/nv/text/bin"            // dax-elf: the service executables

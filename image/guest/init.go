@@ -2,6 +2,7 @@ package guest
 
 import (
 	"cmp"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -36,6 +37,34 @@ type InitConfig struct {
 	// Mounts are mounted after the state, before the services start; one
 	// that fails is retried in the background (gokrazy's MountDevices).
 	Mounts []Mount `json:",omitempty"`
+	// KernelRegion is the pmem region the firmware copies the kernel from;
+	// nil: none.
+	KernelRegion *KernelRegion `json:",omitempty"`
+}
+
+// KernelRegion is the kernel kept uncompressed on pmem (image/kernelpmem).
+// When the firmware booted the card's kernel instead (nvboot.kernel=card),
+// nvinit writes Image onto Device once the services are up, so the next
+// boot copies the kernel from memory.
+type KernelRegion struct {
+	Device string // the region's block device, e.g. /dev/pmem2
+	Image  string // the uncompressed kernel on the root filesystem
+	SHA256 string // Image's, in hex: a root whose copy differs is not written
+}
+
+// Validate checks the paths and the hash's form.
+func (k *KernelRegion) Validate() error {
+	var v validator
+	if !filepath.IsAbs(k.Device) {
+		v.badf("Device %q: want an absolute path", k.Device)
+	}
+	if !filepath.IsAbs(k.Image) {
+		v.badf("Image %q: want an absolute path", k.Image)
+	}
+	if b, err := hex.DecodeString(k.SHA256); err != nil || len(b) != 32 {
+		v.badf("SHA256 %q: want 64 hex digits", k.SHA256)
+	}
+	return v.err()
 }
 
 // Service is one supervised program.
@@ -259,6 +288,11 @@ func (c *InitConfig) Validate() error {
 	for i, in := range c.Network {
 		if err := in.Validate(); err != nil {
 			v.badf("Network[%d].%v", i, err)
+		}
+	}
+	if c.KernelRegion != nil {
+		if err := c.KernelRegion.Validate(); err != nil {
+			v.badf("KernelRegion.%v", err)
 		}
 	}
 	t := &c.TextStore

@@ -16,7 +16,30 @@ const (
 	// DiskLimitParam=DISK,rbps=N,riops=N,wbps=N,wiops=N limits the disk
 	// from inside the guest (see DiskLimit).
 	DiskLimitParam = "nvboot.disklimit"
+	// KernelFromParam=pmem|card says where the firmware took the kernel
+	// from: the kernel region on pmem (its header valid and its hash the
+	// one the boot entry names) or the card's bzImage. After a card boot
+	// nvinit rewrites the region (KernelRegion), so the next boot copies
+	// the kernel from pmem. A bootloader that knows of no region passes
+	// nothing, and nvinit leaves the region alone.
+	KernelFromParam = "nvboot.kernel"
 )
+
+// Where the firmware took the kernel from (KernelFromParam).
+const (
+	KernelFromPmem = "pmem"
+	KernelFromCard = "card"
+)
+
+// KernelFrom returns KernelFromParam's value: "" when absent; a value
+// other than pmem or card is an error naming it.
+func KernelFrom(cmdline string) (string, error) {
+	v, ok := param(cmdline, KernelFromParam)
+	if !ok || v == KernelFromPmem || v == KernelFromCard {
+		return v, nil
+	}
+	return "", fmt.Errorf("%s=%q: want %s or %s", KernelFromParam, v, KernelFromPmem, KernelFromCard)
+}
 
 // OffByReset reports whether the command line asks for nvboot.off=reset;
 // a value other than reset or poweroff is an error naming it.

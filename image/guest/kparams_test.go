@@ -45,3 +45,18 @@ func TestOffByReset(t *testing.T) {
 		t.Errorf("nvboot.off=halt: %v", err)
 	}
 }
+
+func TestKernelFrom(t *testing.T) {
+	for cmdline, want := range map[string]string{
+		"":                                      "",
+		"quiet nvboot.kernel=pmem":              KernelFromPmem,
+		"nvboot.kernel=pmem nvboot.kernel=card": KernelFromCard,
+	} {
+		if got, err := KernelFrom(cmdline); err != nil || got != want {
+			t.Errorf("KernelFrom(%q) = %q, %v; want %q", cmdline, got, err, want)
+		}
+	}
+	if _, err := KernelFrom("nvboot.kernel=flash"); err == nil || !strings.Contains(err.Error(), `"flash"`) {
+		t.Errorf("an unknown source: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -84,5 +85,49 @@ func TestFind(t *testing.T) {
 	var log strings.Builder
 	if k, err := Find(ctx, Lookup{Root: root, Build: true, Log: &log}); k != good || err != nil || !strings.Contains(log.String(), "build.sh") {
 		t.Errorf("build: %q, %v, log %q", k, err, log.String())
+	}
+}
+
+func TestPVHEntryRefuses(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "vmlinux")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PVHEntry(script); err == nil || !strings.Contains(err.Error(), "not an ELF") {
+		t.Errorf("a script: %v", err)
+	}
+	// An x86-64 ELF without the Xen note: a kernel built without CONFIG_PVH.
+	if _, err := PVHEntry("/bin/true"); err == nil || !strings.Contains(err.Error(), "CONFIG_PVH") {
+		t.Errorf("an ELF without the note: %v", err)
+	}
+	if p, err := Uncompressed(filepath.Join(dir, "bzImage")); p != "" || err == nil {
+		t.Errorf("a vmlinux that is not one beside the bzImage: %q, %v", p, err)
+	}
+	if p, err := Uncompressed(filepath.Join(t.TempDir(), "bzImage")); p != "" || err != nil {
+		t.Errorf("no vmlinux beside the bzImage: %q, %v", p, err)
+	}
+}
+
+func TestFindNote(t *testing.T) {
+	note := func(name string, typ uint32, desc []byte) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, uint32(len(name)+1))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(desc)))
+		b = binary.LittleEndian.AppendUint32(b, typ)
+		n := append([]byte(name), 0)
+		for len(n)%4 != 0 {
+			n = append(n, 0)
+		}
+		return append(append(b, n...), desc...)
+	}
+	seg := append(note("GNU", 3, make([]byte, 20)), note("Xen", 18, []byte{0xa0, 4, 0, 1, 0, 0, 0, 0})...)
+	if v, ok := findNote(seg, "Xen", 18); !ok || v != 0x10004a0 {
+		t.Errorf("findNote = %#x, %v", v, ok)
+	}
+	if _, ok := findNote(seg[:len(seg)-3], "Xen", 18); ok {
+		t.Error("a cut-short note was read")
+	}
+	if _, ok := findNote(seg, "Linux", 18); ok {
+		t.Error("found a note of another owner")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
+	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/internal/bootmark"
 	"github.com/nvboot/nvboot/vm"
 )
@@ -123,7 +124,7 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	// QEMU loads the kernel and initramfs from host files; a device's
 	// firmware reads them from its storage first. That read is modeled from
 	// the storage profile and put before everything measured.
-	load, err := firmwareLoad(dir, im, o.Storage)
+	load, err := firmwareLoad(dir, im, o)
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +151,29 @@ func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o applian
 	return vm.KernelEntry(ctx, cfg)
 }
 
-// firmwareLoad is how long reading the kernel and the initramfs takes at
-// the storage profile's read bandwidth (0 when unthrottled).
-func firmwareLoad(dir string, im *appliance.Image, s vm.Storage) (time.Duration, error) {
-	if s.ReadBPS == 0 {
-		return 0, nil
+// firmwareLoad is how long the firmware takes to bring the kernel and the
+// initramfs into memory: a kernel from the kernel region copied at
+// appliance.PmemReadBPS, the card's bzImage (and any initramfs) read at the
+// storage profile's read bandwidth (0 when unthrottled).
+func firmwareLoad(dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
+	k, err := appliance.ChooseKernel(dir, im, o.PmemDir)
+	if err != nil {
+		return 0, err
 	}
-	var n int64
-	for _, f := range []string{im.Kernel, im.Initrd} {
+	at := func(n, bps int64) time.Duration {
+		if bps == 0 {
+			return 0
+		}
+		return time.Duration(float64(n) / float64(bps) * float64(time.Second))
+	}
+	var load time.Duration
+	cardFiles := []string{im.Initrd}
+	if k.From == guest.KernelFromPmem {
+		load = at(k.LoadBytes, appliance.PmemReadBPS)
+	} else {
+		cardFiles = append(cardFiles, im.Kernel)
+	}
+	for _, f := range cardFiles {
 		if f == "" {
 			continue
 		}
@@ -165,9 +181,9 @@ func firmwareLoad(dir string, im *appliance.Image, s vm.Storage) (time.Duration,
 		if err != nil {
 			return 0, err
 		}
-		n += st.Size()
+		load += at(st.Size(), o.Storage.ReadBPS)
 	}
-	return time.Duration(float64(n) / float64(s.ReadBPS) * float64(time.Second)), nil
+	return load, nil
 }
 
 // prepare boots the image once on copies of its pmem images in dst and

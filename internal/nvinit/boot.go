@@ -145,7 +145,19 @@ func (b *Boot) Run(ctx context.Context) Action {
 		defer cancel()
 		startAnswerProbe(actx, con, cmdline)
 	}
-	action := b.supervise(ctx, cfg, texts, programs)
+	var allReady func()
+	if kr := cfg.KernelRegion; kr != nil && b.PID1 {
+		allReady = func() {
+			go func() {
+				if wrote, err := WriteKernelRegion(kr, cmdline); err != nil {
+					con.Logf("%v; the firmware keeps booting the card's kernel", err)
+				} else if wrote {
+					con.Logf("kernel region: wrote %s to %s; the next boot copies the kernel from pmem", kr.Image, kr.Device)
+				}
+			}()
+		}
+	}
+	action := b.supervise(ctx, cfg, texts, programs, allReady)
 	Unmount(m, mounted, con.Logf)
 	if !b.PID1 {
 		return action
@@ -172,7 +184,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs) Action {
+func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs, allReady func()) Action {
 	sigs := b.Signals
 	starts := make(chan string, 1)
 	if sigs == nil {
@@ -210,7 +222,7 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
-		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts, AllReady: allReady}
 	s.prepare()
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, cfg, s, programs)

@@ -1,0 +1,75 @@
+package appliance
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/image/kernelpmem"
+)
+
+// ChooseKernel is the firmware's choice: the region's kernel only when it
+// is intact and the one the image names, the card's bzImage otherwise.
+func TestChooseKernel(t *testing.T) {
+	elfFile, err := os.ReadFile("/bin/true") // any x86-64 ELF: its loaded segments are counted
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	region := func(k []byte) {
+		t.Helper()
+		f, err := os.Create(filepath.Join(dir, KernelPmemFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(kernelRegionSize); err != nil {
+			t.Fatal(err)
+		}
+		if k != nil {
+			if err := kernelpmem.Write(f, kernelRegionSize, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(KernelFile, []byte("bzImage"))
+	write(UncompressedFile, elfFile)
+	im := &Image{Kernel: KernelFile, Uncompressed: UncompressedFile,
+		UncompressedSHA256: fmt.Sprintf("%x", kernelpmem.For(elfFile).Sum)}
+
+	region(elfFile)
+	k, err := ChooseKernel(dir, im, "")
+	if err != nil || k.From != guest.KernelFromPmem || k.Path != filepath.Join(dir, UncompressedFile) || k.LoadBytes <= 0 {
+		t.Fatalf("intact region: %+v, %v", k, err)
+	}
+	for what, c := range map[string]struct {
+		region []byte
+		why    string
+	}{
+		"blank":   {nil, "blank"},
+		"another": {[]byte("an older image's kernel"), "another kernel"},
+	} {
+		region(c.region)
+		k, err := ChooseKernel(dir, im, "")
+		if err != nil || k.From != guest.KernelFromCard || k.Path != filepath.Join(dir, KernelFile) || !strings.Contains(k.Why, c.why) {
+			t.Errorf("%s region: %+v, %v; want the card's kernel because %q", what, k, err, c.why)
+		}
+	}
+	region(elfFile)
+	write(UncompressedFile, append(elfFile, 0))
+	if _, err := ChooseKernel(dir, im, ""); err == nil || !strings.Contains(err.Error(), "rebuild") {
+		t.Errorf("the image's vmlinux changed: %v", err)
+	}
+	if k, err := ChooseKernel(dir, &Image{Kernel: KernelFile}, ""); err != nil || k.From != "" || k.Path != filepath.Join(dir, KernelFile) {
+		t.Errorf("an image without a region: %+v, %v", k, err)
+	}
+}
