@@ -6,7 +6,7 @@ pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
 	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
 	# Buildroot's make (support/dependencies/dependencies.sh) and utils/check-package
-	g++ file rsync unzip wget bzip2 patch perl python3 python3-magic python3-flake8
+	g++ file rsync unzip wget bzip2 patch perl python3 python3-magic python3-flake8 shellcheck
 	# BitBake and OE-Core's sanity check (the test runs bitbake as the user nvboot-bitbake)
 	locales chrpath diffstat gawk xz-utils
 	# oelint-adv, installed with pip into a venv (below)

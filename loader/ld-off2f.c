@@ -196,8 +196,12 @@ static const char *check_note(const u8 *n, u64 descsz)
 		u64 va = rd64(s + S_VADDR), mem = rd64(s + S_MEMSZ), fsz = rd64(s + S_FILESZ);
 		u64 off = rd64(s + S_OFFSET);
 		u32 prot = rd32(s + S_PROT);
+		/* Read-only text, or last the data's initial image (rw-,
+		 * page-aligned, no bss), mapped over the header's bss. */
+		int data = prot == (PROT_READ | PROT_WRITE);
 		if (mem == 0 || fsz > mem || rd32(s + S_RESERVED) ||
-		    (prot & ~(u32)(PROT_READ | PROT_EXEC)) || !(prot & PROT_READ) ||
+		    (data && (i != nseg - 1 || va % OFF2F_PAGE || fsz != mem)) ||
+		    (!data && ((prot & ~(u32)(PROT_READ | PROT_EXEC)) || !(prot & PROT_READ))) ||
 		    va >= OFF2F_USER_TOP || mem >= OFF2F_USER_TOP || va + mem > OFF2F_USER_TOP ||
 		    va % OFF2F_PAGE != off % OFF2F_PAGE || off < T_HEADER_SIZE || off > tsize ||
 		    mem > tsize - off ||
@@ -321,7 +325,11 @@ static int map_text(struct prog *p, i64 fd)
 		u64 start = va & ~(OFF2F_PAGE - 1);
 		u64 len = ((va + rd64(s + S_MEMSZ) + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1)) - start;
 		u64 off = rd64(s + S_OFFSET) - (va - start);
-		r = sys6(SYS_mmap, start, len, rd32(s + S_PROT), flags, fd, off);
+		u32 prot = rd32(s + S_PROT);
+		/* The data's image replaces the start of the anonymous memory the
+		 * kernel mapped for the header file's writable segment. */
+		i64 f = (prot & PROT_WRITE) ? (flags & ~(i64)MAP_FIXED_NOREPLACE) | MAP_FIXED : flags;
+		r = sys6(SYS_mmap, start, len, prot, f, fd, off);
 		if ((u64)r != start) {
 			/* A kernel older than 4.17 ignores NOREPLACE and may map elsewhere. */
 			if (r >= 0 || r < -4095)

@@ -81,6 +81,12 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 		segs[i] = Segment{Vaddr: t.Vaddr, Memsz: t.Memsz, Filesz: t.Filesz, Prot: prot(t.Flags)}
 		contents[i] = p.segmentContents(t)
 	}
+	dataInText := dataGoesToText(texts, datas, others)
+	if dataInText {
+		d := datas[0]
+		segs = append(segs, Segment{Vaddr: d.Vaddr, Memsz: d.Filesz, Filesz: d.Filesz, Prot: ProtRead | ProtWrite})
+		contents = append(contents, p.raw[d.Off:d.Off+d.Filesz])
+	}
 	th, text, err := buildText(origPhdr, uint32(len(p.progs)), segs, contents)
 	if err != nil {
 		return nil, fmt.Errorf("building text file: %w", err)
@@ -102,11 +108,39 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding note: %w", err)
 	}
-	hdr, err := buildHeader(p, texts, datas, others, opt.Loader, desc)
+	hdr, err := buildHeader(p, texts, datas, others, opt.Loader, desc, dataInText)
 	if err != nil {
 		return nil, err
 	}
 	return &Converted{Header: hdr, Text: text, Note: note}, nil
+}
+
+// dataGoesToText says whether the writable data's initial image goes into the
+// text file, beside the read-only segments, instead of into the header file.
+// Its bytes are as read-only as the text: the process writes only its
+// private copy. From the text store they are mapped copy-on-write from pmem,
+// as a DAX filesystem maps an ELF's data, instead of read from the card at
+// every start. It takes one writable segment starting on a page boundary
+// above the text (Go's static programs), and no program header with file
+// bytes inside it (a PT_TLS template): the kernel then maps the whole
+// segment as anonymous memory from the header file's PT_LOAD, whose file
+// part is empty, and the loader maps the image over its start.
+func dataGoesToText(texts, datas, others []elf.ProgHeader) bool {
+	if len(datas) != 1 || datas[0].Filesz == 0 || datas[0].Vaddr%PageSize != 0 {
+		return false
+	}
+	d := datas[0]
+	for _, t := range texts {
+		if t.Vaddr > d.Vaddr {
+			return false
+		}
+	}
+	for _, o := range others {
+		if o.Filesz > 0 && o.Off >= d.Off && o.Off < d.Off+d.Filesz {
+			return false
+		}
+	}
+	return true
 }
 
 func phdrVaddr(off, size uint64, texts []elf.ProgHeader) (uint64, bool) {

@@ -329,7 +329,9 @@ const userTop = 1 << 47
 
 // checkSegments enforces what the loader relies on: page congruence between vaddr
 // and offset, segments inside the text file after its header page, ascending and
-// non-overlapping in both memory and file, read-only protections.
+// non-overlapping in both memory and file, read-only protections except for a
+// last data segment: the initial image of the writable data (rw-, page-aligned,
+// no bss), which the loader maps copy-on-write over the header file's bss.
 func checkSegments(segs []Segment, textSize uint64) error {
 	var prevEnd, prevFileEnd uint64
 	for i, s := range segs {
@@ -338,8 +340,10 @@ func checkSegments(segs []Segment, textSize uint64) error {
 			return fmt.Errorf("segment %d is empty", i)
 		case s.Filesz > s.Memsz:
 			return fmt.Errorf("segment %d: filesz %#x > memsz %#x", i, s.Filesz, s.Memsz)
-		case s.Prot&^(ProtRead|ProtExec) != 0 || s.Prot&ProtRead == 0:
-			return fmt.Errorf("segment %d: protection %#x is not read-only (r or r-x)", i, s.Prot)
+		case s.Prot == ProtRead|ProtWrite && (i != len(segs)-1 || s.Vaddr%PageSize != 0 || s.Filesz != s.Memsz):
+			return fmt.Errorf("segment %d: a data segment (rw-) must be the last, page-aligned, with no bss", i)
+		case s.Prot != ProtRead|ProtWrite && (s.Prot&^(ProtRead|ProtExec) != 0 || s.Prot&ProtRead == 0):
+			return fmt.Errorf("segment %d: protection %#x is neither read-only (r or r-x) nor data (rw-)", i, s.Prot)
 		case s.Vaddr >= userTop || s.Memsz >= userTop || s.Vaddr+s.Memsz > userTop:
 			return fmt.Errorf("segment %d: [%#x, +%#x) is outside user space", i, s.Vaddr, s.Memsz)
 		case s.Vaddr%PageSize != s.Offset%PageSize:

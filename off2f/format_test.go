@@ -76,7 +76,15 @@ func TestNoteRejects(t *testing.T) {
 		want string
 	}{
 		{"relative store", func(n *Note) { n.StoreDir = "nv/text" }, "not an absolute path"},
-		{"writable", func(n *Note) { n.Segments[0].Prot |= ProtWrite }, "not read-only"},
+		{"writable", func(n *Note) { n.Segments[0].Prot |= ProtWrite }, "neither read-only"},
+		{"data not last", func(n *Note) {
+			n.Segments[0].Prot = ProtRead | ProtWrite
+			n.Segments = append(n.Segments, Segment{Vaddr: 0x401000, Memsz: 0x100, Filesz: 0x100, Offset: 2 * PageSize, Prot: ProtRead})
+		}, "must be the last"},
+		{"data with bss", func(n *Note) { n.Segments[0].Prot, n.Segments[0].Filesz = ProtRead|ProtWrite, 0x800 }, "no bss"},
+		{"data unaligned", func(n *Note) {
+			n.Segments[0].Prot, n.Segments[0].Vaddr, n.Segments[0].Offset, n.OrigPhdr = ProtRead|ProtWrite, 0x400800, PageSize+0x800, 0x400840
+		}, "page-aligned"},
 		{"offset not congruent", func(n *Note) { n.Segments[0].Offset += 8 }, "differ modulo the page size"},
 		{"past end", func(n *Note) { n.TextSize = PageSize }, "past the end"},
 		{"over header page", func(n *Note) { n.Segments[0].Offset = 0 }, "overlaps the header page"},

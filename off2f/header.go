@@ -18,7 +18,11 @@ const mmapMinAddr = 0x10000
 // the program's largest alignment so the kernel's load bias keeps 2 MiB text
 // mappings possible. Either way the read-only segments' range is left free for
 // the loader.
-func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader string, desc []byte) ([]byte, error) {
+//
+// With dataInText the single writable segment's bytes are in the text file:
+// its PT_LOAD here keeps its memory size with no file bytes, so the kernel
+// maps it all as anonymous memory (bss) and the loader maps the data over it.
+func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader string, desc []byte, dataInText bool) ([]byte, error) {
 	var lowest, highest, maxAlign uint64 = ^uint64(0), 0, PageSize
 	for _, ph := range append(append([]elf.ProgHeader{}, texts...), datas...) {
 		lowest = min(lowest, ph.Vaddr)
@@ -76,6 +80,10 @@ func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader strin
 	// offset congruent to its vaddr modulo the page size.
 	newOff := make([]uint64, len(datas))
 	cursor := hdrSpan
+	if dataInText {
+		datas = []elf.ProgHeader{datas[0]}
+		datas[0].Filesz = 0
+	}
 	for i, d := range datas {
 		newOff[i] = pageUp(cursor) + d.Vaddr%PageSize
 		cursor = newOff[i] + d.Filesz

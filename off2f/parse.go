@@ -71,6 +71,9 @@ func ParseHeader(raw []byte) (*Header, error) {
 			continue
 		}
 		for i, s := range h.Note.Segments {
+			if s.Prot&ProtWrite != 0 && ph.Flags&elf.PF_W != 0 && ph.Filesz == 0 && ph.Vaddr == s.Vaddr && s.Memsz <= ph.Memsz {
+				continue // the data's image, mapped over this segment's anonymous memory
+			}
 			if pageDown(ph.Vaddr) < pageUp(s.Vaddr+s.Memsz) && pageDown(s.Vaddr) < pageUp(ph.Vaddr+ph.Memsz) {
 				return nil, formatErr("loadable segment at %#x overlaps text segment %d at %#x", ph.Vaddr, i, s.Vaddr)
 			}

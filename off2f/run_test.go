@@ -250,3 +250,52 @@ func mustRead(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// A Go program's writable data goes into the text file as its last
+// segment (rw-), and the header file keeps only its size: the loader maps
+// the image copy-on-write over the kernel's anonymous memory. The program
+// runs as the original does, writes to its globals stay its own (the text
+// file is unchanged after two runs). A static-pie, whose PT_DYNAMIC and
+// RELRO lie in its data, and a C program, whose data starts mid-page, keep
+// their data in the header file.
+func TestDataImageInText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real programs")
+	}
+	p := testProgs(t)
+	for _, c := range []struct {
+		prog   string
+		inText bool
+	}{{"go-probe", true}, {"go-probe-pie", false}, {"c-static", false}} {
+		dir := t.TempDir()
+		hdr, conv := p.convertInto(t, c.prog, dir, off2f.Options{})
+		last := conv.Note.Segments[len(conv.Note.Segments)-1]
+		if got := last.Prot == off2f.ProtRead|off2f.ProtWrite; got != c.inText {
+			t.Errorf("%s: data in the text file %v, want %v (segments %+v)", c.prog, got, c.inText, conv.Note.Segments)
+		}
+		h, err := off2f.ParseHeader(mustRead(t, hdr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ph := range h.Progs {
+			if ph.Type == elf.PT_LOAD && ph.Flags&elf.PF_W != 0 && (ph.Filesz == 0) != c.inText {
+				t.Errorf("%s: header's writable segment has %d file bytes", c.prog, ph.Filesz)
+			}
+		}
+		textPath := filepath.Join(dir, "store", conv.TextName())
+		before := mustRead(t, textPath)
+		if strings.HasPrefix(c.prog, "go-") {
+			for range 2 {
+				if out := run(t, hdr, []string{"exit=0"}, nil); out.Exit != 0 || !strings.Contains(out.Stdout, "args=") {
+					t.Fatalf("%s: %+v", c.prog, out)
+				}
+			}
+		}
+		if !bytes.Equal(before, mustRead(t, textPath)) {
+			t.Errorf("%s: running it changed its text file", c.prog)
+		}
+		if _, err := off2f.Unpack(mustRead(t, hdr), before); err != nil {
+			t.Errorf("%s: unpack: %v", c.prog, err)
+		}
+	}
+}

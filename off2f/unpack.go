@@ -53,7 +53,9 @@ func Unpack(header, text []byte) ([]byte, error) {
 			continue
 		}
 		var data []byte
-		if ph.Flags&elf.PF_W == 0 {
+		if b, ok := mem(ph.Vaddr, ph.Filesz); ph.Flags&elf.PF_W != 0 && ok && ph.Filesz > 0 {
+			data = b // the data's image, kept in the text file
+		} else if ph.Flags&elf.PF_W == 0 {
 			b, ok := mem(ph.Vaddr, ph.Filesz)
 			if !ok {
 				return nil, formatErr("original segment %d at %#x is not in the text file", i, ph.Vaddr)

@@ -63,7 +63,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		return vm.Config{}, err
 	}
 	pdir := cmp.Or(o.PmemDir, dir)
-	k, err := ChooseKernel(dir, im, pdir)
+	k, err := BootKernelOf(dir, im, o)
 	if err != nil {
 		return vm.Config{}, err
 	}
@@ -112,6 +112,9 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		}
 	}
 	for _, p := range im.Pmem {
+		if p == KernelPmemFile && !regionBoard(o) {
+			continue
+		}
 		path := filepath.Join(pdir, p)
 		if _, err := os.Stat(path); err != nil {
 			return vm.Config{}, fmt.Errorf("image %s: pmem image: %w", dir, err)

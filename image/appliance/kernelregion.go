@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/kernelpmem"
 	"github.com/nvboot/nvboot/internal/atomicfile"
+	"github.com/nvboot/nvboot/vm"
 )
 
 // kernelRegionSize is the kernel region's size: one 128 MiB memory section,
@@ -109,6 +111,24 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 		return BootKernel{}, fmt.Errorf("image %s: %w", dir, err)
 	}
 	return BootKernel{Path: path, From: guest.KernelFromPmem, LoadBytes: n}, nil
+}
+
+// regionBoard says whether the board boots from the kernel region: the
+// direct boot of a board with its pmem as e820 regions, whose firmware the
+// VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and with
+// emulated NVDIMMs the region would be a third ACPI NVDIMM whose
+// namespace order nvinit cannot rely on; both boot without it.
+func regionBoard(o BootOptions) bool {
+	return !o.BootDisk && cmp.Or(o.PmemAs, DefaultPmemAs) == vm.PmemE820
+}
+
+// BootKernelOf is ChooseKernel on a board that boots from the region,
+// the card's kernel (and no nvboot.kernel) on any other.
+func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
+	if !regionBoard(o) {
+		return BootKernel{Path: filepath.Join(dir, im.Kernel)}, nil
+	}
+	return ChooseKernel(dir, im, o.PmemDir)
 }
 
 // readRegion reads and checks the kernel region at path.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/kernelpmem"
+	"github.com/nvboot/nvboot/vm"
 )
 
 // ChooseKernel is the firmware's choice: the region's kernel only when it
@@ -64,7 +65,17 @@ func TestChooseKernel(t *testing.T) {
 			t.Errorf("%s region: %+v, %v; want the card's kernel because %q", what, k, err, c.why)
 		}
 	}
+	// Boards whose firmware does not read the region boot the card's
+	// kernel and tell nvinit nothing.
 	region(elfFile)
+	for _, o := range []BootOptions{{BootDisk: true}, {PmemAs: vm.PmemNVDIMM}} {
+		if k, err := BootKernelOf(dir, im, o); err != nil || k.From != "" || k.Path != filepath.Join(dir, KernelFile) {
+			t.Errorf("%+v: %+v, %v; want the card's kernel, unannounced", o, k, err)
+		}
+	}
+	if k, err := BootKernelOf(dir, im, BootOptions{}); err != nil || k.From != guest.KernelFromPmem {
+		t.Errorf("the default board: %+v, %v; want the region's kernel", k, err)
+	}
 	write(UncompressedFile, append(elfFile, 0))
 	if _, err := ChooseKernel(dir, im, ""); err == nil || !strings.Contains(err.Error(), "rebuild") {
 		t.Errorf("the image's vmlinux changed: %v", err)

@@ -156,7 +156,7 @@ func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o applian
 // appliance.PmemReadBPS, the card's bzImage (and any initramfs) read at the
 // storage profile's read bandwidth (0 when unthrottled).
 func firmwareLoad(dir string, im *appliance.Image, o appliance.BootOptions) (time.Duration, error) {
-	k, err := appliance.ChooseKernel(dir, im, o.PmemDir)
+	k, err := appliance.BootKernelOf(dir, im, o)
 	if err != nil {
 		return 0, err
 	}
