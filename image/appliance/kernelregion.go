@@ -76,6 +76,17 @@ type BootKernel struct {
 	LoadBytes int64
 }
 
+// Describe says in a line which kernel the firmware boots and why.
+func (k BootKernel) Describe() string {
+	switch k.From {
+	case guest.KernelFromPmem:
+		return fmt.Sprintf("firmware: the kernel from the kernel region on pmem (%s, %.1f MiB copied)", filepath.Base(k.Path), float64(k.LoadBytes)/(1<<20))
+	case guest.KernelFromCard:
+		return fmt.Sprintf("firmware: the card's kernel (%s): %s; nvinit writes the region once the services are ready", filepath.Base(k.Path), k.Why)
+	}
+	return fmt.Sprintf("firmware: the card's kernel (%s)", filepath.Base(k.Path))
+}
+
 // ChooseKernel does what the image's firmware does at power-on: boot the
 // kernel region's kernel when its header is valid, its bytes hash to what
 // the header says and that hash is the one the image names (a region

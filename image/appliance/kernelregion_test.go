@@ -75,6 +75,8 @@ func TestChooseKernel(t *testing.T) {
 	}
 	if k, err := BootKernelOf(dir, im, BootOptions{}); err != nil || k.From != guest.KernelFromPmem {
 		t.Errorf("the default board: %+v, %v; want the region's kernel", k, err)
+	} else if d := k.Describe(); !strings.Contains(d, "kernel region") {
+		t.Errorf("Describe: %q", d)
 	}
 	write(UncompressedFile, append(elfFile, 0))
 	if _, err := ChooseKernel(dir, im, ""); err == nil || !strings.Contains(err.Error(), "rebuild") {

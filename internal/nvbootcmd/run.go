@@ -111,6 +111,9 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	for _, f := range fwd {
 		fmt.Fprintf(c.Stderr, "nvboot run: host 127.0.0.1:%d -> guest :%d\n", f.Host, f.Guest)
 	}
+	if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
+		fmt.Fprintf(c.Stderr, "nvboot run: %s\n", k.Describe())
+	}
 	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name)
 	select {
 	case <-m.Done():
