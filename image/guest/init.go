@@ -36,6 +36,10 @@ type InitConfig struct {
 	// Mounts are mounted after the state, before the services start; one
 	// that fails is retried in the background (gokrazy's MountDevices).
 	Mounts []Mount `json:",omitempty"`
+	// Slots is set in an image with A/B slots (`nvboot update`): nvinit
+	// runs the test boot (mounts efivarfs, arms the watchdog, commits or
+	// reboots); nil: one root.
+	Slots *Slots `json:",omitempty"`
 }
 
 // Service is one supervised program.
@@ -312,6 +316,11 @@ func (c *InitConfig) Validate() error {
 	}
 	if c.Update != nil {
 		if err := c.Update.Validate(); err != nil {
+			v.errs = append(v.errs, err)
+		}
+	}
+	if c.Slots != nil {
+		if err := c.Slots.Validate(); err != nil {
 			v.errs = append(v.errs, err)
 		}
 	}
