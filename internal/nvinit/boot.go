@@ -47,6 +47,10 @@ type Boot struct {
 	Grace     time.Duration // 0: DefaultGrace
 	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
 	Signals <-chan os.Signal
+
+	reboot   chan struct{} // a reboot nvinit asks for itself (requestReboot)
+	slots    *SlotState    // a slotted boot; nil: none
+	watchdog *Watchdog     // armed on a slotted boot; nil: none
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -55,6 +59,7 @@ type Boot struct {
 func (b *Boot) Run(ctx context.Context) Action {
 	con := b.Console
 	con.Mark("init", "")
+	b.reboot = make(chan struct{}, 1)
 	cmdline := "" // the kernel's, as PID 1
 	m := b.Mounter
 	if m == nil {
@@ -144,6 +149,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		startAnswerProbe(actx, con, cmdline)
+		if cfg.Slots != nil {
+			b.slots = b.slotBoot(ctx, cfg, cmdline, m)
+		}
 	}
 	action := b.supervise(ctx, cfg, texts, programs)
 	Unmount(m, mounted, con.Logf)
@@ -163,6 +171,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 	}
 	if action == Reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
+	}
+	if b.watchdog != nil && action != Reboot {
+		b.watchdog.Disarm()
 	}
 	if err := syscall.Reboot(cmd); err != nil {
 		con.Logf("reboot(2): %v", err)
@@ -206,11 +217,20 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 			b.Console.Mark("shutdown", "")
 			marked = true
 			stop()
+		case <-b.reboot:
+			action = Reboot
+			b.Console.Logf("rebooting")
+			b.Console.Mark("shutdown", "")
+			marked = true
+			stop()
 		case <-sctx.Done():
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+	if b.slots != nil && b.slots.Boot != nil && !b.slots.Committed() {
+		s.AllReady = b.slots.AllReady
+	}
 	s.prepare()
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, cfg, s, programs)
