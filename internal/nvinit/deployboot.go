@@ -33,7 +33,11 @@ func (b *Boot) serveUpdate(ctx context.Context, cfg *Config, s *Supervisor, p *P
 		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
 		return
 	}
-	u := &UpdateServer{Password: up.Password, Programs: p, Sup: s, Images: p.Images, Logf: b.Console.Logf}
+	u := &UpdateServer{Password: up.Password, Programs: p, Sup: s, Images: p.Images, Logf: b.Console.Logf,
+		Slots: b.slots}
+	if b.PID1 {
+		u.Reboot = b.requestReboot
+	}
 	scheme := "http"
 	if up.TLSCert != "" {
 		scheme = "https"

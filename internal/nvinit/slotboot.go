@@ -142,6 +142,8 @@ func (b *BootSlots) Setup(booted string) (trial bool, err error) {
 type SlotState struct {
 	Slot string // the booted slot
 	ID   string // the booted image's id
+	// BootID is the kernel's boot_id: another boot, another id.
+	BootID string
 	Boot *BootSlots
 	Logf func(format string, args ...any)
 	// Reboot asks nvinit to reboot (the shutdown path, services stopped).
@@ -216,6 +218,9 @@ func (b *Boot) slotBoot(ctx context.Context, cfg *Config, cmdline string, m Moun
 	s := &SlotState{Slot: slot, Logf: con.Logf, Reboot: b.requestReboot, verified: map[string]string{}}
 	if id, err := os.ReadFile(guest.ImageIDPath); err == nil {
 		s.ID = strings.TrimSpace(string(id))
+	}
+	if id, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		s.BootID = strings.TrimSpace(string(id))
 	}
 	if wd, err := OpenWatchdog(guest.WatchdogDevice, guest.WatchdogTimeout); wd == nil {
 		con.Logf("slot %s: %v; a hang is not caught", slot, err)
