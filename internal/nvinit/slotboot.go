@@ -144,8 +144,8 @@ type SlotState struct {
 	ID   string // the booted image's id
 	// BootID is the kernel's boot_id: another boot, another id.
 	BootID string
-	Boot *BootSlots
-	Logf func(format string, args ...any)
+	Boot   *BootSlots
+	Logf   func(format string, args ...any)
 	// Reboot asks nvinit to reboot (the shutdown path, services stopped).
 	Reboot func()
 
