@@ -126,7 +126,8 @@ func (b *builder) vfatOf(ctx context.Context, dir, big, name string) (string, er
 }
 
 // imageID names the image by what it runs: its nvinit config, MANIFEST
-// (every program's text), the kernel and the architecture; it is written to
+// (every program's text), the kernel, its command line's variable parts
+// and the architecture; it is written to
 // the root (guest.ImageIDPath) before the root filesystem is made, so the
 // appliance can say which image it runs.
 func (b *builder) imageID(st staging, im *Image) error {
@@ -143,7 +144,7 @@ func (b *builder) imageID(st staging, im *Image) error {
 	if err != nil {
 		return fmt.Errorf("image id: %w", err)
 	}
-	fmt.Fprintf(h, "kernel %s\narch %s\n", k, config.SupportedGOARCH)
+	fmt.Fprintf(h, "kernel %s\narch %s\nargs %q\ntrims %v\n", k, config.SupportedGOARCH, b.Config.KernelArgs(), !b.Config.NoBootTrims)
 	im.ID = hex.EncodeToString(h.Sum(nil))[:16]
 	im.Arch = config.SupportedGOARCH
 	return os.WriteFile(filepath.Join(st.root, filepath.FromSlash(guest.ImageIDPath)), []byte(im.ID+"\n"), 0o644)
