@@ -2,9 +2,12 @@ package nvbootcmd
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +20,7 @@ import (
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/internal/checkout"
+	"github.com/nvboot/nvboot/internal/deploy"
 	"github.com/nvboot/nvboot/vm"
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
@@ -113,10 +117,11 @@ func (b *board) boot() *vm.Machine {
 		b.t.Fatal(err)
 	}
 	b.boots++
+	n := b.boots
 	b.t.Cleanup(func() {
 		m.Kill()
-		if b.t.Failed() {
-			b.t.Logf("boot %d's console:\n%s", b.boots, m.Console())
+		if b.t.Failed() || testing.Verbose() {
+			b.t.Logf("boot %d's console:\n%s", n, m.Console())
 		}
 	})
 	return m
@@ -168,7 +173,10 @@ func (b *board) startUpdate(cfg, dir string) <-chan updateRun {
 // kv that becomes ready is committed and stays after a power cut; one
 // whose readiness never comes, and one whose kernel cannot mount its root
 // and panics, bring the board back on the old slot by themselves, and
-// nvboot update says so. A wrong password is refused before anything.
+// nvboot update says so; power cuts during the root's write, between
+// BootNext and the reboot, and during a test boot each leave a board that
+// boots the old image or the new one whole. A wrong password is refused
+// before anything.
 func TestUpdateOnUEFIBoard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
@@ -194,16 +202,23 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		b := newBoard(t, v1Dir, v1Im)
 		b.t = t
 		m := b.boot()
+		b.expect(m, "slot a: watchdog armed")
 		b.expect(m, "NVBOOT-MARK slot-committed a")
 		b.expect(m, "NVBOOT-MARK service-ready kv")
 		return b, m
 	}
 
+	v2 := slotConfig(t, cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
+		pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
+	})
+	v2Dir, v2Im := buildSlotImage(t, v2, root, k)
+	never := slotConfig(t, cfgDir, "never", func(c *config.Config, pc *config.PackageConfig) {
+		c.TestBootDeadline = "45s"
+		pc.WaitFor = config.WaitFor{"tcp:8081"} // nothing listens there
+	})
+	neverDir, neverIm := buildSlotImage(t, never, root, k)
+
 	t.Run("committed", func(t *testing.T) {
-		v2 := slotConfig(t, cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
-			pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
-		})
-		v2Dir, v2Im := buildSlotImage(t, v2, root, k)
 		b, m := boot1(t)
 		kvURL, up := b.urls()
 		bad := slotConfig(t, t.TempDir(), "bad", func(c *config.Config, _ *config.PackageConfig) { c.Update.HTTPPassword = "wrong" })
@@ -233,11 +248,6 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 	})
 
 	t.Run("never-ready", func(t *testing.T) {
-		never := slotConfig(t, cfgDir, "never", func(c *config.Config, pc *config.PackageConfig) {
-			c.TestBootDeadline = "45s"
-			pc.WaitFor = config.WaitFor{"tcp:8081"} // nothing listens there
-		})
-		neverDir, _ := buildSlotImage(t, never, root, k)
 		b, m := boot1(t)
 		kvURL, _ := b.urls()
 		run := b.startUpdate(never, neverDir)
@@ -255,6 +265,73 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		}
 		if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
 			t.Errorf("kv after the rollback: %d, version %q; want the old one, dev", code, ver)
+		}
+	})
+
+	// Power cuts during an update: each boot after runs the old image or
+	// the new one, whole, never a mix or nothing.
+	t.Run("power-cuts", func(t *testing.T) {
+		ctx := context.Background()
+		// During the root's write: the old slot, committed; the
+		// half-written slot is never booted.
+		b, m := boot1(t)
+		kvURL, up := b.urls()
+		cl := &deploy.Client{URL: up, Password: "test"}
+		_, err := sendSlot(ctx, cl, v2Dir, v2Im, "b", func(sent, total int64) {
+			if sent >= total/2 {
+				m.Kill()
+			}
+		})
+		if err == nil {
+			t.Fatal("the root's write went through a power cut")
+		}
+		m.Wait(ctx)
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-committed a")
+		b.expect(m, "NVBOOT-MARK service-ready kv")
+		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "dev" {
+			t.Errorf("after a cut during the root's write: kv version %q, want the old one, dev", ver)
+		}
+		// After BootNext, before the reboot: the next boot is the test
+		// boot, which commits the new image.
+		sums, err := sendSlot(ctx, cl, v2Dir, v2Im, "b", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.TestBoot(ctx, sums[0], sums[1]); err != nil {
+			t.Fatal(err)
+		}
+		m.Kill()
+		m.Wait(ctx)
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-trial b")
+		b.expect(m, "slot b: every service is ready: committed")
+		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "2" {
+			t.Errorf("after a cut between BootNext and the reboot: kv version %q, want the new one, 2", ver)
+		}
+		// During a test boot, before its commit (an image whose kv is
+		// never ready, so the commit cannot come first): the committed
+		// slot, b, again.
+		sums, err = sendSlot(ctx, cl, neverDir, neverIm, "a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.TestBoot(ctx, sums[0], sums[1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Reboot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.reset(m)
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-trial a")
+		m.Kill()
+		m.Wait(ctx)
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-committed b")
+		b.expect(m, "NVBOOT-MARK service-ready kv")
+		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "2" {
+			t.Errorf("after a cut during a test boot: kv version %q, want the committed one, 2", ver)
 		}
 	})
 
@@ -276,4 +353,34 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 			t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
 		}
 	})
+}
+
+// sendSlot sends the image's root and the other slot's boot partition to
+// the appliance as nvboot update does, cut(sent, total) seeing the root's
+// progress; it returns the hashes for the test boot, or the first error.
+func sendSlot(ctx context.Context, cl *deploy.Client, dir string, im *appliance.Image, target string, cut func(sent, total int64)) ([]string, error) {
+	disk, err := os.Open(filepath.Join(dir, im.Disk))
+	if err != nil {
+		return nil, err
+	}
+	defer disk.Close()
+	var sums []string
+	for i, p := range []struct {
+		path string
+		part *appliance.Partition
+		size int64
+	}{{guest.PathRoot, im.Part(guest.PartRootA), im.RootBytes}, {guest.PathBoot, im.Part(guest.BootPart(target)), im.BootBytes}} {
+		h := sha256.New()
+		io.Copy(h, io.NewSectionReader(disk, p.part.Offset, p.size))
+		sum := hex.EncodeToString(h.Sum(nil))
+		cl.Progress = nil
+		if i == 0 {
+			cl.Progress = cut
+		}
+		if _, err := cl.WritePartition(ctx, p.path, deploy.Partition{R: io.NewSectionReader(disk, p.part.Offset, p.size), Size: p.size, SHA256: sum, Arch: im.Arch}); err != nil {
+			return nil, err
+		}
+		sums = append(sums, sum)
+	}
+	return sums, nil
 }

@@ -229,6 +229,7 @@ func (b *Boot) slotBoot(ctx context.Context, cfg *Config, cmdline string, m Moun
 			con.Logf("slot %s: %v", slot, err)
 		}
 		b.watchdog = wd
+		con.Logf("slot %s: watchdog armed (%s, %d s, petted every %v)", slot, guest.WatchdogDevice, guest.WatchdogTimeout, guest.WatchdogPet)
 		go wd.Run(ctx, guest.WatchdogPet, con.Logf)
 	}
 	if _, err := os.Stat("/sys/firmware/efi"); err != nil {
