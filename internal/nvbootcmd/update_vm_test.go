@@ -171,9 +171,10 @@ func (b *board) startUpdate(cfg, dir string) <-chan updateRun {
 // TestUpdateOnUEFIBoard updates a Slots 2 appliance booted by UEFI
 // firmware (OVMF, its own variable store, the i6300esb watchdog): a new
 // kv that becomes ready is committed and stays after a power cut; one
-// whose readiness never comes, and one whose kernel cannot mount its root
-// and panics, bring the board back on the old slot by themselves, and
-// nvboot update says so; power cuts during the root's write, between
+// whose readiness never comes, one that wedges the CPU (the watchdog's
+// case), and one whose kernel cannot mount its root and panics, bring the
+// board back on the old slot by themselves, and nvboot update says so;
+// power cuts during the root's write, between
 // BootNext and the reboot, and during a test boot each leave a board that
 // boots the old image or the new one whole. A wrong password is refused
 // before anything.
@@ -332,6 +333,36 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		b.expect(m, "NVBOOT-MARK service-ready kv")
 		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "2" {
 			t.Errorf("after a cut during a test boot: kv version %q, want the committed one, 2", ver)
+		}
+	})
+
+	t.Run("hang", func(t *testing.T) {
+		// hog wedges the board's one CPU once started; its readiness
+		// never comes, and the deadline is far: only the watchdog can
+		// reset the board.
+		hog := filepath.Join(root, "internal/nvbootcmd/testdata/update/hog")
+		hangs := slotConfig(t, cfgDir, "hang", func(c *config.Config, _ *config.PackageConfig) {
+			c.TestBootDeadline = "30m"
+			c.Packages = append(c.Packages, hog)
+			c.PackageConfig[hog] = config.PackageConfig{WaitFor: config.WaitFor{"tcp:9"}}
+		})
+		hangDir, _ := buildSlotImage(t, hangs, root, k)
+		b, m := boot1(t)
+		run := b.startUpdate(hangs, hangDir)
+		b.reset(m)
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-trial b")
+		b.expect(m, "hog: spinning")
+		b.reset(m) // the watchdog's
+		if strings.Contains(m.Console(), "rebooting") {
+			t.Fatalf("nvinit rebooted the hung board itself, not the watchdog")
+		}
+		m = b.boot()
+		b.expect(m, "NVBOOT-MARK slot-committed a")
+		b.expect(m, "NVBOOT-MARK service-ready kv")
+		r := <-run
+		if !errors.Is(r.err, ErrUpdateRolledBack) {
+			t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
 		}
 	})
 
