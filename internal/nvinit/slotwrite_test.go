@@ -214,4 +214,8 @@ func TestUpdateSlotEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-f.reboots
+	// No text store: no deploys, said so.
+	if _, err := c.GC(ctx); err == nil || !strings.Contains(err.Error(), "no text store is mounted") {
+		t.Errorf("gc without a text store: %v", err)
+	}
 }

@@ -88,6 +88,13 @@ func (u *UpdateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
+	case guest.PathHave, guest.PathDeploy, guest.PathGC:
+		if u.Programs == nil {
+			http.Error(w, "no text store is mounted on this appliance: nothing to deploy into (an A/B update can still replace the image)", http.StatusConflict)
+			return
+		}
+	}
+	switch r.URL.Path {
 	case guest.PathFeatures:
 		u.only(w, r, http.MethodGet, u.features)
 	case guest.PathHave:
@@ -124,7 +131,10 @@ func reply(w http.ResponseWriter, v any) {
 }
 
 func (u *UpdateServer) features(w http.ResponseWriter, r *http.Request) {
-	f := guest.Features{Arch: runtime.GOARCH, Features: []string{"deploy", "gc"}}
+	f := guest.Features{Arch: runtime.GOARCH}
+	if u.Programs != nil {
+		f.Features = []string{"deploy", "gc"}
+	}
 	u.slotFeatures(&f)
 	reply(w, f)
 }
