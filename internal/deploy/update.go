@@ -32,7 +32,7 @@ func (c *Client) WritePartition(ctx context.Context, path string, p Partition) (
 	hdr.Set(guest.HeaderArch, p.Arch)
 	hdr.Set("Content-Type", "application/octet-stream")
 	var r guest.WriteResult
-	body := &streamReader{r: io.NewSectionReader(p.R, 0, p.Size), total: p.Size, f: c.Progress}
+	body := &progressReader{r: io.NewSectionReader(p.R, 0, p.Size), total: p.Size, f: c.Progress}
 	if err := c.do(ctx, http.MethodPut, path, body, hdr, &r); err != nil {
 		return nil, err
 	}
@@ -50,23 +50,4 @@ func (c *Client) TestBoot(ctx context.Context, root, boot string) (*guest.TestBo
 func (c *Client) Reboot(ctx context.Context) error {
 	var r guest.RebootResult
 	return c.do(ctx, http.MethodPost, guest.PathReboot, nil, nil, &r)
-}
-
-// streamReader reports what was read of a streamed upload; Len gives the
-// request its Content-Length.
-type streamReader struct {
-	r           io.Reader
-	total, sent int64
-	f           func(sent, total int64)
-}
-
-func (s *streamReader) Len() int { return int(s.total) }
-
-func (s *streamReader) Read(b []byte) (int, error) {
-	n, err := s.r.Read(b)
-	s.sent += int64(n)
-	if s.f != nil && n > 0 {
-		s.f(s.sent, s.total)
-	}
-	return n, err
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/deploy"
@@ -100,18 +99,11 @@ func updateCmd(ctx context.Context, c *cli.Context) error {
 	if im.Slots != 2 || im.Part(guest.PartRootA) == nil || im.ID == "" {
 		return fmt.Errorf("image %s has no A/B slots: build it from a config with \"Slots\": 2 (and flash that once)", dir)
 	}
-	cfg, err := config.Load(*cfgPath)
+	_, cl, err := endpointClient(*cfgPath, url)
 	if err != nil {
 		return err
 	}
-	if !cfg.Update.Enabled() {
-		return fmt.Errorf("-config %s: no Update.HTTPPassword: an appliance built from it serves no update endpoint", *cfgPath)
-	}
 	log := cli.NewProgress(c.Stderr)
-	cl := &deploy.Client{URL: url, Password: cfg.Update.HTTPPassword}
-	if cl.HTTP, err = updateClient(cfg, *cfgPath, url); err != nil {
-		return err
-	}
 	start := time.Now()
 	rep, err := runUpdate(ctx, cl, dir, im, *deadline, log.Printf)
 	if rep != nil {

@@ -148,10 +148,39 @@ func (b *board) reset(m *vm.Machine) {
 	}
 }
 
+// up powers the board on and waits for slot, committed, with kv ready and
+// answering version: a whole image.
+func (b *board) up(slot, version string) *vm.Machine {
+	b.t.Helper()
+	m := b.boot()
+	b.expect(m, "NVBOOT-MARK slot-committed "+slot)
+	b.expect(m, "NVBOOT-MARK service-ready kv")
+	kv, _ := b.urls()
+	if code, _, ver := kvGet(b.t, kv, "/healthz"); code != 200 || ver != version {
+		b.t.Errorf("boot %d, slot %s: kv answers %d, version %q; want version %q", b.boots, slot, code, ver, version)
+	}
+	return m
+}
+
+// cut cuts the board's power.
+func (b *board) cut(m *vm.Machine) {
+	m.Kill()
+	m.Wait(context.Background())
+}
+
 type updateRun struct {
 	rep    updateReport
 	stderr string
 	err    error
+}
+
+// rolledBack fails unless the update run ended rolled back.
+func rolledBack(t *testing.T, run <-chan updateRun) {
+	t.Helper()
+	r := <-run
+	if !errors.Is(r.err, ErrUpdateRolledBack) || r.rep.Result != UpdateRolledBack {
+		t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
+	}
 }
 
 // startUpdate runs nvboot update of the image in dir onto the board.
@@ -201,11 +230,8 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 	// ours and runs BOOTX64.EFI, slot A, which nvinit commits.
 	boot1 := func(t *testing.T) (*board, *vm.Machine) {
 		b := newBoard(t, v1Dir, v1Im)
-		b.t = t
-		m := b.boot()
+		m := b.up("a", "dev")
 		b.expect(m, "slot a: watchdog armed")
-		b.expect(m, "NVBOOT-MARK slot-committed a")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
 		return b, m
 	}
 
@@ -269,34 +295,20 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		// the test's power-on of QEMU after the reset).
 		t.Logf("update: %s in %v, %d bytes sent (QEMU %s)", r.rep.Result, r.rep.Elapsed.Round(time.Millisecond), r.rep.BytesSent, m.Accel)
 		// A power cut: the board boots slot B again, committed.
-		m.Kill()
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed b")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "2" {
-			t.Errorf("kv after a power cut: version %q; want 2", ver)
-		}
+		b.cut(m)
+		b.up("b", "2")
 	})
 
 	t.Run("never-ready", func(t *testing.T) {
 		b, m := boot1(t)
-		kvURL, _ := b.urls()
 		run := b.startUpdate(never, neverDir)
 		b.reset(m)
 		m = b.boot()
 		b.expect(m, "NVBOOT-MARK slot-trial b")
 		b.expect(m, "slot b: not every service was ready within 45s; rebooting into the committed slot")
 		b.reset(m)
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed a")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		r := <-run
-		if !errors.Is(r.err, ErrUpdateRolledBack) || r.rep.Result != UpdateRolledBack {
-			t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
-		}
-		if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
-			t.Errorf("kv after the rollback: %d, version %q; want the old one, dev", code, ver)
-		}
+		b.up("a", "dev")
+		rolledBack(t, run)
 	})
 
 	// Power cuts during an update: each boot after runs the old image or
@@ -316,13 +328,8 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		if err == nil {
 			t.Fatal("the root's write went through a power cut")
 		}
-		m.Wait(ctx)
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed a")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "dev" {
-			t.Errorf("after a cut during the root's write: kv version %q, want the old one, dev", ver)
-		}
+		b.cut(m)
+		m = b.up("a", "dev")
 		// After BootNext, before the reboot: the next boot is the test
 		// boot, which commits the new image.
 		sums, err := sendSlot(ctx, cl, v2Dir, v2Im, "b", nil)
@@ -332,8 +339,7 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		if _, err := cl.TestBoot(ctx, sums[0], sums[1]); err != nil {
 			t.Fatal(err)
 		}
-		m.Kill()
-		m.Wait(ctx)
+		b.cut(m)
 		m = b.boot()
 		b.expect(m, "NVBOOT-MARK slot-trial b")
 		b.expect(m, "slot b: every service is ready: committed")
@@ -356,14 +362,8 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		b.reset(m)
 		m = b.boot()
 		b.expect(m, "NVBOOT-MARK slot-trial a")
-		m.Kill()
-		m.Wait(ctx)
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed b")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		if _, _, ver := kvGet(t, kvURL, "/healthz"); ver != "2" {
-			t.Errorf("after a cut during a test boot: kv version %q, want the committed one, 2", ver)
-		}
+		b.cut(m)
+		b.up("b", "2")
 	})
 
 	t.Run("hang", func(t *testing.T) {
@@ -387,13 +387,8 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		if strings.Contains(m.Console(), "rebooting") {
 			t.Fatalf("nvinit rebooted the hung board itself, not the watchdog")
 		}
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed a")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		r := <-run
-		if !errors.Is(r.err, ErrUpdateRolledBack) {
-			t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
-		}
+		b.up("a", "dev")
+		rolledBack(t, run)
 	})
 
 	t.Run("kernel-panic", func(t *testing.T) {
@@ -406,13 +401,8 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		m = b.boot()
 		b.expect(m, "Kernel panic")
 		b.reset(m) // panic=10
-		m = b.boot()
-		b.expect(m, "NVBOOT-MARK slot-committed a")
-		b.expect(m, "NVBOOT-MARK service-ready kv")
-		r := <-run
-		if !errors.Is(r.err, ErrUpdateRolledBack) {
-			t.Fatalf("update: %v, %+v; want rolled back\n%s", r.err, r.rep, r.stderr)
-		}
+		b.up("a", "dev")
+		rolledBack(t, run)
 	})
 }
 
