@@ -150,6 +150,29 @@ type Image struct {
 	// a device had used.
 	TextSHA256  string `json:",omitempty"`
 	StateSHA256 string `json:",omitempty"`
+	// Arch is the GOARCH the image's programs and kernel are built for.
+	Arch string `json:",omitempty"`
+	// Slots is 2 for a disk laid out for nvboot update (guest.SlotPartitions:
+	// two roots, two boot partitions each with its slot's UKI); 0: one root.
+	Slots int `json:",omitempty"`
+	// ID names the image (guest.ImageIDPath on its root): what the
+	// appliance reports once it runs it. Slots 2 only.
+	ID string `json:",omitempty"`
+	// RootBytes is the root filesystem's size, the start of each root
+	// partition that nvboot update sends; BootBytes a boot partition's
+	// filesystem, sent whole. Slots 2 only.
+	RootBytes int64 `json:",omitempty"`
+	BootBytes int64 `json:",omitempty"`
+}
+
+// Part returns the partition called name, or nil.
+func (im *Image) Part(name string) *Partition {
+	for i := range im.Partitions {
+		if im.Partitions[i].Name == name {
+			return &im.Partitions[i]
+		}
+	}
+	return nil
 }
 
 // Partition is where a partition lies in the disk image, in bytes.
@@ -217,6 +240,9 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	}
 	if _, err := ParseLayout(string(o.Layout)); err != nil {
 		return nil, err
+	}
+	if o.Config.Slots == 2 && o.Layout == Initramfs {
+		return nil, fmt.Errorf("config: Slots 2 with the %s layout: an initramfs has no root partition to put in a slot; build the %s, %s or %s layout", Initramfs, OFF2F, ELF, DAXELF)
 	}
 	if o.Out == "" {
 		return nil, errors.New("no output directory (-o DIR)")

@@ -77,16 +77,20 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 	if err := b.kernelRegion(im); err != nil {
 		return err
 	}
-	rootImg, initrd := "", ""
+	rootImg, initrd, fs := "", "", ""
 	if b.Layout == Initramfs {
 		im.Initrd = InitrdFile
-		im.Cmdline = "rdinit=" + guest.Init
 		initrd = filepath.Join(b.dir, InitrdFile)
 		if err := writeInitramfs(st.root, initrd); err != nil {
 			return err
 		}
 	} else {
-		fs := b.Config.RootFSOrDefault()
+		if b.Config.Slots == 2 {
+			if err := b.imageID(st, im); err != nil {
+				return err
+			}
+		}
+		fs = b.Config.RootFSOrDefault()
 		rootImg = filepath.Join(b.work, "root."+fs)
 		b.logf("root filesystem: %s", fs)
 		var err error
@@ -102,20 +106,23 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 		if err != nil {
 			return fmt.Errorf("root filesystem: %w", err)
 		}
-		im.Cmdline = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", guest.RootDevice, fs, guest.Init)
 	}
-	im.Cmdline += " quiet"
-	if !b.Config.NoBootTrims {
-		im.Cmdline += " " + BootTrims
-	}
-	if args := b.Config.KernelArgs(); args != "" {
-		// KernelCmdline, then a gokrazy config's SerialConsole and
-		// KernelExtraArgs.
-		im.Cmdline += " " + args
-	}
-	espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
-	if err != nil {
-		return fmt.Errorf("EFI system partition: %w", err)
+	// cmdline is the kernel command line booting the root on dev.
+	cmdline := func(dev, extra string) string {
+		c := "rdinit=" + guest.Init
+		if rootImg != "" {
+			c = fmt.Sprintf("root=%s rootfstype=%s ro init=%s", dev, fs, guest.Init)
+		}
+		c += extra + " quiet"
+		if !b.Config.NoBootTrims {
+			c += " " + BootTrims
+		}
+		if args := b.Config.KernelArgs(); args != "" {
+			// KernelCmdline, then a gokrazy config's SerialConsole and
+			// KernelExtraArgs.
+			c += " " + args
+		}
+		return c
 	}
 	dataDir, dataImg := filepath.Join(b.work, "data"), filepath.Join(b.work, "data.ext4")
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
@@ -124,11 +131,25 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 	if err := mkExt4(ctx, dataDir, dataImg, 16<<20, uuidFor(b.seed(), "data")); err != nil {
 		return fmt.Errorf("data partition: %w", err)
 	}
-	parts := []gpt.Partition{{Name: "esp", Type: gpt.TypeESP, Src: espImg}}
-	if rootImg != "" {
-		parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
+	var parts []gpt.Partition
+	if b.Config.Slots == 2 {
+		var err error
+		parts, err = b.slotParts(ctx, st, im, rootImg, dataImg, cmdline)
+		if err != nil {
+			return err
+		}
+	} else {
+		im.Cmdline = cmdline(guest.RootDevice, "")
+		espImg, err := b.espImage(ctx, st.esp, im.Cmdline, initrd)
+		if err != nil {
+			return fmt.Errorf("EFI system partition: %w", err)
+		}
+		parts = []gpt.Partition{{Name: "esp", Type: gpt.TypeESP, Src: espImg}}
+		if rootImg != "" {
+			parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
+		}
+		parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
 	}
-	parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
 	b.logf("disk image")
 	lay, err := gpt.Write(filepath.Join(b.dir, DiskFile), b.seed(), parts)
 	if err != nil {

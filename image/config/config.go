@@ -55,6 +55,16 @@ type Config struct {
 	Interfaces []Interface `json:",omitempty"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
+	// Slots 2 lays disk.img out for `nvboot update`: two slots, A and B,
+	// each a root partition and a boot partition with its own unified
+	// kernel image, updated one while the other runs and switched to by a
+	// test boot that comes back by itself when the new slot fails. 0 (or
+	// 1): one root, as before.
+	Slots int `json:",omitempty"`
+	// TestBootDeadline bounds an update's test boot (a Go duration,
+	// default 2m): every service must be ready by then or the appliance
+	// reboots into the old slot. Only with Slots 2.
+	TestBootDeadline string `json:",omitempty"`
 
 	// Gokrazy are the fields of gokrazy's instance config that nvboot's
 	// own schema lacks, at the top level as in gokrazy's (gokrazy.go).
@@ -326,6 +336,7 @@ func (c *Config) Validate() error {
 	if err := c.Update.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	c.validateSlots(bad)
 	c.validateGokrazy(bad)
 	return errors.Join(errs...)
 }

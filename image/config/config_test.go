@@ -46,6 +46,10 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"pool min above max", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MinIdle: 3, MaxIdle: 1}}}}, "Pool.MaxIdle"},
 		{"pool timeout", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{IdleTimeout: "soon"}}}}, "Pool.IdleTimeout"},
 		{"pool negative", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MaxUses: -1}}}}, "MaxUses"},
+		{"slots 3", Config{Packages: []string{"kv"}, Slots: 3}, "Slots 3: want 2"},
+		{"test boot without slots", Config{Packages: []string{"kv"}, TestBootDeadline: "1m"}, "TestBootDeadline \"1m\": only an image with Slots 2"},
+		{"test boot not a duration", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "soon"}, "TestBootDeadline \"soon\": want a duration"},
+		{"test boot too long", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "2h"}, "TestBootDeadline \"2h\""},
 		{"pool and a poold package", Config{Packages: []string{"kv", "x/poold"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{}}}}, "poold's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,9 @@ var (
 	TypeESP       = mustGUID("C12A7328-F81F-11D2-BA4B-00A0C93EC93B")
 	TypeRootX8664 = mustGUID("4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709")
 	TypeLinuxData = mustGUID("0FC63DAF-8483-4772-8E79-3D69D8477DE4")
+	// TypeXBOOTLDR is the extended boot loader partition: an A/B slot's
+	// unified kernel image, on a FAT filesystem UEFI firmware reads.
+	TypeXBOOTLDR = mustGUID("BC13C2FF-59E6-4262-A352-B275FD6F7172")
 )
 
 const (

@@ -40,6 +40,10 @@ type InitConfig struct {
 	// KernelRegion is the pmem region the firmware copies the kernel from;
 	// nil: none.
 	KernelRegion *KernelRegion `json:",omitempty"`
+	// Slots is set in an image with A/B slots (`nvboot update`): nvinit
+	// runs the test boot (mounts efivarfs, arms the watchdog, commits or
+	// reboots); nil: one root.
+	Slots *Slots `json:",omitempty"`
 }
 
 // KernelRegion is the kernel kept uncompressed on pmem (image/kernelpmem).
@@ -346,6 +350,11 @@ func (c *InitConfig) Validate() error {
 	}
 	if c.Update != nil {
 		if err := c.Update.Validate(); err != nil {
+			v.errs = append(v.errs, err)
+		}
+	}
+	if c.Slots != nil {
+		if err := c.Slots.Validate(); err != nil {
 			v.errs = append(v.errs, err)
 		}
 	}

@@ -27,7 +27,47 @@ const (
 	PathDeploy = "/update/deploy"
 	// PathGC (POST) removes the texts and programs nothing uses: GCResult.
 	PathGC = "/update/gc"
+
+	// The A/B update (`nvboot update`, a Slots 2 image), in the order it
+	// uses them. PathRoot (PUT, the root filesystem, HeaderSize bytes,
+	// HeaderBodySHA256, HeaderArch) writes the inactive slot's root
+	// partition, reads it back from the disk and answers WriteResult;
+	// PathBoot (PUT, the same headers, a boot partition's FAT filesystem
+	// with the slot's UKI) the inactive slot's boot partition.
+	// PathTestBoot (POST, TestBootRequest) sets BootNext to the inactive
+	// slot when both were written and read back with the hashes given:
+	// TestBootResult. PathReboot (POST) reboots: RebootResult.
+	PathRoot     = "/update/root"
+	PathBoot     = "/update/boot"
+	PathTestBoot = "/update/testboot"
+	PathReboot   = "/reboot"
 )
+
+// Headers of a root or boot partition upload (with HeaderBodySHA256).
+const (
+	HeaderSize = "X-Nvboot-Size" // the body's length in bytes
+	HeaderArch = "X-Nvboot-Arch" // the GOARCH the image is built for
+)
+
+// WriteResult is PathRoot's and PathBoot's answer: what the device wrote
+// and then read back from the disk.
+type WriteResult struct {
+	Slot      string // the slot written (the inactive one)
+	Partition string // e.g. root-b
+	Device    string
+	Bytes     int64
+	SHA256    string // of what was read back
+}
+
+// TestBootRequest names what the test boot must boot: the hashes of the
+// root and boot partitions as written (WriteResult.SHA256).
+type TestBootRequest struct{ Root, Boot string }
+
+// TestBootResult says which slot the next boot tries.
+type TestBootResult struct{ Slot string }
+
+// RebootResult answers PathReboot; the reboot follows the answer.
+type RebootResult struct{ Rebooting bool }
 
 // Headers of a deploy upload. The body is the header file followed by the
 // text file (absent when the device has it: TextSize 0); BodySHA256 is the
@@ -115,7 +155,21 @@ func (u *Update) Validate() error {
 // Features is what GET PathFeatures answers.
 type Features struct {
 	Arch     string   // GOARCH of the device: programs must be built for it
-	Features []string // "deploy", "gc"
+	Features []string // "deploy", "gc"; "update" on a slotted boot through UEFI
+	// Slot is the booted slot ("a", "b"); "": an image without slots.
+	Slot string `json:",omitempty"`
+	// Committed: the booted slot is the one every reset boots (false
+	// during a test boot).
+	Committed bool `json:",omitempty"`
+	// Image is the booted image's id (image.json's ID).
+	Image string `json:",omitempty"`
+	// Boot identifies this boot (the kernel's boot_id): a poll after a
+	// reboot tells the new boot from the old one still answering.
+	Boot string `json:",omitempty"`
+	// RootBytes and BootBytes are the sizes of the inactive slot's root
+	// and boot partitions: the most an update may send.
+	RootBytes int64 `json:",omitempty"`
+	BootBytes int64 `json:",omitempty"`
 }
 
 // HaveRequest names texts by their hash (64 hex digits).

@@ -178,9 +178,10 @@ func (c *Client) GC(ctx context.Context) (*guest.GCResult, error) {
 	return &r, c.do(ctx, http.MethodPost, guest.PathGC, nil, nil, &r)
 }
 
-// progressReader reports what was read of the upload.
+// progressReader reports what was read of an upload of total bytes; Len
+// gives the request its Content-Length.
 type progressReader struct {
-	r           *bytes.Reader
+	r           io.Reader
 	total, sent int64
 	f           func(sent, total int64)
 }

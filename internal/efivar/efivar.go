@@ -4,7 +4,7 @@
 // (2.10: 3.1.3 "Load Options", 10.3 "Device Path Nodes"); efivarfs's file
 // format follows the kernel's Documentation/filesystems/efivarfs.rst.
 //
-// Design: docs/DESIGN.md#update-the-whole-image-ab-with-a-test-boot-designed-one-piece-built.
+// Design: docs/DESIGN.md#update-the-whole-image-ab-with-a-test-boot.
 package efivar
 
 import (

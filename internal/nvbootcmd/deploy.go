@@ -85,18 +85,11 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	case *deadline <= 0 || *deadline > guest.MaxReadyDeadline:
 		return cli.Usagef("-deadline %v: want above 0 and up to %v", *deadline, guest.MaxReadyDeadline)
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, cl, err := endpointClient(*cfgPath, url)
 	if err != nil {
 		return err
 	}
-	if !cfg.Update.Enabled() {
-		return fmt.Errorf("-config %s: no Update.HTTPPassword: an appliance built from it serves no update endpoint (set one, rebuild and flash once)", *cfgPath)
-	}
 	log := cli.NewProgress(c.Stderr)
-	cl := &deploy.Client{URL: url, Password: cfg.Update.HTTPPassword}
-	if cl.HTTP, err = updateClient(cfg, *cfgPath, url); err != nil {
-		return err
-	}
 	if *gc {
 		res, err := cl.GC(ctx)
 		if err != nil {
@@ -178,6 +171,25 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 		return fmt.Errorf("%s: the new program was rolled back (%s); the old one runs again: %w", *service, res.Reason, ErrRolledBack)
 	}
 	return fmt.Errorf("%s: the appliance answered an unknown result %q", *service, res.Result)
+}
+
+// endpointClient reads the config at cfgPath and returns it with a client
+// of the update endpoint at url: its password, and with UseTLS the pinned
+// certificate. A config without a password is refused: an appliance built
+// from it serves no endpoint.
+func endpointClient(cfgPath, url string) (*config.Config, *deploy.Client, error) {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !cfg.Update.Enabled() {
+		return nil, nil, fmt.Errorf("-config %s: no Update.HTTPPassword: an appliance built from it serves no update endpoint (set one, rebuild and flash once)", cfgPath)
+	}
+	cl := &deploy.Client{URL: url, Password: cfg.Update.HTTPPassword}
+	if cl.HTTP, err = updateClient(cfg, cfgPath, url); err != nil {
+		return nil, nil, err
+	}
+	return cfg, cl, nil
 }
 
 // updateClient is the HTTP client for the appliance at url: with the

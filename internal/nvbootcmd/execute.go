@@ -24,6 +24,7 @@ Commands:
   powercut  cut the power at random while writing; check no acknowledged write is lost
   flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
   deploy    send one service to a running appliance; kept only if it becomes ready
+  update    send a whole image to an A/B appliance; kept only if its test boot comes up
   assemble  write the pmem images and disk of a root tree Buildroot or Yocto filled
 
 Run 'nvboot help <command>' (or 'nvboot <command> -h') for the flags and
@@ -44,6 +45,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		"powercut": powercut,
 		"flash":    flashCmd,
 		"deploy":   deployCmd,
+		"update":   updateCmd,
 		"assemble": assembleCmd,
 	})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, errInterrupted) &&

@@ -28,7 +28,7 @@ func execute(args ...string) (stdout, stderr string, err error) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update"} {
 		// On stdout, so that 'nvboot build -h | less' shows it.
 		for _, args := range [][]string{{verb, "-h"}, {"help", verb}} {
 			stdout, stderr, err := execute(args...)
@@ -87,6 +87,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"deploy", "-config", "c.json", "http://box"}, "-service NAME is required"},
 		{[]string{"deploy", "-gc", "-service", "kv", "-config", "c.json", "http://box"}, "leave out -service"},
 		{[]string{"deploy", "-service", "kv", "-config", "c.json", "-deadline", "0s", "http://box"}, "-deadline 0s"},
+		{[]string{"update", "-config", "c.json", "http://box"}, "want an image directory and an appliance URL"},
+		{[]string{"update", "-config", "c.json", "out", "ftp://box"}, "want http://HOST"},
+		{[]string{"update", "out", "http://box"}, "-config FILE is required"},
+		{[]string{"update", "-config", "c.json", "-deadline", "0s", "out", "http://box"}, "-deadline 0s"},
 	}
 	for _, tt := range tests {
 		_, _, err := execute(tt.args...)
@@ -99,7 +103,7 @@ func TestUsageErrors(t *testing.T) {
 // An unknown flag is said once, after the synopsis: powercut printed the
 // flag package's line, its whole help and then the error again.
 func TestUnknownFlagSaidOnce(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update"} {
 		_, stderr, err := execute(verb, "-bogus")
 		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-bogus") {
 			t.Errorf("%s -bogus: %v, want a usage error naming -bogus", verb, err)

@@ -47,6 +47,10 @@ type Boot struct {
 	Grace     time.Duration // 0: DefaultGrace
 	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
 	Signals <-chan os.Signal
+
+	reboot   chan struct{} // a reboot nvinit asks for itself (requestReboot)
+	slots    *SlotState    // a slotted boot; nil: none
+	watchdog *Watchdog     // armed on a slotted boot; nil: none
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -55,6 +59,7 @@ type Boot struct {
 func (b *Boot) Run(ctx context.Context) Action {
 	con := b.Console
 	con.Mark("init", "")
+	b.reboot = make(chan struct{}, 1)
 	cmdline := "" // the kernel's, as PID 1
 	m := b.Mounter
 	if m == nil {
@@ -144,6 +149,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		startAnswerProbe(actx, con, cmdline)
+		if cfg.Slots != nil {
+			b.slots = b.slotBoot(ctx, cfg, cmdline, m)
+		}
 	}
 	var allReady func()
 	if kr := cfg.KernelRegion; kr != nil && b.PID1 {
@@ -175,6 +183,9 @@ func (b *Boot) Run(ctx context.Context) Action {
 	}
 	if action == Reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
+	}
+	if b.watchdog != nil && action != Reboot {
+		b.watchdog.Disarm()
 	}
 	if err := syscall.Reboot(cmd); err != nil {
 		con.Logf("reboot(2): %v", err)
@@ -218,11 +229,22 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 			b.Console.Mark("shutdown", "")
 			marked = true
 			stop()
+		case <-b.reboot:
+			action = Reboot
+			b.Console.Logf("rebooting")
+			b.Console.Mark("shutdown", "")
+			marked = true
+			stop()
 		case <-sctx.Done():
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts, AllReady: allReady}
+	if b.slots != nil && b.slots.Boot != nil && !b.slots.Committed() {
+		// The test boot's commit first; the kernel region's write starts
+		// its own goroutine.
+		s.AllReady = calls(b.slots.AllReady, allReady)
+	}
 	s.prepare()
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, cfg, s, programs)
@@ -237,6 +259,17 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		b.Console.Mark("shutdown", "")
 	}
 	return action
+}
+
+// calls is one function that calls each non-nil f in order.
+func calls(fs ...func()) func() {
+	return func() {
+		for _, f := range fs {
+			if f != nil {
+				f()
+			}
+		}
+	}
 }
 
 // reopenConsole gives PID 1 a console when the kernel could not: it opens

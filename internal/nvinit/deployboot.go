@@ -26,14 +26,25 @@ func useDeployed(p *Programs, cfg *Config, logf func(string, ...any)) {
 }
 
 // serveUpdate serves the update endpoint until ctx ends; without a text
-// store there is nothing to deploy into, and it says so.
+// store there is nothing to deploy into, and it says so (a slotted boot
+// still serves the A/B update).
 func (b *Boot) serveUpdate(ctx context.Context, cfg *Config, s *Supervisor, p *Programs) {
 	up := cfg.Update
-	if p == nil {
+	if p == nil && b.slots == nil {
 		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
 		return
 	}
-	u := &UpdateServer{Password: up.Password, Programs: p, Sup: s, Images: p.Images, Logf: b.Console.Logf}
+	u := &UpdateServer{Password: up.Password, Programs: p, Sup: s, Logf: b.Console.Logf, Slots: b.slots}
+	if p != nil {
+		u.Images = p.Images
+	} else {
+		// A slotted boot still takes a whole image: the way to mend a
+		// store that does not mount.
+		b.Console.Logf("update endpoint: no text store is mounted; serving the A/B update only, no deploys")
+	}
+	if b.PID1 {
+		u.Reboot = b.requestReboot
+	}
 	scheme := "http"
 	if up.TLSCert != "" {
 		scheme = "https"

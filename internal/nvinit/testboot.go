@@ -10,8 +10,7 @@ import (
 // The A/B test boot, nvinit's side (docs/DESIGN.md, "Update: the whole
 // image"): a boot into the slot BootNext named is a trial until every
 // service was ready; then BootOrder puts that slot first (the commit).
-// Not wired into Boot yet: the appliance kernel has no efivarfs, and the
-// disk image has one root.
+// Wired into Boot in slotboot.go.
 
 // marked runs what waits for sv's ready mark: its deploy trial, and the
 // boot's wait for every service (AllReady).
@@ -24,7 +23,9 @@ func (s *Supervisor) marked(sv *svc) {
 		return
 	}
 	for _, o := range s.svcs {
-		if !o.everReady {
+		// A DontStart service starts only when asked: the test boot
+		// does not wait for it.
+		if !o.everReady && !o.DontStart {
 			return
 		}
 	}

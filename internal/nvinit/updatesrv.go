@@ -40,8 +40,14 @@ type UpdateServer struct {
 	// Path): what a service without a link runs.
 	Images map[string]string
 	Logf   func(format string, args ...any)
+	// Slots is a slotted boot (the A/B update's endpoints); nil: none.
+	Slots *SlotState
+	// SlotDevice gives a slot partition's device; nil: guest.SlotDevice.
+	SlotDevice func(part string) string
+	// Reboot reboots the appliance (POST PathReboot); nil: refused.
+	Reboot func()
 
-	mu sync.Mutex // one deploy or gc at a time
+	mu sync.Mutex // one deploy, gc or update at a time
 }
 
 // Serve listens on port until ctx ends; with certFile and keyFile (PEM),
@@ -82,6 +88,13 @@ func (u *UpdateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
+	case guest.PathHave, guest.PathDeploy, guest.PathGC:
+		if u.Programs == nil {
+			http.Error(w, "no text store is mounted on this appliance: nothing to deploy into (an A/B update can still replace the image)", http.StatusConflict)
+			return
+		}
+	}
+	switch r.URL.Path {
 	case guest.PathFeatures:
 		u.only(w, r, http.MethodGet, u.features)
 	case guest.PathHave:
@@ -90,6 +103,14 @@ func (u *UpdateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.only(w, r, http.MethodPut, u.deploy)
 	case guest.PathGC:
 		u.only(w, r, http.MethodPost, u.gc)
+	case guest.PathRoot:
+		u.only(w, r, http.MethodPut, u.writeSlot("root"))
+	case guest.PathBoot:
+		u.only(w, r, http.MethodPut, u.writeSlot("boot"))
+	case guest.PathTestBoot:
+		u.only(w, r, http.MethodPost, u.testBoot)
+	case guest.PathReboot:
+		u.only(w, r, http.MethodPost, u.reboot)
 	default:
 		http.Error(w, "no such endpoint: "+r.URL.Path, http.StatusNotFound)
 	}
@@ -110,7 +131,12 @@ func reply(w http.ResponseWriter, v any) {
 }
 
 func (u *UpdateServer) features(w http.ResponseWriter, r *http.Request) {
-	reply(w, guest.Features{Arch: runtime.GOARCH, Features: []string{"deploy", "gc"}})
+	f := guest.Features{Arch: runtime.GOARCH}
+	if u.Programs != nil {
+		f.Features = []string{"deploy", "gc"}
+	}
+	u.slotFeatures(&f)
+	reply(w, f)
 }
 
 func (u *UpdateServer) have(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ package derive
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
@@ -52,6 +53,9 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 		in.Network = append(in.Network, guest.Interface{Name: n.Name, Address: n.Address, Gateway: n.Gateway})
 	}
 	in.Update = c.Update.Guest()
+	if c.Slots == 2 {
+		in.Slots = &guest.Slots{TestBootSeconds: int(c.TestBootDeadlineOrDefault() / time.Second)}
+	}
 	if o.TextStore {
 		in.TextStore = guest.TextStore{Device: guest.TextDevice, Dir: guest.TextDir, Image: guest.StoreImage, Manifest: guest.Manifest}
 	}
