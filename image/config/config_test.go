@@ -24,7 +24,7 @@ func TestDemoIsValidAndRoundTrips(t *testing.T) {
 	if !reflect.DeepEqual(back, d) {
 		t.Errorf("round trip: %+v, want %+v", back, d)
 	}
-	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" {
+	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" || d.UserlandOrDefault() != "none" || d.HasShell() {
 		t.Error("defaults")
 	}
 }
@@ -43,6 +43,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad port", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {ForwardPort: 70000}}}, "ForwardPort"},
 		{"odd size", Config{Packages: []string{"kv"}, StateMiB: 3}, "StateMiB"},
 		{"rootfs", Config{Packages: []string{"kv"}, RootFS: "btrfs"}, "RootFS"},
+		{"userland", Config{Packages: []string{"kv"}, Userland: "busybox"}, `Userland "busybox": want none or u-root`},
+		{"userland case", Config{Packages: []string{"kv"}, Userland: "U-Root"}, `Userland "U-Root"`},
 		{"pool min above max", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MinIdle: 3, MaxIdle: 1}}}}, "Pool.MaxIdle"},
 		{"pool timeout", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{IdleTimeout: "soon"}}}}, "Pool.IdleTimeout"},
 		{"pool negative", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MaxUses: -1}}}}, "MaxUses"},

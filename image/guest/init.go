@@ -36,6 +36,12 @@ type InitConfig struct {
 	// Mounts are mounted after the state, before the services start; one
 	// that fails is retried in the background (gokrazy's MountDevices).
 	Mounts []Mount `json:",omitempty"`
+	// Shell is run on the console, restarted when it exits, in images
+	// with a userland (the image config's Userland); nvinit then takes its
+	// own commands (poweroff, reboot, start NAME) from CommandFIFO, which
+	// its links in /sbin write to, instead of reading the console, which
+	// is the shell's. Empty: no shell, nvinit reads the console.
+	Shell string `json:",omitempty"`
 }
 
 // Service is one supervised program.
@@ -250,6 +256,9 @@ func (c *InitConfig) Validate() error {
 		default:
 			v.badf("%s.Restart %q: want always, on-failure or never", at, s.Restart)
 		}
+	}
+	if c.Shell != "" && !filepath.IsAbs(c.Shell) {
+		v.badf("Shell %q: want an absolute path", c.Shell)
 	}
 	for i, m := range c.Mounts {
 		if err := m.Validate(); err != nil {

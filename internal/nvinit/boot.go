@@ -3,6 +3,7 @@ package nvinit
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -175,19 +176,36 @@ func (b *Boot) Run(ctx context.Context) Action {
 func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs) Action {
 	sigs := b.Signals
 	starts := make(chan string, 1)
+	var ch chan os.Signal
 	if sigs == nil {
-		ch := make(chan os.Signal, 1)
+		ch = make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 		defer signal.Stop(ch)
 		sigs = ch
-		if b.PID1 {
-			go ConsoleCommandsStart(os.Stdin, ch, starts, b.Console.Logf)
-		}
 	}
 	reaper := &Reaper{All: b.PID1}
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go reaper.Run(rctx)
+	if ch != nil && b.PID1 {
+		// The console is the shell's in an image with one, and nvinit's
+		// commands come through the FIFO its /sbin links write to.
+		cmds := io.Reader(os.Stdin)
+		if cfg.Shell != "" {
+			cmds = strings.NewReader("")
+			if f, err := OpenCommands(guest.CommandFIFO); err != nil {
+				b.Console.Logf("%v: poweroff, reboot and start are not taken", err)
+			} else {
+				cmds = f
+			}
+			shctx, stopShell := context.WithCancel(ctx)
+			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper}
+			shellDone := make(chan struct{})
+			go func() { sh.Run(shctx); close(shellDone) }()
+			defer func() { stopShell(); <-shellDone }()
+		}
+		go ConsoleCommandsStart(cmds, ch, starts, b.Console.Logf)
+	}
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()

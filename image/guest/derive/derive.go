@@ -52,6 +52,9 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 		in.Network = append(in.Network, guest.Interface{Name: n.Name, Address: n.Address, Gateway: n.Gateway})
 	}
 	in.Update = c.Update.Guest()
+	if c.UserlandOrDefault() == config.UserlandURoot {
+		in.Shell = guest.UserlandDir + "/" + URootShell
+	}
 	if o.TextStore {
 		in.TextStore = guest.TextStore{Device: guest.TextDevice, Dir: guest.TextDir, Image: guest.StoreImage, Manifest: guest.Manifest}
 	}
@@ -100,6 +103,11 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	}
 	return &Configs{Init: in, Poold: pd}, nil
 }
+
+// URootShell is the command of the u-root userland nvinit runs on the
+// console: gosh, built without its line editor (docs/DESIGN.md, "u-root
+// userland").
+const URootShell = "gosh"
 
 // Service is the nvinit service called name, nil if there is none.
 func (c *Configs) Service(name string) *guest.Service {
