@@ -73,6 +73,29 @@ func TestLoadRejectsUnknownFields(t *testing.T) {
 	}
 }
 
+// TestLoadUserland: the examples' Userland values load; a bad one in a
+// config file is an error naming the file, the field and the values it
+// takes; the field marks the config as nvboot's, so a typo beside it is
+// an error too.
+func TestLoadUserland(t *testing.T) {
+	for _, u := range []string{"u-root", "none"} {
+		c, err := Load(filepath.Join("..", "..", "examples", "userland-"+u+".json"))
+		if err != nil || c.UserlandOrDefault() != u || c.HasShell() != (u == "u-root") {
+			t.Errorf("examples/userland-%s.json: %+v, %v", u, c, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "busybox-static"}`), 0o644)
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `Userland "busybox-static": want none or u-root`) {
+		t.Errorf("bad Userland: %v", err)
+	}
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "none", "Userlnad": "u-root"}`), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "Userlnad") {
+		t.Errorf("misspelt field beside Userland: %v", err)
+	}
+}
+
 // A Checker is refused where powercut could not use it, naming the field.
 func TestValidateChecker(t *testing.T) {
 	kv := func(pcs ...PackageConfig) Config {
