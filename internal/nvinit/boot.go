@@ -187,6 +187,7 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go reaper.Run(rctx)
+	var servicesReady chan struct{} // closed by the supervisor; nil: no shell waits
 	if ch != nil && b.PID1 {
 		// The console is the shell's in an image with one, and nvinit's
 		// commands come through the FIFO its /sbin links write to.
@@ -199,7 +200,8 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 				cmds = f
 			}
 			shctx, stopShell := context.WithCancel(ctx)
-			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper}
+			servicesReady = make(chan struct{})
+			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper, Until: servicesReady, Wait: ShellWait}
 			shellDone := make(chan struct{})
 			go func() { sh.Run(shctx); close(shellDone) }()
 			defer func() { stopShell(); <-shellDone }()
@@ -229,6 +231,9 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+	if servicesReady != nil {
+		s.AllReady = func() { close(servicesReady) } // called once
+	}
 	s.prepare()
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, cfg, s, programs)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,59 @@ func TestCommandRejects(t *testing.T) {
 	c.Args = []string{"now"}
 	if err := Command(c, "reboot", fifo); !errors.Is(err, cli.ErrUsage) {
 		t.Errorf("reboot now: %v", err)
+	}
+}
+
+// TestShellWaitsForServices: the console shell starts once the services
+// are ready (Until closed) or Wait has passed, whichever comes first, and
+// not at all if the machine stops before either.
+func TestShellWaitsForServices(t *testing.T) {
+	dir := t.TempDir()
+	sh := filepath.Join(dir, "sh")
+	if err := os.WriteFile(sh, []byte("#!/bin/sh\necho started\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rp := &Reaper{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go rp.Run(ctx)
+	run := func(until chan struct{}, wait time.Duration, stopFirst bool) string {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		shctx, stop := context.WithCancel(ctx)
+		defer stop()
+		if stopFirst {
+			stop()
+		}
+		done := make(chan struct{})
+		go func() {
+			(&Shell{Path: sh, Console: &Console{W: io.Discard}, Reaper: rp, Files: []uintptr{0, w.Fd(), w.Fd()},
+				Until: until, Wait: wait}).Run(shctx)
+			w.Close()
+			close(done)
+		}()
+		if !stopFirst {
+			line, _ := bufio.NewReader(r).ReadString('\n')
+			stop()
+			<-done
+			return line
+		}
+		<-done
+		out, _ := io.ReadAll(r)
+		return string(out)
+	}
+	ready := make(chan struct{})
+	close(ready)
+	if got := run(ready, time.Hour, false); got != "started\n" {
+		t.Errorf("services ready: %q", got)
+	}
+	if got := run(make(chan struct{}), time.Millisecond, false); got != "started\n" {
+		t.Errorf("services never ready, after Wait: %q", got)
+	}
+	if got := run(make(chan struct{}), time.Hour, true); got != "" {
+		t.Errorf("stopped before the services were ready: the shell printed %q", got)
 	}
 }
