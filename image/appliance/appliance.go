@@ -139,8 +139,12 @@ type Image struct {
 	Uncompressed       string `json:",omitempty"`
 	UncompressedSHA256 string `json:",omitempty"`
 	Services []ServiceInfo
-	// TextBytes is the read-only bytes (text + rodata) of nvinit and the
-	// services: what OFF2F keeps on pmem.
+	// Userland is the image config's Userland, empty for none: with
+	// "u-root" the console is gosh's, without one it takes only nvinit's
+	// commands.
+	Userland string `json:",omitempty"`
+	// TextBytes is the read-only bytes (text + rodata) of nvinit, the
+	// services and the userland: what OFF2F keeps on pmem.
 	TextBytes uint64
 	// Partitions of the disk image, in order (vda1, vda2, ...).
 	Partitions []Partition

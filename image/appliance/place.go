@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/nvboot/nvboot/image/guest"
 	"github.com/nvboot/nvboot/image/guest/derive"
@@ -18,6 +20,9 @@ import (
 func (b *builder) place(progs []program, loader string, dev *derive.Configs, st staging, im *Image) error {
 	for _, p := range progs {
 		im.TextBytes += p.Text
+	}
+	if b.Config.HasShell() {
+		im.Userland = b.Config.Userland
 	}
 	b.logf("placing %d programs (%s layout, %.1f MiB of text+rodata)", len(progs), b.Layout, float64(im.TextBytes)/(1<<20))
 	hashes, err := b.placePrograms(progs, st, loader)
@@ -44,6 +49,9 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 		}
 	}
 	for _, p := range progs[1:] {
+		if p.Path != "" {
+			continue // not a service: the userland
+		}
 		sv := dev.Service(p.Name)
 		if sv == nil {
 			return fmt.Errorf("program %s: not among the services of nvinit's config", p.Name)
@@ -64,6 +72,11 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 		dst := filepath.Join(st.root, b.servicePath(p.Name)[1:])
 		if i == 0 {
 			dst = filepath.Join(st.root, guest.Init[1:])
+		} else if p.Path != "" {
+			dst = filepath.Join(st.root, p.Path[1:])
+		}
+		if err := placeLinks(dst, p.Name, p.Links); err != nil {
+			return nil, err
 		}
 		switch {
 		case b.Layout == OFF2F:
@@ -72,7 +85,7 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 				return nil, err
 			}
 			hashes = append(hashes, h)
-		case b.Layout == DAXELF && i > 0:
+		case b.Layout == DAXELF && i > 0 && p.Path == "":
 			dst = filepath.Join(st.store, "bin", p.Name)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return nil, err
@@ -89,9 +102,19 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 			sum := sha256.Sum256(raw)
 			hashes = append(hashes, hex.EncodeToString(sum[:]))
 		default:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return nil, err
+			}
 			if err := copyFile(dst, p.Bin, 0o755); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if b.Config.HasShell() {
+		// The console is the shell's: nvinit's commands are programs
+		// there, links to nvinit, which hands them to PID 1.
+		if err := placeLinks(filepath.Join(st.root, guest.Init[1:]), path.Base(guest.Init), guest.InitCommands); err != nil {
+			return nil, err
 		}
 	}
 	if b.Layout == OFF2F {
@@ -125,4 +148,24 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 		return "", fmt.Errorf("installing %s as OFF2F: %w", p.Name, err)
 	}
 	return conv.TextName(), nil
+}
+
+// placeLinks makes each of names a relative symbolic link to target, the
+// file dst will be, beside it.
+func placeLinks(dst, target string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n == target || strings.Contains(n, "/") {
+			return fmt.Errorf("link %q beside %s: not a command name", n, dst)
+		}
+		if err := os.Symlink(target, filepath.Join(filepath.Dir(dst), n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

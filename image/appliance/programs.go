@@ -20,14 +20,31 @@ type program struct {
 	Package string // as in the config
 	Bin     string // the built ELF
 	Text    uint64 // bytes of read-only PT_LOADs
+	// Path is where a program that is not a service goes in the guest
+	// (the userland's binary); empty: nvinit's or the service's place.
+	Path string
+	// Links are the names the program runs as, each a link to it in
+	// Path's directory (the userland's commands).
+	Links []string
 }
 
-// buildPrograms is the second phase: it builds nvinit and every service
-// into work/bin, and in the off2f layout ld-off2f, whose path it returns.
+// buildPrograms is the second phase: it builds nvinit, every service and
+// the userland (userland.go) into work/bin, and in the off2f layout
+// ld-off2f, whose path it returns.
 func (b *builder) buildPrograms(ctx context.Context) ([]program, string, error) {
 	progs, err := b.goPrograms(ctx)
 	if err != nil {
 		return nil, "", err
+	}
+	ul, err := b.userland(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if ul != nil {
+		if ul.Text, err = off2f.ReadOnlyBytes(ul.Bin); err != nil {
+			return nil, "", fmt.Errorf("reading %s: %w", ul.Name, err)
+		}
+		progs = append(progs, *ul)
 	}
 	loader := filepath.Join(b.work, "ld-off2f")
 	if b.Layout == OFF2F {

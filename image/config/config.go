@@ -17,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ type Config struct {
 	// default 2m): every service must be ready by then or the appliance
 	// reboots into the old slot. Only with Slots 2.
 	TestBootDeadline string `json:",omitempty"`
+	// Userland is the shell and tools the image carries (Userland*):
+	// "none" (default: no shell, the console takes nvinit's own commands)
+	// or "u-root" (u-root's core commands, one Go binary built in busybox
+	// mode, an OFF2F program like the services; its shell on the console).
+	Userland string `json:",omitempty"`
 
 	// Gokrazy are the fields of gokrazy's instance config that nvboot's
 	// own schema lacks, at the top level as in gokrazy's (gokrazy.go).
@@ -169,10 +175,28 @@ const (
 	DefaultRootFS   = "erofs"
 )
 
+// The values of Userland.
+const (
+	// UserlandNone is no shell and no tools: what every image had before
+	// the field, and still the default (nothing to log in to, the
+	// smallest root).
+	UserlandNone = "none"
+	// UserlandURoot is u-root's core commands in busybox mode, gosh on
+	// the console (image/appliance/userland.go).
+	UserlandURoot = "u-root"
+)
+
+// Userlands are Userland's values.
+var Userlands = []string{UserlandNone, UserlandURoot}
+
 // HostnameOrDefault and friends fill in the defaults.
 func (c *Config) HostnameOrDefault() string { return cmp.Or(c.Hostname, DefaultHostname) }
 func (c *Config) StateMiBOrDefault() int    { return cmp.Or(c.StateMiB, DefaultStateMiB) }
 func (c *Config) RootFSOrDefault() string   { return cmp.Or(c.RootFS, DefaultRootFS) }
+func (c *Config) UserlandOrDefault() string { return cmp.Or(c.Userland, UserlandNone) }
+
+// HasShell says whether the image carries a shell on its console.
+func (c *Config) HasShell() bool { return c.UserlandOrDefault() != UserlandNone }
 
 // PooldName is the program name of poold in an image with pooled services.
 const PooldName = "poold"
@@ -332,6 +356,9 @@ func (c *Config) Validate() error {
 	case "erofs", "ext4":
 	default:
 		bad("RootFS %q: want erofs or ext4", c.RootFS)
+	}
+	if !slices.Contains(Userlands, c.UserlandOrDefault()) {
+		bad("Userland %q: want %s (empty: %s)", c.Userland, strings.Join(Userlands, " or "), UserlandNone)
 	}
 	if err := c.Update.validate(); err != nil {
 		errs = append(errs, err)

@@ -24,7 +24,7 @@ func TestDemoIsValidAndRoundTrips(t *testing.T) {
 	if !reflect.DeepEqual(back, d) {
 		t.Errorf("round trip: %+v, want %+v", back, d)
 	}
-	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" {
+	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" || d.UserlandOrDefault() != "none" || d.HasShell() {
 		t.Error("defaults")
 	}
 }
@@ -43,6 +43,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"bad port", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {ForwardPort: 70000}}}, "ForwardPort"},
 		{"odd size", Config{Packages: []string{"kv"}, StateMiB: 3}, "StateMiB"},
 		{"rootfs", Config{Packages: []string{"kv"}, RootFS: "btrfs"}, "RootFS"},
+		{"userland", Config{Packages: []string{"kv"}, Userland: "busybox"}, `Userland "busybox": want none or u-root`},
+		{"userland case", Config{Packages: []string{"kv"}, Userland: "U-Root"}, `Userland "U-Root"`},
 		{"pool min above max", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MinIdle: 3, MaxIdle: 1}}}}, "Pool.MaxIdle"},
 		{"pool timeout", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{IdleTimeout: "soon"}}}}, "Pool.IdleTimeout"},
 		{"pool negative", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MaxUses: -1}}}}, "MaxUses"},
@@ -72,6 +74,29 @@ func TestLoadRejectsUnknownFields(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+// TestLoadUserland: the examples' Userland values load; a bad one in a
+// config file is an error naming the file, the field and the values it
+// takes; the field marks the config as nvboot's, so a typo beside it is
+// an error too.
+func TestLoadUserland(t *testing.T) {
+	for _, u := range []string{"u-root", "none"} {
+		c, err := Load(filepath.Join("..", "..", "examples", "userland-"+u+".json"))
+		if err != nil || c.UserlandOrDefault() != u || c.HasShell() != (u == "u-root") {
+			t.Errorf("examples/userland-%s.json: %+v, %v", u, c, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "busybox-static"}`), 0o644)
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `Userland "busybox-static": want none or u-root`) {
+		t.Errorf("bad Userland: %v", err)
+	}
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "none", "Userlnad": "u-root"}`), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "Userlnad") {
+		t.Errorf("misspelt field beside Userland: %v", err)
 	}
 }
 

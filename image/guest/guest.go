@@ -50,7 +50,19 @@ const (
 	DAXBinDir       = "/nv/text/bin"            // dax-elf: the service executables
 	Disk            = "vda"                     // the disk image, as /sys/block names it
 	RootDevice      = "/dev/vda2"               // the root partition of the disk image
+	// UserlandDir holds a userland's multi-call binary and its links (the
+	// image config's Userland), apart from the services' BinDir so that a
+	// service's name never clashes with a command's. u-root calls it so.
+	UserlandDir = "/bbin"
+	// CommandFIFO is where nvinit reads its console commands (poweroff,
+	// reboot, start NAME) in an image whose console is a shell's.
+	CommandFIFO = "/run/nvinit.cmd"
 )
+
+// InitCommands are nvinit's console commands; in an image with a shell
+// each is a link to Init in /sbin, and nvinit run by that name writes the
+// command to CommandFIFO.
+var InitCommands = []string{"poweroff", "reboot", "start"}
 
 // ValidHostname reports whether h is a usable hostname label: letters,
 // digits and '-', not starting with '-', up to 63, not an IP address.

@@ -44,6 +44,12 @@ type InitConfig struct {
 	// runs the test boot (mounts efivarfs, arms the watchdog, commits or
 	// reboots); nil: one root.
 	Slots *Slots `json:",omitempty"`
+	// Shell is run on the console, restarted when it exits, in images
+	// with a userland (the image config's Userland); nvinit then takes its
+	// own commands (poweroff, reboot, start NAME) from CommandFIFO, which
+	// its links in /sbin write to, instead of reading the console, which
+	// is the shell's. Empty: no shell, nvinit reads the console.
+	Shell string `json:",omitempty"`
 }
 
 // KernelRegion is the kernel kept uncompressed on pmem (image/kernelpmem).
@@ -283,6 +289,9 @@ func (c *InitConfig) Validate() error {
 		default:
 			v.badf("%s.Restart %q: want always, on-failure or never", at, s.Restart)
 		}
+	}
+	if c.Shell != "" && !filepath.IsAbs(c.Shell) {
+		v.badf("Shell %q: want an absolute path", c.Shell)
 	}
 	for i, m := range c.Mounts {
 		if err := m.Validate(); err != nil {

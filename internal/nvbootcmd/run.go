@@ -24,8 +24,12 @@ services' ports forwarded from the host (each ForwardPort to the same host
 port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
 
-Typing 'poweroff' (or 'reboot') and Enter on the console asks nvinit to
-shut down cleanly; Ctrl-C (or SIGTERM, SIGHUP) does the same, and cuts the
+An image built with Userland "u-root" has u-root's shell (gosh) on the
+console, its commands in /bbin; without one (Userland "none", the default)
+the console takes only nvinit's commands. In both, typing 'poweroff' (or
+'reboot') and Enter on the console asks nvinit to shut down cleanly ('start
+NAME' starts a stopped service); Ctrl-C (or SIGTERM, SIGHUP) does the same as
+'poweroff', and cuts the
 power if the guest has not powered off 10 s later; a second Ctrl-C cuts it
 at once. (QEMU runs in a process group of its own: the terminal's Ctrl-C
 reaches nvboot, not QEMU, which would end on it at once, a power cut.)
@@ -114,7 +118,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
 		fmt.Fprintf(c.Stderr, "nvboot run: %s\n", k.Describe())
 	}
-	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name)
+	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name, consoleText(im.Userland))
 	select {
 	case <-m.Done():
 		return m.Wait(context.Background())
@@ -133,6 +137,14 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	return nil
+}
+
+// consoleText says what the console of an image with this userland takes.
+func consoleText(userland string) string {
+	if userland == "" {
+		return "no shell on the console (Userland none): it takes poweroff, reboot and start NAME"
+	}
+	return "the console is a " + userland + " shell"
 }
 
 // minMemMiB is the least guest RAM -mem takes: a floor against typos (0,

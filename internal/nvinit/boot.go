@@ -3,6 +3,7 @@ package nvinit
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -198,19 +199,38 @@ func (b *Boot) Run(ctx context.Context) Action {
 func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs, allReady func()) Action {
 	sigs := b.Signals
 	starts := make(chan string, 1)
+	var ch chan os.Signal
 	if sigs == nil {
-		ch := make(chan os.Signal, 1)
+		ch = make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 		defer signal.Stop(ch)
 		sigs = ch
-		if b.PID1 {
-			go ConsoleCommandsStart(os.Stdin, ch, starts, b.Console.Logf)
-		}
 	}
 	reaper := &Reaper{All: b.PID1}
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
 	go reaper.Run(rctx)
+	var servicesReady chan struct{} // closed by the supervisor; nil: no shell waits
+	if ch != nil && b.PID1 {
+		// The console is the shell's in an image with one, and nvinit's
+		// commands come through the FIFO its /sbin links write to.
+		cmds := io.Reader(os.Stdin)
+		if cfg.Shell != "" {
+			cmds = strings.NewReader("")
+			if f, err := OpenCommands(guest.CommandFIFO); err != nil {
+				b.Console.Logf("%v: poweroff, reboot and start are not taken", err)
+			} else {
+				cmds = f
+			}
+			shctx, stopShell := context.WithCancel(ctx)
+			servicesReady = make(chan struct{})
+			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper, Until: servicesReady, Wait: ShellWait}
+			shellDone := make(chan struct{})
+			go func() { sh.Run(shctx); close(shellDone) }()
+			defer func() { stopShell(); <-shellDone }()
+		}
+		go ConsoleCommandsStart(cmds, ch, starts, b.Console.Logf)
+	}
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -239,11 +259,19 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		}
 	}()
 	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
-		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts, AllReady: allReady}
+		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+	var shellReady func()
+	if servicesReady != nil {
+		shellReady = func() { close(servicesReady) } // called once
+	}
+	var commit func()
 	if b.slots != nil && b.slots.Boot != nil && !b.slots.Committed() {
-		// The test boot's commit first; the kernel region's write starts
-		// its own goroutine.
-		s.AllReady = calls(b.slots.AllReady, allReady)
+		commit = b.slots.AllReady
+	}
+	// The test boot's commit first; the kernel region's write starts its
+	// own goroutine; then the shell.
+	if commit != nil || allReady != nil || shellReady != nil {
+		s.AllReady = calls(commit, allReady, shellReady)
 	}
 	s.prepare()
 	if cfg.Update != nil {

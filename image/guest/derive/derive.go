@@ -56,6 +56,9 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	if c.Slots == 2 {
 		in.Slots = &guest.Slots{TestBootSeconds: int(c.TestBootDeadlineOrDefault() / time.Second)}
 	}
+	if c.UserlandOrDefault() == config.UserlandURoot {
+		in.Shell = guest.UserlandDir + "/" + URootShell
+	}
 	if o.TextStore {
 		in.TextStore = guest.TextStore{Device: guest.TextDevice, Dir: guest.TextDir, Image: guest.StoreImage, Manifest: guest.Manifest}
 	}
@@ -104,6 +107,11 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	}
 	return &Configs{Init: in, Poold: pd}, nil
 }
+
+// URootShell is the command of the u-root userland nvinit runs on the
+// console: gosh, built without its line editor (docs/DESIGN.md, "u-root
+// userland").
+const URootShell = "gosh"
 
 // Service is the nvinit service called name, nil if there is none.
 func (c *Configs) Service(name string) *guest.Service {

@@ -85,6 +85,22 @@ func TestFromImage(t *testing.T) {
 
 // TestFromImageValidates: what the device would refuse is refused here,
 // naming the config and the field.
+// TestUserlandShell: a u-root image's nvinit runs gosh on the console; the
+// default (and "none") has no shell, so nvinit keeps reading the console.
+func TestUserlandShell(t *testing.T) {
+	for userland, want := range map[string]string{"": "", "none": "", "u-root": "/bbin/gosh"} {
+		cfg := config.Demo()
+		cfg.Userland = userland
+		got, err := FromImage(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Init.Shell != want {
+			t.Errorf("Userland %q: Shell %q, want %q", userland, got.Init.Shell, want)
+		}
+	}
+}
+
 func TestFromImageValidates(t *testing.T) {
 	cfg := config.Demo()
 	cfg.Interfaces = []config.Interface{{Name: "eth0", Address: "10.0.2.15"}}
