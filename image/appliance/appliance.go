@@ -138,7 +138,7 @@ type Image struct {
 	// this one (appliance.BootKernel). Empty: no kernel region.
 	Uncompressed       string `json:",omitempty"`
 	UncompressedSHA256 string `json:",omitempty"`
-	Services []ServiceInfo
+	Services           []ServiceInfo
 	// Userland is the image config's Userland, empty for none: with
 	// "u-root" the console is gosh's, without one it takes only nvinit's
 	// commands.

@@ -45,11 +45,11 @@ const (
 	// nvinit writes into it.
 	KernelRegionDevice = "/dev/pmem2"
 	KernelImage        = "/lib/nvboot/vmlinux"
-	TextDir         = "/nv/text"                // where the text store is mounted
-	StateDir        = "/nv/state"               // where the state is mounted
-	DAXBinDir       = "/nv/text/bin"            // dax-elf: the service executables
-	Disk            = "vda"                     // the disk image, as /sys/block names it
-	RootDevice      = "/dev/vda2"               // the root partition of the disk image
+	TextDir            = "/nv/text"     // where the text store is mounted
+	StateDir           = "/nv/state"    // where the state is mounted
+	DAXBinDir          = "/nv/text/bin" // dax-elf: the service executables
+	Disk               = "vda"          // the disk image, as /sys/block names it
+	RootDevice         = "/dev/vda2"    // the root partition of the disk image
 	// UserlandDir holds a userland's multi-call binary and its links (the
 	// image config's Userland), apart from the services' BinDir so that a
 	// service's name never clashes with a command's. u-root calls it so.
