@@ -94,12 +94,18 @@ func (p *Pager) fault(addr uintptr, flags uint64) error {
 func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 	k := int(r.pos[pg])
 	n := min(p.run, len(r.walk)-k)
-	need := 0
+	need, last := 0, 0
 	for i := range n {
 		if r.state[r.walk[k+i]] == absent {
 			need++
+			last = i
 		}
 	}
+	// The read ends at the run's last absent page: a walk that repeats
+	// in a budget it just overflows (B's column sweep) misses a page or
+	// two a sweep, and reading the whole run for them multiplied the
+	// bytes read by the run's length.
+	n = last + 1
 	p.moved(r, int32(k))
 	if err := p.makeRoom(need, r, k, k+n); err != nil {
 		return err
