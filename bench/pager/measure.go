@@ -140,9 +140,13 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 					s.Add(fmt.Sprintf("pager_pages_in_%d", n), "pages", float64(r.Stats.PagesIn))
 					s.Add(fmt.Sprintf("pager_reads_%d", n), "reads", float64(r.Stats.Reads))
 					s.Add(fmt.Sprintf("pager_pages_out_%d", n), "pages", float64(r.Stats.PagesOut))
+					s.Add(fmt.Sprintf("pager_faults_%d", n), "faults", float64(r.Stats.Faults))
 				}
 				if sys == "pager" {
 					o.Env["pager_mode"] = r.Mode
+					if r.Features != "" {
+						o.Env["pager_uffd_features"] = r.Features
+					}
 				}
 				sums[sys] = r.Checksum
 			}
