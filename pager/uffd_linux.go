@@ -117,6 +117,12 @@ func register(fd int, addr, n uintptr, wp bool) error {
 
 // copyPages installs n bytes from src at dst (both page aligned), write
 // protected when wp, and wakes the threads waiting there unless dontwake.
+// UFFDIO_COPY stops at a page that is there already: EEXIST when it is
+// the first, else EAGAIN with the bytes it copied. Either way the rest
+// must still go in, or the pager would count pages resident that are not
+// and answer their faults with wakes for ever; a page found there is
+// skipped (the pager's state says absent only for pages it dropped, so
+// this is a guard, not a path).
 func copyPages(fd int, dst, src, n uintptr, wp, dontwake bool) error {
 	var mode uint64
 	if wp {
@@ -125,12 +131,24 @@ func copyPages(fd int, dst, src, n uintptr, wp, dontwake bool) error {
 	if dontwake {
 		mode |= uffdCopyModeDontwake
 	}
-	a := uffdioCopyArg{Dst: uint64(dst), Src: uint64(src), Len: uint64(n), Mode: mode}
-	if err := ioctl(fd, uffdioCopy, unsafe.Pointer(&a)); err != nil {
-		if err == unix.EEXIST {
-			return nil // already there: a racing fault's page
+	skipped := false
+	for off := uintptr(0); off < n; {
+		a := uffdioCopyArg{Dst: uint64(dst + off), Src: uint64(src + off), Len: uint64(n - off), Mode: mode}
+		err := ioctl(fd, uffdioCopy, unsafe.Pointer(&a))
+		switch {
+		case err == nil:
+			off = n
+		case err == unix.EAGAIN && a.Copy > 0:
+			off += uintptr(a.Copy)
+		case err == unix.EEXIST:
+			off += uintptr(pageSize)
+			skipped = true
+		default:
+			return fmt.Errorf("UFFDIO_COPY %#x+%d: %w", dst+off, n-off, err)
 		}
-		return fmt.Errorf("UFFDIO_COPY %#x+%d: %w", dst, n, err)
+	}
+	if skipped && !dontwake {
+		return wake(fd, dst, n) // a waiter on a skipped page
 	}
 	return nil
 }
