@@ -58,14 +58,17 @@ func main() {
 }
 
 type config struct {
-	JSON    bool
-	Ns      []int
-	Budget  int64
-	Slack   int64 // 0: measured
-	Runs    int
-	Dir     string
-	Timeout time.Duration
-	Quick   bool
+	JSON   bool
+	Ns     []int
+	Budget int64
+	Slack  int64 // 0: measured
+	// SlackOwn: each child's limit is the budget plus its own peak at
+	// N=64, no margin (-slack own), so each has the budget for its data.
+	SlackOwn bool
+	Runs     int
+	Dir      string
+	Timeout  time.Duration
+	Quick    bool
 
 	Guest        string // auto, on, off, only
 	Kernel       string
@@ -126,7 +129,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object on stdout")
 	ns := fs.String("n", "512,768,1024", "matrix `sizes`")
 	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
-	slack := fs.String("slack", "auto", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; auto: the larger child's peak at N=64, measured first")
+	slack := fs.String("slack", "auto", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; auto: the larger child's peak at N=64, measured first, + 1 MiB; own: each child's own peak at N=64, no margin")
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
@@ -137,7 +140,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	guestNs := fs.String("guest-n", "256,384,512", "matrix `sizes` in the guest (emulated: N³ work is slow)")
 	guestBudget := fs.String("guest-budget", "2MiB", "the guest's budget `bytes` (2 MiB at N = 512 is 8 MiB at N = 1024 scaled by 4 in memory)")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
-	fs.StringVar(&c.GuestSlack, "guest-slack", "auto", "-slack in the guest: `bytes`, or auto")
+	fs.StringVar(&c.GuestSlack, "guest-slack", "auto", "-slack in the guest: `bytes`, auto or own")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
 	c.Clock = benchguest.AddClockFlags(fs)
 	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
@@ -178,7 +181,11 @@ Examples:
 	if c.GuestBudget, err = parseSize(*guestBudget); err != nil {
 		return c, fmt.Errorf("-guest-budget: %w", err)
 	}
-	if *slack != "auto" {
+	switch *slack {
+	case "auto":
+	case "own":
+		c.SlackOwn = true
+	default:
 		if c.Slack, err = parseSize(*slack); err != nil {
 			return c, fmt.Errorf("-slack: %w", err)
 		}
