@@ -162,6 +162,12 @@ func New(c Config) (*Pager, error) {
 		p.wpNote = "the kernel has no UFFD_FEATURE_PAGEFAULT_FLAG_WP (Linux 5.7+, CONFIG_HAVE_ARCH_USERFAULTFD_WP): every resident page counts as dirty"
 	}
 	p.buf = alignedBuf(run * pageSize)
+	// Touched now, not by the first long run: the pager's memory is then
+	// the budget plus a fixed overhead from the start, which is what a
+	// memory cgroup sized from a small run (bench/pager's slack) sees.
+	for i := 0; i < len(p.buf); i += pageSize {
+		p.buf[i] = 0
+	}
 	// The handler is a goroutine: a thread blocked in a fault on a region
 	// keeps its P, so with one P the handler would wait for the runtime to
 	// preempt the faulting goroutine (10 ms and more) at every fault.
