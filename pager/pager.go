@@ -110,6 +110,12 @@ type Region struct {
 	lo, hi  int32 // no resident page below lo or above hi
 	wp      bool  // pages are installed write-protected to track writes
 	direct  bool  // the layout is open O_DIRECT
+
+	// The read-ahead of a region walked once (serve.go, adapt).
+	pass       uint32   // passes over the walk so far: a fault behind the last starts one
+	loaded     []uint32 // by region page: the pass it was last loaded in, 0 never
+	ra         int      // pages the next run reads, 1 to the pager's run
+	raLo, raHi int32    // walk positions of the last run: [raLo, raHi)
 }
 
 func directFlag(on bool) int {
@@ -333,6 +339,7 @@ func (p *Pager) mapLayout(path string) (*Region, error) {
 		return nil, err
 	}
 	r.mem, r.state, r.wp = mem, make([]uint8, r.h.pages), wp
+	r.loaded, r.ra, r.pass = make([]uint32, r.h.pages), p.run, 1
 	p.mu.Lock()
 	p.regions = append(p.regions, r)
 	p.mu.Unlock()
