@@ -20,10 +20,17 @@ import "sort"
 //  3. a page of a wrapped region outside its current unit: behind it,
 //     highest position first (needed last in the next round), then ahead
 //     of it, farthest first;
-//  4. any page but the run being loaded, lowest position first.
+//  4. a page of the faulting region outside the run being loaded: behind
+//     the fault, highest position first, then past the run, farthest
+//     first (its current unit is larger than the budget left: as in 3,
+//     the unit repeats);
+//  5. a page of another region's current unit: behind its last fault,
+//     highest first, then ahead of it, farthest first; the page of the
+//     last fault (the one the program is on) goes last of all.
 //
-// The current unit itself is kept: the program is inside it, and a
-// column walk comes back to the same pages for the next column.
+// The current unit itself is kept while anything else is left: the
+// program is inside it, and a column walk comes back to the same pages
+// for the next column.
 
 const chosen = 0x80 // state bit: picked for the eviction in progress
 
@@ -125,12 +132,35 @@ func (p *Pager) victim(cur *Region, runLo, runHi int32) (pageRef, bool) {
 			}
 		}
 	}
+	// Only current units are left. The faulting region's own first: its
+	// unit outgrew what is left of the budget (B's column walk is one
+	// unit when a column touches every page of B), and a unit repeats,
+	// so the page just behind the fault is needed last; then its pages
+	// past the run, farthest first.
+	if k, ok := cur.down(0, runLo); ok {
+		return pick(cur, k), true
+	}
+	if k, ok := cur.down(runHi, int32(len(cur.walk))); ok {
+		return pick(cur, k), true
+	}
+	// Then the other regions' current units, alike around their last
+	// fault, whose page the program is on and goes last: taking it first
+	// (the old rule, lowest position first) made a product fault on A and
+	// B in turn at every multiply-add.
 	for _, r := range p.regions {
-		if k, ok := r.up(0, int32(len(r.walk))); ok && !(r == cur && k >= runLo && k < runHi) {
+		if r == cur {
+			continue
+		}
+		if k, ok := r.down(0, r.last); ok {
 			return pick(r, k), true
 		}
-		if r == cur {
-			if k, ok := r.up(runHi, int32(len(r.walk))); ok {
+		if k, ok := r.down(r.last+1, int32(len(r.walk))); ok {
+			return pick(r, k), true
+		}
+	}
+	for _, r := range p.regions {
+		if r != cur {
+			if k, ok := r.up(0, int32(len(r.walk))); ok {
 				return pick(r, k), true
 			}
 		}

@@ -12,11 +12,14 @@ import (
 	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
-// TestGuestPager runs the pager on the appliance kernel in QEMU, on an
-// ext4 disk: writes through a 64 KiB budget (or the kernel's paging in the
-// fallback), Close, and a new Map must read them back. The mode must be
-// userfaultfd where the kernel has it, and otherwise mmap with the reason
-// naming CONFIG_USERFAULTFD: the kernel of 2026-11-25 has none.
+// TestGuestPager runs the pager on the appliance kernel (Linux 6.1) in
+// QEMU, on an ext4 disk: writes through a 64 KiB budget (or the kernel's
+// paging in the fallback), Close, and a new Map must read them back; with
+// userfaultfd, writes must be tracked by write-protect faults (x86-64 has
+// them), and a matrix product whose B fills the budget must be right
+// within a bound of faults a row. The mode must be userfaultfd where the
+// kernel has it, and otherwise mmap with the reason naming
+// CONFIG_USERFAULTFD.
 func TestGuestPager(t *testing.T) {
 	kernel := vmtest.Kernel(t, "qemu-system-x86_64", "mkfs.ext4")
 	dir := t.TempDir()
@@ -35,11 +38,19 @@ func TestGuestPager(t *testing.T) {
 		t.Fatal(err)
 	}
 	con := res.Console
+	for _, l := range strings.Split(con, "\n") {
+		if strings.HasPrefix(l, "GUESTPAGER") {
+			t.Log(l)
+		}
+	}
 	if res.Status != 0 || !strings.Contains(con, "GUESTPAGER verified") {
 		t.Fatalf("status %d:\n%s", res.Status, con)
 	}
 	switch {
 	case strings.Contains(con, "GUESTPAGER mode userfaultfd"):
+		if !strings.Contains(con, "write tracking true") || !strings.Contains(con, "GUESTPAGER product verified") {
+			t.Fatalf("userfaultfd without write tracking, or no product:\n%s", con)
+		}
 		t.Logf("the guest kernel has userfaultfd")
 	case strings.Contains(con, "GUESTPAGER mode mmap") && strings.Contains(con, "CONFIG_USERFAULTFD"):
 		t.Logf("the guest kernel has no userfaultfd: the fallback ran and said why")

@@ -64,6 +64,8 @@ type Pager struct {
 	uffd     int // -1 in fallback mode
 	stop     int // eventfd: Close wakes the handler
 	wp       bool
+	features uint64 // UFFDIO_API: every feature the kernel has
+	wpNote   string // why writes are not tracked, or ""
 	reason   string // why the fallback, or ""
 	budget   int    // pages
 	run      int    // pages per read
@@ -108,6 +110,12 @@ type Region struct {
 	lo, hi  int32 // no resident page below lo or above hi
 	wp      bool  // pages are installed write-protected to track writes
 	direct  bool  // the layout is open O_DIRECT
+
+	// The read-ahead of a region walked once (serve.go, adapt).
+	pass       uint32   // passes over the walk so far: a fault behind the last starts one
+	loaded     []uint32 // by region page: the pass it was last loaded in, 0 never
+	ra         int      // pages the next run reads, 1 to the pager's run
+	raLo, raHi int32    // walk positions of the last run: [raLo, raHi)
 }
 
 func directFlag(on bool) int {
@@ -141,7 +149,7 @@ func New(c Config) (*Pager, error) {
 		p.reason = "Config.NoUffd"
 		return p, nil
 	}
-	fd, wp, err := openUffd()
+	fd, wp, avail, err := openUffd()
 	if err != nil {
 		p.reason = err.Error()
 		if errors.Is(err, unix.ENOSYS) {
@@ -155,8 +163,17 @@ func New(c Config) (*Pager, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("pager: eventfd: %w", err)
 	}
-	p.uffd, p.wp = fd, wp
+	p.uffd, p.wp, p.features = fd, wp, avail
+	if !wp {
+		p.wpNote = "the kernel has no UFFD_FEATURE_PAGEFAULT_FLAG_WP (Linux 5.7+, CONFIG_HAVE_ARCH_USERFAULTFD_WP): every resident page counts as dirty"
+	}
 	p.buf = alignedBuf(run * pageSize)
+	// Touched now, not by the first long run: the pager's memory is then
+	// the budget plus a fixed overhead from the start, which is what a
+	// memory cgroup sized from a small run (bench/pager's slack) sees.
+	for i := 0; i < len(p.buf); i += pageSize {
+		p.buf[i] = 0
+	}
 	// The handler is a goroutine: a thread blocked in a fault on a region
 	// keeps its P, so with one P the handler would wait for the runtime to
 	// preempt the faulting goroutine (10 ms and more) at every fault.
@@ -190,8 +207,34 @@ func (p *Pager) Reason() string { return p.reason }
 
 // WriteTracking reports whether written pages are found by write-protect
 // faults; without them every page of a region is written back on
-// eviction and Sync.
-func (p *Pager) WriteTracking() bool { return p.wp }
+// eviction and Sync (Features says why).
+func (p *Pager) WriteTracking() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wp && p.wpNote == ""
+}
+
+// Features describes what the kernel's userfaultfd offers and what the
+// pager uses of it; "" in fallback mode.
+func (p *Pager) Features() string {
+	if p.uffd < 0 {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	s := fmt.Sprintf("UFFDIO_API features %#x: write-protect faults %s, WP_UNPOPULATED %s (not needed)",
+		p.features, yes(p.features&uffdFeaturePagefaultFlagWP != 0), yes(p.features&uffdFeatureWPUnpopulated != 0))
+	if p.wpNote != "" {
+		s += "; " + p.wpNote
+	}
+	return s
+}
 
 // Stats returns the counters so far.
 func (p *Pager) Stats() Stats {
@@ -278,11 +321,25 @@ func (p *Pager) mapLayout(path string) (*Region, error) {
 	}
 	// No transparent huge pages: the pager's unit is the page.
 	unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
-	if err := register(p.uffd, addrOf(mem), uintptr(size), p.wp); err != nil {
+	wp := p.wp
+	err = register(p.uffd, addrOf(mem), uintptr(size), wp)
+	if wp && errors.Is(err, unix.EINVAL) {
+		// The API offered WP but this mapping cannot have it: track
+		// no writes here rather than fail, and say so.
+		wp = false
+		err = register(p.uffd, addrOf(mem), uintptr(size), false)
+		if err == nil {
+			p.mu.Lock()
+			p.wpNote = "UFFDIO_REGISTER refused MODE_WP for a region: its resident pages count as dirty"
+			p.mu.Unlock()
+		}
+	}
+	if err != nil {
 		unix.Munmap(mem)
 		return nil, err
 	}
-	r.mem, r.state, r.wp = mem, make([]uint8, r.h.pages), p.wp
+	r.mem, r.state, r.wp = mem, make([]uint8, r.h.pages), wp
+	r.loaded, r.ra, r.pass = make([]uint32, r.h.pages), p.run, 1
 	p.mu.Lock()
 	p.regions = append(p.regions, r)
 	p.mu.Unlock()

@@ -93,14 +93,22 @@ func (p *Pager) fault(addr uintptr, flags uint64) error {
 // and installs its pages that are absent.
 func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 	k := int(r.pos[pg])
-	n := min(p.run, len(r.walk)-k)
-	need := 0
+	r.adapt(k, p.run)
+	p.moved(r, int32(k))
+	n := min(r.ra, len(r.walk)-k)
+	need, last := 0, 0
 	for i := range n {
 		if r.state[r.walk[k+i]] == absent {
 			need++
+			last = i
 		}
 	}
-	p.moved(r, int32(k))
+	r.raLo, r.raHi = int32(k), int32(k+n)
+	// The read ends at the run's last absent page: a walk that repeats
+	// in a budget it just overflows (B's column sweep) misses a page or
+	// two a sweep, and reading the whole run for them multiplied the
+	// bytes read by the run's length.
+	n = last + 1
 	if err := p.makeRoom(need, r, k, k+n); err != nil {
 		return err
 	}
@@ -137,6 +145,7 @@ func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 		}
 		for q := rp; q < rp+c; q++ {
 			r.state[q] = st
+			r.loaded[q] = r.pass
 			p.resident++
 		}
 		r.lo, r.hi = min(r.lo, int32(k+i)), max(r.hi, int32(k+i+c-1))
@@ -145,6 +154,35 @@ func (p *Pager) loadRun(r *Region, pg int, write bool) error {
 	}
 	p.stats.MaxResident = max(p.stats.MaxResident, int64(p.resident))
 	return nil
+}
+
+// adapt sets the length of the run a missing fault at walk position k
+// reads (before moved records the fault). A region whose walk repeats
+// whole units (B at N = 1024) keeps the pager's run: its pages come back
+// every sweep. Otherwise a fault behind the last one starts a new pass
+// over the walk (a unit swept again, as B's single unit at N ≤ 512) and
+// restores the run. A fault ahead at a page loaded in this same pass
+// halves it: the read-ahead was evicted before the program got there, so
+// reading it was wasted (A and C in a product whose B fills the budget:
+// 63 of every 64 pages they read). A fault just past the last run, all
+// of it still there, doubles it: the program walked through it.
+func (r *Region) adapt(k, run int) {
+	switch {
+	case r.wrapped:
+		r.ra = run
+	case int32(k) < r.last:
+		r.pass++
+		r.ra = run
+	case r.loaded[r.walk[k]] == r.pass:
+		r.ra = max(1, r.ra/2)
+	case int32(k) == r.raHi && r.raHi > r.raLo:
+		for q := r.raLo; q < r.raHi; q++ {
+			if r.state[r.walk[q]] == absent {
+				return
+			}
+		}
+		r.ra = min(run, r.ra*2)
+	}
 }
 
 // makeRoom evicts pages (chosen by victim, evict.go) until need more fit

@@ -27,6 +27,7 @@ const (
 	uffdWPModeWP            = 1 << 0
 
 	uffdFeaturePagefaultFlagWP = 1 << 0
+	uffdFeatureWPUnpopulated   = 1 << 13 // Linux 6.4: reported, not used (openUffd)
 
 	uffdEventPagefault     = 0x12
 	uffdPagefaultFlagWrite = 1 << 0
@@ -61,38 +62,45 @@ func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	return nil
 }
 
-// openUffd makes a userfaultfd and agrees on the API, asking for
-// write-protect faults. It tries a descriptor for every fault first (root,
-// or vm.unprivileged_userfaultfd=1), then one for user-mode faults only,
-// which an unprivileged process may have since Linux 5.11. wp reports
-// whether the kernel gives write-protect faults on anonymous memory.
-func openUffd() (fd int, wp bool, err error) {
-	r, _, e := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|unix.O_NONBLOCK, 0, 0)
-	if e == unix.EPERM {
-		r, _, e = unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|unix.O_NONBLOCK|uffdUserModeOnly, 0, 0)
-	}
-	if e != 0 {
-		return -1, false, fmt.Errorf("userfaultfd: %w", e)
-	}
-	fd = int(r)
-	api := uffdioAPIArg{API: uffdAPI, Features: uffdFeaturePagefaultFlagWP}
-	if err := ioctl(fd, uffdioAPI, unsafe.Pointer(&api)); err != nil {
-		// A kernel without WP on anonymous memory refuses the feature:
-		// the fd cannot be asked twice, so open another without it.
-		unix.Close(fd)
-		r, _, e := unix.Syscall(unix.SYS_USERFAULTFD, unix.O_CLOEXEC|unix.O_NONBLOCK, 0, 0)
+// openUffd makes a userfaultfd and agrees on the API. An fd takes one
+// UFFDIO_API, and a kernel refuses a feature it lacks, so a first fd asks
+// for none and is closed: the kernel answers with every feature it has
+// (avail). The second asks for what the pager uses of them: write-protect
+// faults on anonymous memory (Linux 5.7, with the arch's
+// CONFIG_HAVE_ARCH_USERFAULTFD_WP). Nothing newer is needed: the pager
+// protects only pages it installed, so it does without
+// UFFD_FEATURE_WP_UNPOPULATED (6.4), whose absence makes protecting a
+// never-populated page a no-op. Each fd is first tried for every fault
+// (root, or vm.unprivileged_userfaultfd=1), then for user-mode faults only,
+// which an unprivileged process may have since Linux 5.11.
+func openUffd() (fd int, wp bool, avail uint64, err error) {
+	flags := uintptr(unix.O_CLOEXEC | unix.O_NONBLOCK)
+	open := func(features uint64) (int, uint64, error) {
+		r, _, e := unix.Syscall(unix.SYS_USERFAULTFD, flags, 0, 0)
+		if e == unix.EPERM && flags&uffdUserModeOnly == 0 {
+			flags |= uffdUserModeOnly
+			r, _, e = unix.Syscall(unix.SYS_USERFAULTFD, flags, 0, 0)
+		}
 		if e != 0 {
-			return -1, false, fmt.Errorf("userfaultfd: %w", e)
+			return -1, 0, fmt.Errorf("userfaultfd: %w", e)
 		}
-		fd = int(r)
-		api = uffdioAPIArg{API: uffdAPI}
-		if err := ioctl(fd, uffdioAPI, unsafe.Pointer(&api)); err != nil {
-			unix.Close(fd)
-			return -1, false, fmt.Errorf("UFFDIO_API: %w", err)
+		api := uffdioAPIArg{API: uffdAPI, Features: features}
+		if err := ioctl(int(r), uffdioAPI, unsafe.Pointer(&api)); err != nil {
+			unix.Close(int(r))
+			return -1, 0, fmt.Errorf("UFFDIO_API (features %#x): %w", features, err)
 		}
-		return fd, false, nil
+		return int(r), api.Features, nil
 	}
-	return fd, api.Features&uffdFeaturePagefaultFlagWP != 0, nil
+	probe, avail, err := open(0)
+	if err != nil {
+		return -1, false, 0, err
+	}
+	unix.Close(probe)
+	want := avail & uffdFeaturePagefaultFlagWP
+	if fd, _, err = open(want); err != nil {
+		return -1, false, 0, err
+	}
+	return fd, want != 0, avail, nil
 }
 
 func register(fd int, addr, n uintptr, wp bool) error {
@@ -109,6 +117,12 @@ func register(fd int, addr, n uintptr, wp bool) error {
 
 // copyPages installs n bytes from src at dst (both page aligned), write
 // protected when wp, and wakes the threads waiting there unless dontwake.
+// UFFDIO_COPY stops at a page that is there already: EEXIST when it is
+// the first, else EAGAIN with the bytes it copied. Either way the rest
+// must still go in, or the pager would count pages resident that are not
+// and answer their faults with wakes for ever; a page found there is
+// skipped (the pager's state says absent only for pages it dropped, so
+// this is a guard, not a path).
 func copyPages(fd int, dst, src, n uintptr, wp, dontwake bool) error {
 	var mode uint64
 	if wp {
@@ -117,12 +131,24 @@ func copyPages(fd int, dst, src, n uintptr, wp, dontwake bool) error {
 	if dontwake {
 		mode |= uffdCopyModeDontwake
 	}
-	a := uffdioCopyArg{Dst: uint64(dst), Src: uint64(src), Len: uint64(n), Mode: mode}
-	if err := ioctl(fd, uffdioCopy, unsafe.Pointer(&a)); err != nil {
-		if err == unix.EEXIST {
-			return nil // already there: a racing fault's page
+	skipped := false
+	for off := uintptr(0); off < n; {
+		a := uffdioCopyArg{Dst: uint64(dst + off), Src: uint64(src + off), Len: uint64(n - off), Mode: mode}
+		err := ioctl(fd, uffdioCopy, unsafe.Pointer(&a))
+		switch {
+		case err == nil:
+			off = n
+		case err == unix.EAGAIN && a.Copy > 0:
+			off += uintptr(a.Copy)
+		case err == unix.EEXIST:
+			off += uintptr(pageSize)
+			skipped = true
+		default:
+			return fmt.Errorf("UFFDIO_COPY %#x+%d: %w", dst+off, n-off, err)
 		}
-		return fmt.Errorf("UFFDIO_COPY %#x+%d: %w", dst, n, err)
+	}
+	if skipped && !dontwake {
+		return wake(fd, dst, n) // a waiter on a skipped page
 	}
 	return nil
 }

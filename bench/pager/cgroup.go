@@ -18,10 +18,11 @@ type memcg struct {
 }
 
 // newMemcg makes a cgroup limited to limit bytes of memory (anonymous
-// memory and page cache both count, in either version). ioMax, when not
-// empty, is io.max lines for it (cgroup v2 only): the disks' speed model,
-// applied by the kernel's blk-throttle to the child's reads and writes,
-// its swap-ins, and the swap-outs of its pages.
+// memory and page cache both count, in either version): v1's
+// memory.limit_in_bytes, v2's memory.high with memory.max an eighth
+// above. ioMax, when not empty, is io.max lines for it (cgroup v2 only):
+// the disks' speed model, applied by the kernel's blk-throttle to the
+// child's reads and writes, its swap-ins, and the swap-outs of its pages.
 func newMemcg(name string, limit int64, ioMax string) (*memcg, error) {
 	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(c)+" ", " memory") {
 		// v2: the controllers must be on for children of the root.
@@ -36,7 +37,19 @@ func newMemcg(name string, limit int64, ioMax string) (*memcg, error) {
 		if err := os.Mkdir(m.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
-		if err := m.write("memory.max", limit); err != nil {
+		// The limit is memory.high: past it the kernel reclaims and makes
+		// the allocating task wait, so swap-outs held by a slow disk (the
+		// in-guest io.max: 500 writes a second) are waited for. With it
+		// as memory.max alone, linux-swap filling 24 MiB at N = 1024 was
+		// OOM-killed by its cgroup within a second. memory.max, an eighth
+		// above, is only the backstop; memory.high an eighth below the
+		// limit instead throttled the pager, whose budget fills the limit
+		// by design, into swapping its own budget.
+		if err := m.write("memory.max", limit+limit/8); err != nil {
+			m.remove()
+			return nil, err
+		}
+		if err := m.write("memory.high", limit); err != nil {
 			m.remove()
 			return nil, err
 		}

@@ -16,6 +16,9 @@ func TestFlags(t *testing.T) {
 	if err != nil || len(c.Ns) != 2 || c.Budget != 2<<20 || c.Slack != 1<<20 {
 		t.Fatalf("parseFlags = %+v, %v", c, err)
 	}
+	if c, err := parseFlags("bench/pager", []string{"-slack", "own"}, io.Discard, io.Discard); err != nil || !c.SlackOwn || c.Slack != 0 {
+		t.Fatalf("-slack own: %+v, %v", c, err)
+	}
 	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -26,14 +26,14 @@ func linuxSystem() string {
 }
 
 // child runs the program once in a fresh cgroup and data directory.
-func child(c config, system string, n int, ioMax string, progress io.Writer) (runResult, int64, error) {
+func child(c config, system string, n int, limit int64, ioMax string, progress io.Writer) (runResult, int64, error) {
 	var r runResult
 	dir, err := os.MkdirTemp(c.Dir, "bench-pager-")
 	if err != nil {
 		return r, 0, err
 	}
 	defer os.RemoveAll(dir)
-	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), c.Budget+c.Slack, ioMax)
+	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), limit, ioMax)
 	if err != nil {
 		return r, 0, err
 	}
@@ -67,7 +67,7 @@ func child(c config, system string, n int, ioMax string, progress io.Writer) (ru
 	io.WriteString(stdin, "go\n")
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
-		return r, 0, fmt.Errorf("%s at N=%d (limit %d bytes): %w\n%s", system, n, c.Budget+c.Slack, err, stderr.String())
+		return r, 0, fmt.Errorf("%s at N=%d (limit %d bytes): %w\n%s", system, n, limit, err, stderr.String())
 	}
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		return r, 0, fmt.Errorf("%s at N=%d: its output: %w: %q", system, n, err, out.String())
@@ -87,16 +87,35 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		ioMax = string(b)
 		o.Env["io_max"] = strings.TrimSpace(strings.ReplaceAll(ioMax, "\n", "; "))
 	}
-	if c.Slack == 0 {
-		// Calibrate: each child's own memory, its matrices tiny; the
-		// larger of the two is added to the budget for both.
-		cal := c
-		cal.Budget, cal.Slack = c.Budget, 1<<30
+	limit := map[string]int64{}
+	switch {
+	case c.Slack != 0:
+		limit["pager"], limit[linux] = c.Budget+c.Slack, c.Budget+c.Slack
+	case c.SlackOwn:
+		// Each child the budget for its data: its limit is the budget
+		// plus its own memory with tiny matrices (no margin: the limit
+		// is memory.high, which reclaims instead of killing). With one
+		// slack for both, the child with the smaller runtime had the
+		// difference, and the margin, for its data.
 		for _, sys := range []string{"pager", linux} {
-			_, peak, err := child(cal, sys, 64, ioMax, progress)
+			_, peak, err := child(c, sys, 64, c.Budget+1<<30, ioMax, progress)
 			if err != nil {
 				return o, fmt.Errorf("measuring the slack: %w", err)
 			}
+			limit[sys] = c.Budget + (peak+4095)&^4095
+			fmt.Fprintf(progress, "bench/pager: %s: its own peak at N=64 %d KiB\n", sys, peak>>10)
+			o.Env["cgroup_limit_bytes_"+sys] = fmt.Sprint(limit[sys])
+		}
+		o.Env["slack"] = "own: each child's own peak at N=64, no margin"
+	default:
+		// Calibrate: each child's own memory, its matrices tiny; the
+		// larger of the two is added to the budget for both.
+		for _, sys := range []string{"pager", linux} {
+			_, peak, err := child(c, sys, 64, c.Budget+1<<30, ioMax, progress)
+			if err != nil {
+				return o, fmt.Errorf("measuring the slack: %w", err)
+			}
+			fmt.Fprintf(progress, "bench/pager: %s: its own peak at N=64 %d KiB\n", sys, peak>>10)
 			c.Slack = max(c.Slack, (peak+256<<10-1)&^(256<<10-1))
 		}
 		// A margin: the Go runtime's own memory varies from run to run
@@ -105,8 +124,11 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		c.Slack += 1 << 20
 		fmt.Fprintf(progress, "bench/pager: slack %d KiB (the larger child's peak at N=64, + 1 MiB)\n", c.Slack>>10)
 		o.Env["slack"] = "auto: the larger peak of the two children at N=64, + 1 MiB"
+		limit["pager"], limit[linux] = c.Budget+c.Slack, c.Budget+c.Slack
 	}
-	o.Env["cgroup_limit_bytes"] = fmt.Sprint(c.Budget + c.Slack)
+	if limit["pager"] == limit[linux] {
+		o.Env["cgroup_limit_bytes"] = fmt.Sprint(limit["pager"])
+	}
 	o.Env["budget_bytes"] = fmt.Sprint(c.Budget)
 	o.Env["linux_system"] = linux
 	o.Env["dir"] = c.Dir
@@ -122,7 +144,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 			sums := map[string]float64{}
 			for _, sys := range systems {
 				fmt.Fprintf(progress, "bench/pager: run %d, N=%d, %s\n", run+1, n, sys)
-				r, peak, err := child(c, sys, n, ioMax, progress)
+				r, peak, err := child(c, sys, n, limit[sys], ioMax, progress)
 				if err != nil {
 					return o, err
 				}
@@ -140,9 +162,13 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 					s.Add(fmt.Sprintf("pager_pages_in_%d", n), "pages", float64(r.Stats.PagesIn))
 					s.Add(fmt.Sprintf("pager_reads_%d", n), "reads", float64(r.Stats.Reads))
 					s.Add(fmt.Sprintf("pager_pages_out_%d", n), "pages", float64(r.Stats.PagesOut))
+					s.Add(fmt.Sprintf("pager_faults_%d", n), "faults", float64(r.Stats.Faults))
 				}
 				if sys == "pager" {
 					o.Env["pager_mode"] = r.Mode
+					if r.Features != "" {
+						o.Env["pager_uffd_features"] = r.Features
+					}
 				}
 				sums[sys] = r.Checksum
 			}

@@ -71,10 +71,11 @@ func (g gen) ReadAt(p []byte, off int64) (int, error) {
 type runResult struct {
 	System   string       `json:"system"`
 	N        int          `json:"n"`
-	SetupS   float64      `json:"setup_s"`   // writing the data: the aligned layouts, or filling the arrays
-	ComputeS float64      `json:"compute_s"` // the product, and writing C back (Sync / msync)
-	Checksum float64      `json:"checksum"`  // the sum of C
-	Mode     string       `json:"mode"`      // pager: userfaultfd or mmap (and why); linux: swap or file
+	SetupS   float64      `json:"setup_s"`                 // writing the data: the aligned layouts, or filling the arrays
+	ComputeS float64      `json:"compute_s"`               // the product, and writing C back (Sync / msync)
+	Checksum float64      `json:"checksum"`                // the sum of C
+	Mode     string       `json:"mode"`                    // pager: userfaultfd or mmap (and why); linux: swap or file
+	Features string       `json:"uffd_features,omitempty"` // pager: the kernel's userfaultfd features and what is used
 	Stats    *pager.Stats `json:"stats,omitempty"`
 	MajFlt   int64        `json:"majflt"` // major page faults of the process (getrusage)
 }
@@ -142,6 +143,7 @@ func runPager(n int, budget int64, dir string) (runResult, error) {
 	if p.Reason() != "" {
 		r.Mode += " (" + p.Reason() + ")"
 	}
+	r.Features = p.Features()
 	var m [3]*pager.Region
 	for i, path := range []string{pa, pb, pc} {
 		if m[i], err = p.Map(path); err != nil {
