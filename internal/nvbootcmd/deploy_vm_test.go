@@ -309,7 +309,10 @@ func writeFigures(t *testing.T, f deployFigures) {
 // deploys (NVBOOT_DEPLOY_CUTS, default 4; replay with NVBOOT_DEPLOY_SEED),
 // each a changed kv, is cut: the odd ones at an instant drawn uniformly
 // over the whole command from its start, the even ones over its part on
-// the appliance (from the "sending" line to the measured end), since a
+// the appliance (from the "sending" line to the measured end), each span
+// stretched by a quarter, since a cut deploy may run slower than the
+// measured one and the end must be covered (a cut after the command
+// returned falls after the commit); the even ones because a
 // draw over the whole may land in the host's build (most of the command
 // with a cold build cache). After each cut the appliance boots either the
 // old or the new kv, whole (it answers and says which), the new one
@@ -361,9 +364,9 @@ func TestDeployPowerCuts(t *testing.T) {
 		whole := i%2 == 1
 		var at time.Duration
 		if whole {
-			at = time.Duration(rng.Int64N(int64(span)))
+			at = time.Duration(rng.Int64N(int64(span * 5 / 4)))
 		} else {
-			at = time.Duration(rng.Int64N(int64(span - build)))
+			at = time.Duration(rng.Int64N(int64((span - build) * 5 / 4)))
 		}
 		w := startWriter(kvURL, "cut"+strconv.Itoa(i))
 		writers = append(writers, w)
