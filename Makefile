@@ -47,7 +47,7 @@ test-short: build
 
 # Power cuts at random instants of nvboot deploy and nvboot update (issue 16;
 # CI runs 4 and 2 of them in 'make test'): CUTS each, the seeds and every cut
-# logged (NVBOOT_DEPLOY_SEED / NVBOOT_UPDATE_SEED replay one), with the
+# logged (the env on its "cut instants drawn over" line replays it), with the
 # downtime figures docs/BENCHMARKS.md quotes.
 CUTS ?= 20
 powercuts: deps build kernel

@@ -30,16 +30,44 @@ func cutCount(env string, ci int) int {
 	return ci
 }
 
-// cutRand returns the campaign's generator, seeded from $env when set (a
-// replay), else from the clock; the seed is logged either way.
-func cutRand(t *testing.T, env string) *rand.Rand {
+// cutRand returns the campaign's generator and its seed, seeded from $env
+// when set (a replay), else from the clock; the seed is logged either way.
+func cutRand(t *testing.T, env string) (*rand.Rand, int64) {
 	t.Helper()
 	seed := time.Now().UnixNano()
 	if s, err := strconv.ParseInt(os.Getenv(env), 10, 64); err == nil {
 		seed = s
 	}
-	t.Logf("seed %d (replay: %s=%d)", seed, env, seed)
-	return rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d (%s)", seed, env)
+	return rand.New(rand.NewPCG(uint64(seed), 0)), seed
+}
+
+// cutSpans returns the spans the cut instants are drawn over: the
+// measured ones, or those in $spanEnv (durations separated by commas, as
+// logged) when set. It logs the line that replays the campaign's instants:
+// the seed alone would draw them over another run's measured spans.
+func cutSpans(t *testing.T, seedEnv string, seed int64, spanEnv string, measured ...time.Duration) []time.Duration {
+	t.Helper()
+	if v := os.Getenv(spanEnv); v != "" {
+		var spans []time.Duration
+		for _, f := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(f)
+			if err != nil || d <= 0 {
+				t.Fatalf("%s=%q: want %d durations above 0, separated by commas", spanEnv, v, len(measured))
+			}
+			spans = append(spans, d)
+		}
+		if len(spans) != len(measured) {
+			t.Fatalf("%s=%q: want %d durations", spanEnv, v, len(measured))
+		}
+		measured = spans
+	}
+	var f []string
+	for _, d := range measured {
+		f = append(f, d.String())
+	}
+	t.Logf("cut instants drawn over %s (replay: %s=%d %s=%s)", strings.Join(f, " and "), seedEnv, seed, spanEnv, strings.Join(f, ","))
+	return measured
 }
 
 // answer is one answer of kv's GET /healthz seen by the writer.

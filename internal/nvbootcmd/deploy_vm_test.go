@@ -306,7 +306,8 @@ func writeFigures(t *testing.T, f deployFigures) {
 // the command's duration (build, convert, send, switch, ready) and the
 // time from the start to its upload ("sending"), and kv's downtime as the
 // host sees it (the figures BENCHMARKS.md quotes). Then each of several
-// deploys (NVBOOT_DEPLOY_CUTS, default 4; replay with NVBOOT_DEPLOY_SEED),
+// deploys (NVBOOT_DEPLOY_CUTS, default 4; NVBOOT_DEPLOY_SEED and
+// NVBOOT_DEPLOY_SPANS, as logged, replay the instants),
 // each a changed kv, is cut: the odd ones at an instant drawn uniformly
 // over the whole command from its start, the even ones over its part on
 // the appliance (from the "sending" line to the measured end), each span
@@ -324,7 +325,7 @@ func TestDeployPowerCuts(t *testing.T) {
 		t.Skip("boots QEMU")
 	}
 	cuts := cutCount("NVBOOT_DEPLOY_CUTS", 4)
-	rng := cutRand(t, "NVBOOT_DEPLOY_SEED")
+	rng, seed := cutRand(t, "NVBOOT_DEPLOY_SEED")
 	cfgDir := t.TempDir()
 	dir, im, root := buildDeployable(t, cfgDir, false)
 	m, kvURL, upURL := bootDeployable(t, dir, im, false)
@@ -355,6 +356,7 @@ func TestDeployPowerCuts(t *testing.T) {
 	// Figures, never asserted.
 	t.Logf("figures: deploy end to end %v (upload from %v); kv unanswered for %v at most (host polling every 10 ms); the appliance's downtime %v (QEMU %s)",
 		span.Round(time.Millisecond), build.Round(time.Millisecond), w.longestGap(r.start, r.end).Round(time.Millisecond), rep.Downtime.Round(time.Millisecond), m.Accel)
+	spans := cutSpans(t, "NVBOOT_DEPLOY_SEED", seed, "NVBOOT_DEPLOY_SPANS", span, span-build)
 	running := "1"
 
 	for i := 1; i <= cuts; i++ {
@@ -364,9 +366,9 @@ func TestDeployPowerCuts(t *testing.T) {
 		whole := i%2 == 1
 		var at time.Duration
 		if whole {
-			at = time.Duration(rng.Int64N(int64(span * 5 / 4)))
+			at = time.Duration(rng.Int64N(int64(spans[0] * 5 / 4)))
 		} else {
-			at = time.Duration(rng.Int64N(int64((span - build) * 5 / 4)))
+			at = time.Duration(rng.Int64N(int64(spans[1] * 5 / 4)))
 		}
 		w := startWriter(kvURL, "cut"+strconv.Itoa(i))
 		writers = append(writers, w)

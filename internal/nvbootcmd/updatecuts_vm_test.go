@@ -75,7 +75,8 @@ func (b *board) committedBoot(m *vm.Machine) (*vm.Machine, *guest.Features) {
 // as TestUpdateOnUEFIBoard's) at random instants of nvboot update, while
 // the host writes to kv all along. A first update, uncut, measures how long
 // the whole command takes (and the downtime figures BENCHMARKS.md quotes);
-// each cut (NVBOOT_UPDATE_CUTS, default 2; replay with NVBOOT_UPDATE_SEED)
+// each cut (NVBOOT_UPDATE_CUTS, default 2; NVBOOT_UPDATE_SEED and
+// NVBOOT_UPDATE_SPAN, as logged, replay the instants)
 // falls at an instant drawn uniformly over that duration stretched by a
 // quarter (a cut update may run slower than the measured one, and the end
 // must be covered: a cut after the command returned falls after the
@@ -97,7 +98,7 @@ func TestUpdatePowerCuts(t *testing.T) {
 		}
 	}
 	cuts := cutCount("NVBOOT_UPDATE_CUTS", 2)
-	rng := cutRand(t, "NVBOOT_UPDATE_SEED")
+	rng, seed := cutRand(t, "NVBOOT_UPDATE_SEED")
 	root, err := checkout.Root(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +145,7 @@ func TestUpdatePowerCuts(t *testing.T) {
 	if span == 0 {
 		t.FailNow()
 	}
+	span = cutSpans(t, "NVBOOT_UPDATE_SEED", seed, "NVBOOT_UPDATE_SPAN", span)[0]
 
 	for i := 1; i <= cuts; i++ {
 		at := time.Duration(rng.Int64N(int64(span * 5 / 4)))
