@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin
 CMDS := off2f nvinit nvboot poold poolctl
 
-.PHONY: all build deps demo demo-exec test test-short kernel fuzz clean
+.PHONY: all build deps demo demo-exec test test-short kernel fuzz powercuts clean
 all: build
 
 deps:
@@ -44,6 +44,15 @@ test: deps build kernel
 
 test-short: build
 	$(GO) test -short -count=1 ./...
+
+# Power cuts at random instants of nvboot deploy and nvboot update (issue 16;
+# CI runs 4 and 2 of them in 'make test'): CUTS each, the seeds and every cut
+# logged (the env on its "cut instants drawn over" line replays it), with the
+# downtime figures docs/BENCHMARKS.md quotes.
+CUTS ?= 20
+powercuts: deps build kernel
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage NVBOOT_DEPLOY_CUTS=$(CUTS) NVBOOT_UPDATE_CUTS=$(CUTS) \
+	  $(GO) test -count=1 -p 1 -timeout 60m -run '^(TestDeployPowerCuts|TestUpdatePowerCuts)$$' -v ./internal/nvbootcmd/
 
 # Fuzz each parser of untrusted input, and omf's and pager's access sequences
 # against an in-memory reference, for FUZZTIME (corpus kept in testdata/fuzz).

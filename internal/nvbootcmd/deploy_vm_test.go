@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -302,76 +301,119 @@ func writeFigures(t *testing.T, f deployFigures) {
 	}
 }
 
-// TestDeployPowerCuts cuts the power at a random moment of each of
-// several deploys (NVBOOT_DEPLOY_CUTS, default 4; each a changed kv, the
-// cut 0 to 600 ms after nvinit says it stops the old kv). After each cut
-// the appliance boots either the old or the new kv, whole (it answers and
-// says which), the new one whenever deploy had been told "kept"; every
-// acknowledged write is there; and a gc after each leaves the store room.
+// TestDeployPowerCuts cuts the power at random instants of nvboot deploy
+// while the host writes to kv all along. A first deploy, uncut, measures
+// the command's duration (build, convert, send, switch, ready) and the
+// time from the start to its upload ("sending"), and kv's downtime as the
+// host sees it (the figures BENCHMARKS.md quotes). Then each of several
+// deploys (NVBOOT_DEPLOY_CUTS, default 4; NVBOOT_DEPLOY_SEED and
+// NVBOOT_DEPLOY_SPANS, as logged, replay the instants),
+// each a changed kv, is cut: the odd ones at an instant drawn uniformly
+// over the whole command from its start, the even ones over its part on
+// the appliance (from the "sending" line to the measured end), each span
+// stretched by a quarter, since a cut deploy may run slower than the
+// measured one and the end must be covered (a cut after the command
+// returned falls after the commit); the even ones because a
+// draw over the whole may land in the host's build (most of the command
+// with a cold build cache). After each cut the appliance boots either the
+// old or the new kv, whole (it answers and says which), the new one
+// whenever deploy had been told "kept" or nvinit had said so on the
+// console; every write kv acknowledged, before this cut and all earlier
+// ones, reads back; and a gc after each leaves the store room.
 func TestDeployPowerCuts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
-	cuts := 4
-	if n, err := strconv.Atoi(os.Getenv("NVBOOT_DEPLOY_CUTS")); err == nil && n > 0 {
-		cuts = n
-	}
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d (NVBOOT_DEPLOY_SEED)", seed)
-	if s, err := strconv.ParseInt(os.Getenv("NVBOOT_DEPLOY_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	cuts := cutCount("NVBOOT_DEPLOY_CUTS", 4)
+	rng, seed := cutRand(t, "NVBOOT_DEPLOY_SEED")
 	cfgDir := t.TempDir()
 	dir, im, root := buildDeployable(t, cfgDir, false)
-	running := "dev"
 	m, kvURL, upURL := bootDeployable(t, dir, im, false)
+	deployArgs := func(cfg string) []string {
+		return []string{"deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL}
+	}
+	var writers []*kvWriter
+
+	// The uncut deploy: its span, and where its upload begins.
+	w := startWriter(kvURL, "measure")
+	writers = append(writers, w)
+	time.Sleep(500 * time.Millisecond) // answers before the command
+	r := startCmd(deployArgs(deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=1"))...)
+	r.wait(10 * time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	w.Stop()
+	var rep deployReport
+	json.Unmarshal(r.stdout.Bytes(), &rep)
+	if r.err != nil || rep.Result != guest.DeployKept {
+		t.Fatalf("the uncut deploy: %v, %+v\n%s\n%s", r.err, rep, r.stderr, m.Console())
+	}
+	span := r.end.Sub(r.start)
+	sending, ok := r.stderr.when("sending kv")
+	if !ok {
+		t.Fatalf("no sending line:\n%s", r.stderr)
+	}
+	build := sending.Sub(r.start)
+	// Figures, never asserted.
+	t.Logf("figures: deploy end to end %v (upload from %v); kv unanswered for %v at most (host polling every 10 ms); the appliance's downtime %v (QEMU %s)",
+		span.Round(time.Millisecond), build.Round(time.Millisecond), w.longestGap(r.start, r.end).Round(time.Millisecond), rep.Downtime.Round(time.Millisecond), m.Accel)
+	spans := cutSpans(t, "NVBOOT_DEPLOY_SEED", seed, "NVBOOT_DEPLOY_SPANS", span, span-build)
+	running := "1"
+
 	for i := 1; i <= cuts; i++ {
 		version := strconv.Itoa(i + 1)
 		cfg := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version="+version)
-		key := "/kv/cut" + strconv.Itoa(i)
-		req, _ := http.NewRequest(http.MethodPut, kvURL+key, strings.NewReader("before cut "+version))
-		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("PUT %s: %v %v", key, resp, err)
+		// Drawn before the run, so that a seed replays the same instants.
+		whole := i%2 == 1
+		var at time.Duration
+		if whole {
+			at = time.Duration(rng.Int64N(int64(spans[0] * 5 / 4)))
+		} else {
+			at = time.Duration(rng.Int64N(int64(spans[1] * 5 / 4)))
 		}
-		from := len(m.Lines())
-		done := make(chan string, 1)
-		go func() {
-			stdout, _, _ := execute("deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL)
-			var r deployReport
-			json.Unmarshal([]byte(stdout), &r)
-			done <- r.Result
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		line, _, err := m.Expect(ctx, from, func(s string) bool {
-			// A deploy refused before the stop would leave nothing to wait for.
-			return strings.Contains(s, "deploy: stopping it") || strings.Contains(s, "deploy of kv refused")
-		})
-		if err != nil {
-			t.Fatalf("cut %d: the deploy did not start: %v\n%s", i, err, m.Console())
+		w := startWriter(kvURL, "cut"+strconv.Itoa(i))
+		writers = append(writers, w)
+		time.Sleep(200 * time.Millisecond)
+		from0 := len(m.Lines())
+		r := startCmd(deployArgs(cfg)...)
+		from, what := r.start, "the command's start"
+		if !whole {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			for ok := false; !ok; {
+				if from, ok = r.stderr.when("sending kv"); !ok {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("cut %d: no upload within 5 minutes:\n%s", i, r.stderr)
+					case <-r.done:
+						t.Fatalf("cut %d: deploy ended before its upload: %v\n%s", i, r.err, r.stderr)
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}
+			cancel()
+			what = "the upload's start"
 		}
-		cancel()
-		if strings.Contains(line.Text, "refused") {
-			t.Fatalf("cut %d: %s", i, line.Text)
-		}
-		delay := time.Duration(rng.IntN(600)) * time.Millisecond
-		time.Sleep(delay)
+		cutAt := from.Add(at)
+		time.Sleep(time.Until(cutAt))
 		// What the host knew before the power went: a "kept" answer means
 		// the new program was committed.
 		var told string
-		select {
-		case told = <-done:
-		default:
+		if r.finished() {
+			var rep deployReport
+			json.Unmarshal(r.stdout.Bytes(), &rep)
+			told = rep.Result
 		}
 		m.Kill()
 		<-m.Done()
-		kept := strings.Contains(m.Console(), "the new program is ready; kept")
-		if told == "" {
-			told = <-done
+		w.Stop()
+		r.wait(time.Minute)
+		kept := false
+		for _, l := range m.Lines()[from0:] {
+			kept = kept || strings.Contains(l.Text, "the new program is ready; kept")
 		}
 		m, kvURL, upURL = bootDeployable(t, dir, im, false)
 		code, _, ver := kvGet(t, kvURL, "/healthz")
-		t.Logf("cut %d, %v after the stop began: the console said kept %v, deploy was told %q; kv %s runs", i, delay, kept, told, ver)
+		t.Logf("cut %d at %v after %s (deploy's last line: %q): the console said kept %v, deploy was told %q; kv %s runs",
+			i, at.Round(time.Millisecond), what, r.stderr.last(cutAt), kept, told, ver)
 		switch {
 		case code != 200:
 			t.Fatalf("cut %d: kv answers %d after the cut", i, code)
@@ -379,6 +421,8 @@ func TestDeployPowerCuts(t *testing.T) {
 			t.Fatalf("cut %d: kv version %q runs, want the old %q or the new %q", i, ver, running, version)
 		case told == guest.DeployKept && ver != version:
 			t.Fatalf("cut %d: deploy was told kept, but the old kv %q runs", i, ver)
+		case kept && ver != version:
+			t.Fatalf("cut %d: nvinit said kept (after the store's commit), but the old kv %q runs", i, ver)
 		}
 		// The new kv without a "kept" line seen is not an error: the line
 		// may still have been in the guest's serial buffer at the cut.
@@ -391,11 +435,13 @@ func TestDeployPowerCuts(t *testing.T) {
 		if _, stderr, err := execute("deploy", "-gc", "-config", cfg, upURL); err != nil {
 			t.Fatalf("cut %d: gc: %v\n%s", i, err, stderr)
 		}
-		for j := 1; j <= i; j++ {
-			k := "/kv/cut" + strconv.Itoa(j)
-			if code, v, _ := kvGet(t, kvURL, k); code != 200 || v != "before cut "+strconv.Itoa(j+1) {
-				t.Fatalf("cut %d: %s = %d %q: an acknowledged write is lost", i, k, code, v)
-			}
+		n := 0
+		for _, w := range writers {
+			n += w.check(t, kvURL, fmt.Sprintf("cut %d", i))
 		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		t.Logf("cut %d: all %d acknowledged writes read back", i, n)
 	}
 }
