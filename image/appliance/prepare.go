@@ -33,8 +33,13 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	if err := installSkeleton(b.ModuleRoot, st.root); err != nil {
 		return st, nil, err
 	}
-	if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
-		return st, nil, fmt.Errorf("kernel: %w", err)
+	// An image with A/B slots boots through UEFI, whose firmware runs the
+	// slot's UKI and never reads a kernel region: it gets none, and its
+	// roots, which every update sends whole, no second kernel.
+	if b.Config.Slots < 2 {
+		if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
+			return st, nil, fmt.Errorf("kernel: %w", err)
+		}
 	}
 	if b.uncompressed != "" {
 		// The root keeps a copy for nvinit to write into the region after
