@@ -147,9 +147,20 @@ func Reference(t testing.TB, kernel string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The builders' kernel is a bzImage alone (Buildroot's and Yocto's
+	// kernel packages make no PVH vmlinux beside it), so their images have
+	// no kernel region; nvboot build gets the same kernel the same way.
+	alone := filepath.Join(t.TempDir(), "bzImage")
+	b, err := os.ReadFile(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ref := filepath.Join(t.TempDir(), "ref")
 	if _, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: ref,
-		Kernel: kernel, ModuleRoot: Root(t)}); err != nil {
+		Kernel: alone, ModuleRoot: Root(t)}); err != nil {
 		t.Fatal(err)
 	}
 	return ref
