@@ -52,16 +52,16 @@ func Unpack(header, text []byte) ([]byte, error) {
 		if ph.Type != elf.PT_LOAD || ph.Memsz == 0 {
 			continue
 		}
-		var data []byte
-		if b, ok := mem(ph.Vaddr, ph.Filesz); ph.Flags&elf.PF_W != 0 && ok && ph.Filesz > 0 {
-			data = b // the data's image, kept in the text file
-		} else if ph.Flags&elf.PF_W == 0 {
-			b, ok := mem(ph.Vaddr, ph.Filesz)
-			if !ok {
+		data, inText := mem(ph.Vaddr, ph.Filesz)
+		switch {
+		case ph.Flags&elf.PF_W == 0:
+			if !inText {
 				return nil, formatErr("original segment %d at %#x is not in the text file", i, ph.Vaddr)
 			}
-			data = b
-		} else {
+		case inText && ph.Filesz > 0:
+			// the data's image, kept in the text file
+		default:
+			data = nil
 			for _, hp := range h.Progs {
 				if hp.Type == elf.PT_LOAD && hp.Vaddr == ph.Vaddr && hp.Filesz == ph.Filesz {
 					data = header[hp.Off : hp.Off+hp.Filesz]
