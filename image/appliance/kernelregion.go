@@ -102,12 +102,12 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 		pmemDir = dir
 	}
 	region := filepath.Join(pmemDir, KernelPmemFile)
-	k, err := readRegion(region)
+	h, err := kernelpmem.CheckFile(region)
 	switch {
 	case err != nil:
 		card.Why = err.Error()
 		return card, nil
-	case fmt.Sprintf("%x", kernelpmem.For(k).Sum) != im.UncompressedSHA256:
+	case fmt.Sprintf("%x", h.Sum) != im.UncompressedSHA256:
 		card.Why = "the kernel region holds another kernel than this image's"
 		return card, nil
 	}
@@ -140,24 +140,6 @@ func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
 		return BootKernel{Path: filepath.Join(dir, im.Kernel)}, nil
 	}
 	return ChooseKernel(dir, im, o.PmemDir)
-}
-
-// readRegion reads and checks the kernel region at path.
-func readRegion(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	k, err := kernelpmem.Read(f, st.Size())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return k, nil
 }
 
 // loadedBytes are the bytes a PVH loader puts in memory for the ELF at

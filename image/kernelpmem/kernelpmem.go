@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // HeaderSize is the header's size; the kernel starts there.
@@ -83,22 +84,46 @@ func For(kernel []byte) Header {
 // Read returns the kernel a region of size bytes holds, after checking its
 // header and its hash: what the firmware does before it boots it.
 func Read(r io.ReaderAt, size int64) ([]byte, error) {
+	k, _, err := read(r, size)
+	return k, err
+}
+
+// CheckFile checks the region in the file at path as Read does and
+// returns its header, whose Sum is then the kernel's hash.
+func CheckFile(path string) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Header{}, err
+	}
+	_, h, err := read(f, st.Size())
+	if err != nil {
+		return Header{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
+
+func read(r io.ReaderAt, size int64) ([]byte, Header, error) {
 	head := make([]byte, HeaderSize)
 	if _, err := r.ReadAt(head, 0); err != nil {
-		return nil, fmt.Errorf("kernel region: reading the header: %w", err)
+		return nil, Header{}, fmt.Errorf("kernel region: reading the header: %w", err)
 	}
 	h, err := ParseHeader(head, size)
 	if err != nil {
-		return nil, err
+		return nil, Header{}, err
 	}
 	k := make([]byte, h.Length)
 	if _, err := r.ReadAt(k, HeaderSize); err != nil {
-		return nil, fmt.Errorf("kernel region: reading %d bytes of kernel: %w", h.Length, err)
+		return nil, Header{}, fmt.Errorf("kernel region: reading %d bytes of kernel: %w", h.Length, err)
 	}
 	if sha256.Sum256(k) != h.Sum {
-		return nil, errors.New("kernel region: the kernel's SHA-256 does not match its header (damaged or cut short)")
+		return nil, Header{}, errors.New("kernel region: the kernel's SHA-256 does not match its header (damaged or cut short)")
 	}
-	return k, nil
+	return k, h, nil
 }
 
 // Syncer is what Write needs of a region: a pmem device or a file.
