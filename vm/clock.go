@@ -102,19 +102,7 @@ func entryKernel(kernel []byte) ([]byte, error) {
 
 // entryPVH is a PVH vmlinux with the probe at its entry point.
 func entryPVH(kernel []byte) ([]byte, error) {
-	f, err := os.CreateTemp("", "nvboot-pvh-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(kernel)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	off, err := nvkernel.PVHEntry(f.Name())
+	off, err := nvkernel.PVHEntryIn(bytes.NewReader(kernel), "the kernel")
 	if err != nil {
 		return nil, err
 	}

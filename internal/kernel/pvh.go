@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -37,13 +38,23 @@ const xenElfnotePhys32Entry = 18
 // PVHEntry reads the PVH entry point of the vmlinux at path and returns
 // its offset in the file. The error names path and what is missing.
 func PVHEntry(path string) (fileOffset int64, err error) {
-	f, err := elf.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("%s: not an ELF kernel: %w", path, err)
+		return 0, err
 	}
 	defer f.Close()
+	return PVHEntryIn(f, path)
+}
+
+// PVHEntryIn is PVHEntry of a vmlinux read through r; name is what errors
+// call it.
+func PVHEntryIn(r io.ReaderAt, name string) (fileOffset int64, err error) {
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return 0, fmt.Errorf("%s: not an ELF kernel: %w", name, err)
+	}
 	if f.Machine != elf.EM_X86_64 {
-		return 0, fmt.Errorf("%s: an ELF for %s, not x86-64", path, f.Machine)
+		return 0, fmt.Errorf("%s: an ELF for %s, not x86-64", name, f.Machine)
 	}
 	entry, ok := uint64(0), false
 	for _, p := range f.Progs {
@@ -52,21 +63,21 @@ func PVHEntry(path string) (fileOffset int64, err error) {
 		}
 		b := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(b, 0); err != nil {
-			return 0, fmt.Errorf("%s: reading its notes: %w", path, err)
+			return 0, fmt.Errorf("%s: reading its notes: %w", name, err)
 		}
 		if entry, ok = findNote(b, "Xen", xenElfnotePhys32Entry); ok {
 			break
 		}
 	}
 	if !ok {
-		return 0, fmt.Errorf("%s: no PVH entry note (Xen note %d): a kernel built without CONFIG_PVH", path, xenElfnotePhys32Entry)
+		return 0, fmt.Errorf("%s: no PVH entry note (Xen note %d): a kernel built without CONFIG_PVH", name, xenElfnotePhys32Entry)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD && entry >= p.Paddr && entry < p.Paddr+p.Filesz {
 			return int64(p.Off + entry - p.Paddr), nil
 		}
 	}
-	return 0, fmt.Errorf("%s: PVH entry %#x is in no loaded segment", path, entry)
+	return 0, fmt.Errorf("%s: PVH entry %#x is in no loaded segment", name, entry)
 }
 
 // findNote returns the value (4 or 8 bytes, little-endian) of the note
