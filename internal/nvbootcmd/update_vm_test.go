@@ -67,6 +67,43 @@ func buildSlotImage(t *testing.T, cfgPath, root, kernel string) (string, *applia
 	return dir, im
 }
 
+// slotImages is what the update tests start from: the v1 (kv "dev") and
+// v2 (kv "2") Slots 2 images, built in the checkout root with kernel, their
+// configs in cfgDir.
+type slotImages struct {
+	kernel, root, cfgDir string
+	v1, v2               string // the configs
+	v1Dir, v2Dir         string
+	v1Im, v2Im           *appliance.Image
+}
+
+// newSlotImages skips the test where a UEFI board cannot run (-short, no
+// QEMU or kernel, no split OVMF, missing tools) and builds the two images.
+func newSlotImages(t *testing.T) *slotImages {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	s := &slotImages{kernel: vmtest.Kernel(t), cfgDir: t.TempDir()}
+	for _, f := range []string{ovmfCode, ovmfVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no split OVMF for QEMU: %v (Debian package ovmf)", err)
+		}
+	}
+	var err error
+	if s.root, err = checkout.Root(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	s.v1 = slotConfig(t, s.cfgDir, "v1", nil)
+	s.v1Dir, s.v1Im = buildSlotImage(t, s.v1, s.root, s.kernel)
+	s.v2 = slotConfig(t, s.cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
+		pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
+	})
+	s.v2Dir, s.v2Im = buildSlotImage(t, s.v2, s.root, s.kernel)
+	return s
+}
+
 // board is one UEFI board running a Slots 2 image: its own disk, pmem and
 // variable store, the i6300esb watchdog. A reset ends QEMU (-no-reboot);
 // boot starts the board again from what its disk and variables hold, as
@@ -208,23 +245,10 @@ func (b *board) startUpdate(cfg, dir string) <-chan updateRun {
 // boots the old image or the new one whole. A wrong password is refused
 // before anything.
 func TestUpdateOnUEFIBoard(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	k := vmtest.Kernel(t)
-	for _, f := range []string{ovmfCode, ovmfVars} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no split OVMF for QEMU: %v (Debian package ovmf)", err)
-		}
-	}
-	root, err := checkout.Root(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgDir := t.TempDir()
-	v1 := slotConfig(t, cfgDir, "v1", nil)
-	v1Dir, v1Im := buildSlotImage(t, v1, root, k)
+	s := newSlotImages(t)
+	k, root, cfgDir := s.kernel, s.root, s.cfgDir
+	v1Dir, v1Im := s.v1Dir, s.v1Im
+	v2, v2Dir, v2Im := s.v2, s.v2Dir, s.v2Im
 
 	// boot1 boots a fresh board on v1: the firmware finds no entry of
 	// ours and runs BOOTX64.EFI, slot A, which nvinit commits.
@@ -235,10 +259,6 @@ func TestUpdateOnUEFIBoard(t *testing.T) {
 		return b, m
 	}
 
-	v2 := slotConfig(t, cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
-		pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
-	})
-	v2Dir, v2Im := buildSlotImage(t, v2, root, k)
 	never := slotConfig(t, cfgDir, "never", func(c *config.Config, pc *config.PackageConfig) {
 		c.TestBootDeadline = "45s"
 		pc.WaitFor = config.WaitFor{"tcp:8081"} // nothing listens there

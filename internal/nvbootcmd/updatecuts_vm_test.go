@@ -4,18 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance/buildtest"
-	"github.com/nvboot/nvboot/image/config"
 	"github.com/nvboot/nvboot/image/guest"
-	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/deploy"
 	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
 // drive powers the board on again after each reset (the update's reboot,
@@ -87,29 +82,11 @@ func (b *board) committedBoot(m *vm.Machine) (*vm.Machine, *guest.Features) {
 // had said "committed" before the cut, or nvinit had logged slot b's
 // commit; and every write kv acknowledged before the cut must read back.
 func TestUpdatePowerCuts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	k := vmtest.Kernel(t)
-	for _, f := range []string{ovmfCode, ovmfVars} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no split OVMF for QEMU: %v (Debian package ovmf)", err)
-		}
-	}
+	s := newSlotImages(t)
 	cuts := cutCount("NVBOOT_UPDATE_CUTS", 2)
 	rng, seed := cutRand(t, "NVBOOT_UPDATE_SEED")
-	root, err := checkout.Root(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgDir := t.TempDir()
-	v1 := slotConfig(t, cfgDir, "v1", nil)
-	v1Dir, v1Im := buildSlotImage(t, v1, root, k)
-	v2 := slotConfig(t, cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
-		pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
-	})
-	v2Dir, v2Im := buildSlotImage(t, v2, root, k)
+	v1Dir, v1Im := s.v1Dir, s.v1Im
+	v2, v2Dir, v2Im := s.v2, s.v2Dir, s.v2Im
 	type runs struct{ slot, image, version string }
 	old, newer := runs{"a", v1Im.ID, "dev"}, runs{"b", v2Im.ID, "2"}
 
