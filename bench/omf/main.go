@@ -15,21 +15,25 @@
 //   - read: pread(2) of each unit into a buffer;
 //   - bufio: a 4 KiB bufio.Reader (glibc's fread buffers st_blksize bytes)
 //     reading the pass's span in units;
-//   - mmap: the span mapped at the start of the pass (no populate), units
-//     read from the mapping (a page fault at first touch of each page, or
-//     of each fault-around batch on the page cache), unmapped at the end;
+//   - mmap: the seed's mmap on demand paging: each region mapped on its
+//     own (no populate), units read from the mapping (a page fault at
+//     first touch of each page, or of each fault-around batch on the page
+//     cache), unmapped;
+//   - mmap-span: the kernel's best case: the pass's whole span mapped at
+//     its start, read as mmap reads, unmapped at its end (on aligned DAX
+//     one PMD fault for the 64 regions);
 //   - omf: omf.Open untimed; per region ReadBlock of its 8 blocks (the
 //     first maps and populates the chunk), units read from the window,
 //     Release; Close at the end (it unmaps);
 //   - omf-byte: the same with ReadAt of each unit into a buffer;
 //   - omf-lazy: omf with Options.NoPopulate: the chunk is demand paged at
-//     first touch, as the mmap method's span is;
+//     first touch, as mmap-span's span is;
 //   - consume: the floor every method shares: the units read from a
 //     mapping made and faulted in before the timed span.
 //
 // Ratios: omf_vs_mmap_32k (omf / mmap, unit 32 KiB), omf_vs_read_4k (omf /
-// read, unit 4 KiB), and omf_byte_vs_read_4k, omf_vs_bufio_4k,
-// omf_lazy_vs_mmap_32k, consume_vs_mmap_32k. With the
+// read, unit 4 KiB), and omf_vs_mmap_span_32k, omf_byte_vs_read_4k,
+// omf_vs_bufio_4k, omf_lazy_vs_mmap_span_32k, consume_vs_mmap_span_32k. With the
 // guest part (a QEMU guest, ext4 dax=always on an fsdax NVDIMM) the
 // unprefixed ratios are the guest's, on DAX as the targets are, and
 // the host's are named host_*; without it they are the host's.
