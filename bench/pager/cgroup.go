@@ -109,3 +109,23 @@ func (m *memcg) peak() int64 {
 
 // remove deletes the cgroup; its processes have exited.
 func (m *memcg) remove() error { return os.Remove(m.dir) }
+
+// oomKills is how many processes the cgroup's OOM killer killed (v2
+// memory.events, v1 memory.oom_control: "oom_kill N"), 0 if unknown.
+func (m *memcg) oomKills() int64 {
+	name := "memory.oom_control"
+	if m.v2 {
+		name = "memory.events"
+	}
+	b, err := os.ReadFile(filepath.Join(m.dir, name))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -6,21 +6,32 @@
 //	go run ./bench/pager [-json] [-n 512,768,1024] [-budget 8MiB] [-runs 1] [-dir DIR] [-quick]
 //
 // The program is C = A × B for N×N float64 matrices, the i-j-k loop (B
-// walked by columns), in a child process in a memory cgroup limited to
-// -budget plus -slack: anonymous memory and page cache count alike (cgroup
-// v2: memory.high, memory.max an eighth above). The slack is the child's
-// own memory (Go runtime, program text), measured with N = 64: by default
-// the larger of the two children's peaks + 1 MiB for both; with -slack
-// own each child's own peak, no margin, so that each has -budget for the
-// matrices. Each system's time is the setup (writing the data: the
-// aligned layouts, or filling the arrays) plus the product and writing C
+// walked by columns), in a child process in a memory cgroup: anonymous
+// memory and page cache count alike (cgroup v2: memory.high, memory.max an
+// eighth above; v1: memory.limit_in_bytes). By default (-slack none, the
+// issue's memory.max = 8 MiB) each child's whole memory is in -budget, and
+// the pager's own budget is -budget less its own memory (Go runtime,
+// buffers, text), measured at each N with a run of its own, so neither
+// child has the budget for the matrices. With -slack BYTES, auto or own
+// the limit is -budget plus a slack for the child's own memory instead:
+// auto, the larger of the two children's peaks at N = 64 + 1 MiB for both;
+// own, each child's own peak at N = 64, so each has -budget for the
+// matrices (where B alone fills 8 MiB, then a few pages decide whether the
+// kernel keeps it). A kernel's side stopped at -timeout counts as that
+// time, a lower bound (env linux_timed_out_N); one killed by its cgroup's
+// OOM killer has no time and no ratio at that N (env linux_oom_N). Each
+// system's time is the setup (writing the data: the aligned layouts, or
+// filling the arrays) plus the product and writing C
 // back:
 //   - pager: layouts A row-major, B column-major, C row-major (written),
-//     a pager with a budget of -budget;
+//     a pager with its budget;
 //   - linux-swap: anonymous memory, paged to swap by the kernel (where
 //     swap is on);
-//   - linux-file: where there is no swap, the matrices in files in natural
-//     order, mapped shared: the kernel pages them to their files.
+//   - linux-file: where there is no swap and -swap off, the matrices in
+//     files in natural order, mapped shared: the kernel pages them to
+//     their files. With -swap auto (the default) the benchmark turns a
+//     swap file in -dir on for its run instead, so the host's side is
+//     linux-swap too.
 //
 // Ratios: pager_vs_swap_N = pager's time / Linux's for each N (below 1 the
 // pager is faster; the issue's target is ≤ 0.2 at N = 1024). The program
@@ -30,8 +41,9 @@
 // data disk (ext4) and swap disk are throttled to -storage (the SD card by
 // default), under cgroup v2: there the kernel's side is linux-swap. Its
 // sizes and budget are -guest-n and -guest-budget, the issue's (N = 512
-// to 1024, 8 MiB): on the device clock N = 1024 takes about a minute of
-// host time. (The old scaling, 2 MiB at N = 512, is not N = 1024's
+// to 1024, 8 MiB): on the device clock and the SD model the default run
+// takes about 20 minutes of host time, most of it the kernel's side at
+// N = 1024. (The old scaling, 2 MiB at N = 512, is not N = 1024's
 // proportions: B's column walk is then one unit as large as the budget.)
 // Its ratios are named guest_<storage>_pager_vs_swap_N. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
@@ -69,10 +81,18 @@ type config struct {
 	// SlackOwn: each child's limit is the budget plus its own peak at
 	// N=64, no margin (-slack own), so each has the budget for its data.
 	SlackOwn bool
-	Runs     int
-	Dir      string
-	Timeout  time.Duration
-	Quick    bool
+	// SlackNone: both children's whole memory in -budget (the issue's
+	// memory.max = 8 MiB for the kernel's side); the pager's own budget is
+	// -budget less its own memory at each N, so it keeps to the same limit.
+	SlackNone bool
+	// Swap: auto turns a swap file in Dir on for the run where the host
+	// has no swap (root), so the kernel's side is linux-swap; off leaves
+	// it linux-file there.
+	Swap    string
+	Runs    int
+	Dir     string
+	Timeout time.Duration
+	Quick   bool
 
 	Guest        string // auto, on, off, only
 	Kernel       string
@@ -80,7 +100,7 @@ type config struct {
 	GuestNs      []int
 	GuestBudget  int64
 	GuestRuns    int
-	GuestSlack   string // -slack for the guest's side: auto or bytes
+	GuestSlack   string // -slack for the guest's side: auto, own, none or bytes
 	GuestTimeout time.Duration
 	Clock        *benchguest.Clock // the guest's: device (QEMU -icount) or wall
 	CPURate      int64             // vm.Config.CPURate: 0 on the wall clock
@@ -133,7 +153,8 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON object on stdout")
 	ns := fs.String("n", "512,768,1024", "matrix `sizes`")
 	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
-	slack := fs.String("slack", "auto", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; auto: the larger child's peak at N=64, measured first, + 1 MiB; own: each child's own peak at N=64, no margin")
+	slack := fs.String("slack", "none", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; none (the issue's memory.max = -budget): each child's whole memory in -budget, the pager's budget -budget less its own memory measured at each N; auto: the larger child's peak at N=64, measured first, + 1 MiB; own: each child's own peak at N=64, no margin (default with -quick: auto)")
+	fs.StringVar(&c.Swap, "swap", "auto", "where the host has no swap: `auto` turns a swap file in -dir on for the run (the kernel's side is then linux-swap, as the issue's), off pages the matrices to their files instead (linux-file)")
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
@@ -144,7 +165,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	guestNs := fs.String("guest-n", "512,768,1024", "matrix `sizes` in the guest")
 	guestBudget := fs.String("guest-budget", "8MiB", "the guest's budget `bytes`")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
-	fs.StringVar(&c.GuestSlack, "guest-slack", "auto", "-slack in the guest: `bytes`, auto or own")
+	fs.StringVar(&c.GuestSlack, "guest-slack", "none", "-slack in the guest: `bytes`, none, auto or own")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
 	c.Clock = benchguest.AddClockFlags(fs)
 	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
@@ -167,6 +188,7 @@ Examples:
   go run ./bench/pager -json > docs/results/pager.json
   go run ./bench/pager -n 1024 -runs 3 -guest off
   go run ./bench/pager -guest only -guest-n 512 -storage sd
+  go run ./bench/pager -guest only -guest-n 1024 -guest-slack none   # the issue's memory.max = 8 MiB
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -177,6 +199,12 @@ Examples:
 	}
 	if c.Quick {
 		*ns, *budget = "256,384", "1MiB"
+		// A 1 MiB limit would not hold the children's own memory.
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "slack" })
+		if !set {
+			*slack = "auto"
+		}
 	}
 	var err error
 	if c.Budget, err = parseSize(*budget); err != nil {
@@ -189,9 +217,21 @@ Examples:
 	case "auto":
 	case "own":
 		c.SlackOwn = true
+	case "none":
+		c.SlackNone = true
 	default:
 		if c.Slack, err = parseSize(*slack); err != nil {
 			return c, fmt.Errorf("-slack: %w", err)
+		}
+	}
+	if c.Swap != "auto" && c.Swap != "off" {
+		return c, fmt.Errorf("-swap %q: want auto or off", c.Swap)
+	}
+	switch c.GuestSlack {
+	case "auto", "own", "none":
+	default:
+		if _, err := parseSize(c.GuestSlack); err != nil {
+			return c, fmt.Errorf("-guest-slack: %w", err)
 		}
 	}
 	if c.Ns, err = parseNs(*ns); err != nil {

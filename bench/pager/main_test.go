@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,16 @@ func TestFlags(t *testing.T) {
 	if c, err := parseFlags("bench/pager", []string{"-slack", "own"}, io.Discard, io.Discard); err != nil || !c.SlackOwn || c.Slack != 0 {
 		t.Fatalf("-slack own: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}} {
+	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || !c.SlackNone || c.SlackOwn || c.GuestSlack != "none" {
+		t.Fatalf("the default is the issue's setup, -slack none: %+v, %v", c, err)
+	}
+	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackNone || c.Budget != 1<<20 {
+		t.Fatalf("-quick keeps a slack for the children's own memory: %+v, %v", c, err)
+	}
+	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || !c.SlackNone {
+		t.Fatalf("-quick -slack none: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
@@ -45,5 +55,35 @@ func TestGenAndMultiply(t *testing.T) {
 		if c[i] != a[i] {
 			t.Fatalf("A × I = %v", c)
 		}
+	}
+}
+
+// TestSwapFile: -swap auto's swap file is on while the run needs it and
+// gone after.
+func TestSwapFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("swapon needs root")
+	}
+	dir := t.TempDir()
+	sw, err := startSwap(dir, 1<<20)
+	if err != nil {
+		if strings.Contains(err.Error(), "Operation not permitted") {
+			t.Skipf("swapon refused here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	swaps, _ := os.ReadFile("/proc/swaps")
+	on := strings.Contains(string(swaps), sw.path)
+	if err := sw.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !on {
+		t.Fatalf("%s is not in /proc/swaps:\n%s", sw.path, swaps)
+	}
+	if swaps, _ := os.ReadFile("/proc/swaps"); strings.Contains(string(swaps), sw.path) {
+		t.Fatalf("%s still on after stop", sw.path)
+	}
+	if _, err := os.Stat(sw.path); !os.IsNotExist(err) {
+		t.Fatalf("the swap file is left: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,13 @@ import (
 	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
+var (
+	// errTimedOut: a child was stopped at -timeout.
+	errTimedOut = errors.New("stopped at -timeout")
+	// errOOM: a child was killed by its cgroup's OOM killer.
+	errOOM = errors.New("killed by its cgroup's OOM killer")
+)
+
 // linuxSystem is linux-swap where swap is on, else linux-file.
 func linuxSystem() string {
 	b, err := os.ReadFile("/proc/swaps")
@@ -26,7 +34,8 @@ func linuxSystem() string {
 }
 
 // child runs the program once in a fresh cgroup and data directory.
-func child(c config, system string, n int, limit int64, ioMax string, progress io.Writer) (runResult, int64, error) {
+// budget is the pager's.
+func child(c config, system string, n int, budget, limit int64, ioMax string, progress io.Writer) (runResult, int64, error) {
 	var r runResult
 	dir, err := os.MkdirTemp(c.Dir, "bench-pager-")
 	if err != nil {
@@ -44,7 +53,7 @@ func child(c config, system string, n int, limit int64, ioMax string, progress i
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(c.Budget), "-dir", dir)
+	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(budget), "-dir", dir)
 	// At the timeout the child is asked to quit with SIGQUIT, so the error
 	// carries its goroutines' stacks (where it was stuck), and killed 10 s
 	// later if it has not.
@@ -64,9 +73,15 @@ func child(c config, system string, n int, limit int64, ioMax string, progress i
 		cmd.Wait()
 		return r, 0, err
 	}
+	started := time.Now()
 	io.WriteString(stdin, "go\n")
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			err = fmt.Errorf("%w (%v)", errTimedOut, err)
+		} else if k := cg.oomKills(); k > 0 {
+			err = fmt.Errorf("%w after %v (%v)", errOOM, time.Since(started).Round(time.Second), err)
+		}
 		return r, 0, fmt.Errorf("%s at N=%d (limit %d bytes): %w\n%s", system, n, limit, err, stderr.String())
 	}
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
@@ -78,6 +93,25 @@ func child(c config, system string, n int, limit int64, ioMax string, progress i
 func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
 	linux := linuxSystem()
+	if linux == "linux-file" && c.Swap == "auto" {
+		maxN := 0
+		for _, n := range c.Ns {
+			maxN = max(maxN, n)
+		}
+		// Room for all three matrices and the rest of the host.
+		sw, err := startSwap(c.Dir, int64(3*maxN*maxN*8)+64<<20)
+		if err != nil {
+			return o, fmt.Errorf("-swap auto: %w (or -swap off: the kernel pages the matrices to their files)", err)
+		}
+		defer func() {
+			if err := sw.stop(); err != nil {
+				fmt.Fprintf(progress, "bench/pager: %v\n", err)
+			}
+		}()
+		fmt.Fprintf(progress, "bench/pager: a swap file for the run: %s\n", sw.path)
+		linux = "linux-swap"
+		o.Env["swap"] = "a swap file in -dir, on for the run"
+	}
 	var ioMax string
 	if c.IOMax != "" {
 		b, err := os.ReadFile(c.IOMax)
@@ -88,9 +122,42 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		o.Env["io_max"] = strings.TrimSpace(strings.ReplaceAll(ioMax, "\n", "; "))
 	}
 	limit := map[string]int64{}
+	budget := map[int]int64{} // the pager's at each N
+	for _, n := range c.Ns {
+		budget[n] = c.Budget
+	}
 	switch {
 	case c.Slack != 0:
 		limit["pager"], limit[linux] = c.Budget+c.Slack, c.Budget+c.Slack
+	case c.SlackNone:
+		// The setup: the kernel's side under memory.max = the
+		// budget, all of it counted, as the thesis limited Linux to 8 MiB.
+		// The pager is held to the same limit, so its budget for the
+		// matrices is what its own memory leaves. That memory grows with
+		// N (at N=64 the host's pager child held 1.3 MiB, at N=1024 2 MiB
+		// of anonymous memory besides its pages), so it is measured at
+		// each N: a run with the whole budget and no limit, its peak less
+		// its most resident pages, and 256 KiB of margin. All of it comes
+		// out of the pager's budget, none out of the kernel's room.
+		for _, n := range c.Ns {
+			r, peak, err := child(c, "pager", n, c.Budget, c.Budget+1<<30, ioMax, progress)
+			if err != nil {
+				return o, fmt.Errorf("measuring the pager's own memory at N=%d: %w", n, err)
+			}
+			own := peak
+			if r.Stats != nil {
+				own -= r.Stats.MaxResident * int64(os.Getpagesize())
+			}
+			own = (own + 256<<10 + 64<<10 - 1) &^ (64<<10 - 1)
+			budget[n] = c.Budget - own
+			fmt.Fprintf(progress, "bench/pager: pager at N=%d: its own memory %d KiB with the margin; its budget %d KiB\n", n, own>>10, budget[n]>>10)
+			if budget[n] < 32<<10 {
+				return o, fmt.Errorf("-slack none: the pager's own memory at N=%d (%d KiB) leaves less than 32 KiB of -budget %d KiB", n, own>>10, c.Budget>>10)
+			}
+			o.Env[fmt.Sprintf("pager_budget_bytes_%d", n)] = fmt.Sprint(budget[n])
+		}
+		limit["pager"], limit[linux] = c.Budget, c.Budget
+		o.Env["slack"] = "none: each child's whole memory in the budget; the pager's budget is what its own memory at each N, measured, leaves"
 	case c.SlackOwn:
 		// Each child the budget for its data: its limit is the budget
 		// plus its own memory with tiny matrices (no margin: the limit
@@ -98,7 +165,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		// slack for both, the child with the smaller runtime had the
 		// difference, and the margin, for its data.
 		for _, sys := range []string{"pager", linux} {
-			_, peak, err := child(c, sys, 64, c.Budget+1<<30, ioMax, progress)
+			_, peak, err := child(c, sys, 64, c.Budget, c.Budget+1<<30, ioMax, progress)
 			if err != nil {
 				return o, fmt.Errorf("measuring the slack: %w", err)
 			}
@@ -111,7 +178,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		// Calibrate: each child's own memory, its matrices tiny; the
 		// larger of the two is added to the budget for both.
 		for _, sys := range []string{"pager", linux} {
-			_, peak, err := child(c, sys, 64, c.Budget+1<<30, ioMax, progress)
+			_, peak, err := child(c, sys, 64, c.Budget, c.Budget+1<<30, ioMax, progress)
 			if err != nil {
 				return o, fmt.Errorf("measuring the slack: %w", err)
 			}
@@ -142,9 +209,28 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 				systems[0], systems[1] = systems[1], systems[0]
 			}
 			sums := map[string]float64{}
+			censored := false // the kernel's side stopped: no checksum to compare
 			for _, sys := range systems {
 				fmt.Fprintf(progress, "bench/pager: run %d, N=%d, %s\n", run+1, n, sys)
-				r, peak, err := child(c, sys, n, limit[sys], ioMax, progress)
+				r, peak, err := child(c, sys, n, budget[n], limit[sys], ioMax, progress)
+				if errors.Is(err, errTimedOut) && sys != "pager" {
+					// The kernel's side thrashing past the timeout is a
+					// result, censored: its time is at least the
+					// timeout, so the ratio is at most the one given.
+					fmt.Fprintf(progress, "bench/pager:   %s stopped at -timeout %v: its time counts as %v, a lower bound\n", sys, c.Timeout, c.Timeout)
+					s.Add(fmt.Sprintf("linux_total_%d", n), "s", c.Timeout.Seconds())
+					o.Env[fmt.Sprintf("linux_timed_out_%d", n)] = fmt.Sprintf("stopped at -timeout %v: linux_total_%d is a lower bound and pager_vs_swap_%d an upper bound", c.Timeout, n, n)
+					censored = true
+					continue
+				}
+				if errors.Is(err, errOOM) && sys != "pager" {
+					// Linux's paging failing outright under the limit is
+					// a result too: no time, so no ratio at this N.
+					fmt.Fprintf(progress, "bench/pager:   %s: %v\n", sys, err)
+					o.Env[fmt.Sprintf("linux_oom_%d", n)] = strings.SplitN(err.Error(), "\n", 2)[0]
+					censored = true
+					continue
+				}
 				if err != nil {
 					return o, err
 				}
@@ -172,7 +258,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 				}
 				sums[sys] = r.Checksum
 			}
-			if sums["pager"] != sums[linux] {
+			if !censored && sums["pager"] != sums[linux] {
 				return o, fmt.Errorf("N=%d: the checksums of C differ: pager %v, %s %v", n, sums["pager"], linux, sums[linux])
 			}
 		}
