@@ -110,26 +110,12 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 		// The seed's "mmap on demand paging": each region mapped on its
 		// own, its pages faulted in at first touch, and unmapped.
 		for r := int64(0); r < regions; r++ {
-			m, err := unix.Mmap(int(fd.Fd()), base+r*regionSize, regionSize, unix.PROT_READ, unix.MAP_SHARED)
-			if err != nil {
-				return 0, fmt.Errorf("mmap: %w", err)
-			}
-			for off := 0; off < regionSize; off += unit {
-				consume(m[off : off+unit])
-			}
-			if err := unix.Munmap(m); err != nil {
+			if err := readMapped(fd, base+r*regionSize, regionSize, unit); err != nil {
 				return 0, err
 			}
 		}
 	case "mmap-span":
-		m, err := unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			return 0, fmt.Errorf("mmap: %w", err)
-		}
-		for off := 0; off < passSize; off += unit {
-			consume(m[off : off+unit])
-		}
-		if err := unix.Munmap(m); err != nil {
+		if err := readMapped(fd, base, passSize, unit); err != nil {
 			return 0, err
 		}
 	case "consume":
@@ -163,6 +149,19 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 		}
 	}
 	return float64(time.Since(start).Nanoseconds()) / 1e3 / regions, nil
+}
+
+// readMapped maps size bytes of fd at off (no populate: demand paging),
+// hands them to the consumer in units and unmaps them.
+func readMapped(fd *os.File, off int64, size, unit int) error {
+	m, err := unix.Mmap(int(fd.Fd()), off, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap: %w", err)
+	}
+	for o := 0; o < size; o += unit {
+		consume(m[o : o+unit])
+	}
+	return unix.Munmap(m)
 }
 
 // measure runs every method and unit, round-robin, in dir.

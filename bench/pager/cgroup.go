@@ -95,16 +95,22 @@ func (m *memcg) add(pid int) error { return m.write("cgroup.procs", int64(pid)) 
 // peak is the most memory the cgroup held (v2 memory.peak, v1
 // memory.max_usage_in_bytes), 0 if unknown.
 func (m *memcg) peak() int64 {
-	name := "memory.max_usage_in_bytes"
+	v, _ := strconv.ParseInt(strings.TrimSpace(m.read("memory.peak", "memory.max_usage_in_bytes")), 10, 64)
+	return v
+}
+
+// read returns the cgroup's file v2 (or v1, in a v1 cgroup), "" if it
+// cannot be read.
+func (m *memcg) read(v2, v1 string) string {
+	name := v1
 	if m.v2 {
-		name = "memory.peak"
+		name = v2
 	}
 	b, err := os.ReadFile(filepath.Join(m.dir, name))
 	if err != nil {
-		return 0
+		return ""
 	}
-	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v
+	return string(b)
 }
 
 // remove deletes the cgroup; its processes have exited.
@@ -113,15 +119,7 @@ func (m *memcg) remove() error { return os.Remove(m.dir) }
 // oomKills is how many processes the cgroup's OOM killer killed (v2
 // memory.events, v1 memory.oom_control: "oom_kill N"), 0 if unknown.
 func (m *memcg) oomKills() int64 {
-	name := "memory.oom_control"
-	if m.v2 {
-		name = "memory.events"
-	}
-	b, err := os.ReadFile(filepath.Join(m.dir, name))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(m.read("memory.events", "memory.oom_control"), "\n") {
 		if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n

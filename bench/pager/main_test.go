@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -85,5 +87,47 @@ func TestSwapFile(t *testing.T) {
 	}
 	if _, err := os.Stat(sw.path); !os.IsNotExist(err) {
 		t.Fatalf("the swap file is left: %v", err)
+	}
+}
+
+// TestMemcgCountsOOMKills: a process over its cgroup's limit is killed,
+// and the cgroup says so (how a kernel's side killed by its limit is told
+// from one that failed otherwise).
+func TestMemcgCountsOOMKills(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("memory cgroups need root")
+	}
+	cg, err := newMemcg(fmt.Sprintf("nvboot-test-memcg-%d", os.Getpid()), 4<<20, "")
+	if err != nil {
+		t.Skipf("no memory cgroup here: %v", err)
+	}
+	defer cg.remove()
+	if k := cg.oomKills(); k != 0 {
+		t.Fatalf("a new cgroup has %d OOM kills", k)
+	}
+	// 64 MiB in a shell variable, far past the 4 MiB (or the 4.5 of v2's
+	// memory.max), with no swap to spare it: cgroup v2's memory.high only
+	// throttles, so the backstop above it must kill.
+	cmd := exec.Command("sh", "-c", `read go; x=$(head -c 67108864 /dev/zero | tr '\0' a); echo ${#x}`)
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.add(cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "go\n")
+	stdin.Close()
+	err = cmd.Wait()
+	if swaps, _ := os.ReadFile("/proc/swaps"); err == nil && strings.Count(string(swaps), "\n") > 1 {
+		t.Skip("swap is on: the shell's memory went to swap instead")
+	}
+	if cg.oomKills() == 0 {
+		t.Fatalf("the shell past its limit (%v): no OOM kill counted", err)
+	}
+	if cg.peak() <= 0 {
+		t.Fatalf("peak %d", cg.peak())
 	}
 }
