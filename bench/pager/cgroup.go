@@ -23,7 +23,9 @@ type memcg struct {
 // above. ioMax, when not empty, is io.max lines for it (cgroup v2 only):
 // the disks' speed model, applied by the kernel's blk-throttle to the
 // child's reads and writes, its swap-ins, and the swap-outs of its pages.
-func newMemcg(name string, limit int64, ioMax string) (*memcg, error) {
+// With hard, v2's limit is memory.max alone, as the issue words it: no
+// throttling, the OOM killer at the limit (v1's is always hard).
+func newMemcg(name string, limit int64, hard bool, ioMax string) (*memcg, error) {
 	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(c)+" ", " memory") {
 		// v2: the controllers must be on for children of the root.
 		ctl := "+memory"
@@ -45,13 +47,19 @@ func newMemcg(name string, limit int64, ioMax string) (*memcg, error) {
 		// above, is only the backstop; memory.high an eighth below the
 		// limit instead throttled the pager, whose budget fills the limit
 		// by design, into swapping its own budget.
-		if err := m.write("memory.max", limit+limit/8); err != nil {
+		max := limit + limit/8
+		if hard {
+			max = limit
+		}
+		if err := m.write("memory.max", max); err != nil {
 			m.remove()
 			return nil, err
 		}
-		if err := m.write("memory.high", limit); err != nil {
-			m.remove()
-			return nil, err
+		if !hard {
+			if err := m.write("memory.high", limit); err != nil {
+				m.remove()
+				return nil, err
+			}
 		}
 		for _, l := range strings.Split(strings.TrimSpace(ioMax), "\n") {
 			if l == "" {

@@ -88,11 +88,14 @@ type config struct {
 	// Swap: auto turns a swap file in Dir on for the run where the host
 	// has no swap (root), so the kernel's side is linux-swap; off leaves
 	// it linux-file there.
-	Swap    string
-	Runs    int
-	Dir     string
-	Timeout time.Duration
-	Quick   bool
+	Swap string
+	// HardLimit: cgroup v2's limit is memory.max alone (-limit max), as
+	// the issue words it, not memory.high with a backstop.
+	HardLimit bool
+	Runs      int
+	Dir       string
+	Timeout   time.Duration
+	Quick     bool
 
 	Guest        string // auto, on, off, only
 	Kernel       string
@@ -101,6 +104,7 @@ type config struct {
 	GuestBudget  int64
 	GuestRuns    int
 	GuestSlack   string // -slack for the guest's side: auto, own, none or bytes
+	GuestLimit   string // -limit for the guest's side: high or max
 	GuestTimeout time.Duration
 	Clock        *benchguest.Clock // the guest's: device (QEMU -icount) or wall
 	CPURate      int64             // vm.Config.CPURate: 0 on the wall clock
@@ -155,6 +159,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
 	slack := fs.String("slack", "none", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; none (the issue's memory.max = -budget): each child's whole memory in -budget, the pager's budget -budget less its own memory measured at each N; auto: the larger child's peak at N=64, measured first, + 1 MiB; own: each child's own peak at N=64, no margin (default with -quick: auto)")
 	fs.StringVar(&c.Swap, "swap", "auto", "where the host has no swap: `auto` turns a swap file in -dir on for the run (the kernel's side is then linux-swap, as the issue's), off pages the matrices to their files instead (linux-file)")
+	limitKind := fs.String("limit", "high", "cgroup v2's limit: `high` (memory.high, memory.max an eighth above: the kernel's side is throttled at the limit, not killed) or max (memory.max alone, the issue's words; v1's limit is always hard)")
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
@@ -166,6 +171,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	guestBudget := fs.String("guest-budget", "8MiB", "the guest's budget `bytes`")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
 	fs.StringVar(&c.GuestSlack, "guest-slack", "none", "-slack in the guest: `bytes`, none, auto or own")
+	fs.StringVar(&c.GuestLimit, "guest-limit", "high", "-limit in the guest: `high` or max")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
 	c.Clock = benchguest.AddClockFlags(fs)
 	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
@@ -224,6 +230,12 @@ Examples:
 			return c, fmt.Errorf("-slack: %w", err)
 		}
 	}
+	for _, l := range []struct{ flag, v string }{{"-limit", *limitKind}, {"-guest-limit", c.GuestLimit}} {
+		if l.v != "high" && l.v != "max" {
+			return c, fmt.Errorf("%s %q: want high or max", l.flag, l.v)
+		}
+	}
+	c.HardLimit = *limitKind == "max"
 	if c.Swap != "auto" && c.Swap != "off" {
 		return c, fmt.Errorf("-swap %q: want auto or off", c.Swap)
 	}

@@ -25,13 +25,16 @@ func TestFlags(t *testing.T) {
 	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || !c.SlackNone || c.SlackOwn || c.GuestSlack != "none" {
 		t.Fatalf("the default is the issue's setup, -slack none: %+v, %v", c, err)
 	}
+	if c, err := parseFlags("bench/pager", []string{"-limit", "max", "-guest-limit", "max"}, io.Discard, io.Discard); err != nil || !c.HardLimit || c.GuestLimit != "max" {
+		t.Fatalf("-limit max: %+v, %v", c, err)
+	}
 	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackNone || c.Budget != 1<<20 {
 		t.Fatalf("-quick keeps a slack for the children's own memory: %+v, %v", c, err)
 	}
 	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || !c.SlackNone {
 		t.Fatalf("-quick -slack none: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}} {
+	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
@@ -97,7 +100,7 @@ func TestMemcgCountsOOMKills(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("memory cgroups need root")
 	}
-	cg, err := newMemcg(fmt.Sprintf("nvboot-test-memcg-%d", os.Getpid()), 4<<20, "")
+	cg, err := newMemcg(fmt.Sprintf("nvboot-test-memcg-%d", os.Getpid()), 4<<20, false, "")
 	if err != nil {
 		t.Skipf("no memory cgroup here: %v", err)
 	}

@@ -42,7 +42,7 @@ func child(c config, system string, n int, budget, limit int64, ioMax string, pr
 		return r, 0, err
 	}
 	defer os.RemoveAll(dir)
-	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), limit, ioMax)
+	cg, err := newMemcg(fmt.Sprintf("nvboot-bench-pager-%d", os.Getpid()), limit, c.HardLimit, ioMax)
 	if err != nil {
 		return r, 0, err
 	}
@@ -197,6 +197,10 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		o.Env["cgroup_limit_bytes"] = fmt.Sprint(limit["pager"])
 	}
 	o.Env["budget_bytes"] = fmt.Sprint(c.Budget)
+	o.Env["limit"] = "high: memory.high, memory.max an eighth above (v2)"
+	if c.HardLimit {
+		o.Env["limit"] = "max: memory.max alone (v2)"
+	}
 	o.Env["linux_system"] = linux
 	o.Env["dir"] = c.Dir
 	o.Env["host_cpus"] = fmt.Sprint(runtime.NumCPU())
