@@ -72,6 +72,7 @@ type Pager struct {
 	mu       sync.Mutex
 	regions  []*Region
 	victims  []pageRef
+	iov      [][]byte // writeBack's, reused as victims is
 	resident int
 	stats    Stats
 	buf      []byte // staging for reads, run pages

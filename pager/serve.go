@@ -243,7 +243,15 @@ func (p *Pager) makeRoom(need int, r *Region, runLo, runHi int) error {
 // write-back faults and waits instead of being lost; runs consecutive in a
 // layout go out in one pwritev.
 func (p *Pager) writeBack(refs []pageRef) error {
-	var iov [][]byte
+	// Reused: an allocation here, one per dirty page evicted, made a
+	// program under a Go memory limit collect at every one of them. Kept
+	// at an eviction's size (a run), not at a Sync's.
+	iov := p.iov[:0]
+	defer func() {
+		if cap(iov) <= p.run {
+			p.iov = iov[:0]
+		}
+	}()
 	var ir *Region
 	var ipos int64
 	flush := func() error {
