@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -333,4 +334,37 @@ func TestReadWriteAt(t *testing.T) {
 			t.Fatal("WriteAt past the end succeeded")
 		}
 	})
+}
+
+// TestFaultsDoNotAllocate: serving faults, evictions of dirty pages
+// included, allocates nothing. Under a Go memory limit the program is past
+// (bench/pager's 2 MiB) each allocation that needs a span starts a GC
+// cycle, a stop-the-world that must preempt the faulting program.
+func TestFaultsDoNotAllocate(t *testing.T) {
+	s := Shape{Rows: 256, Cols: 256, Elem: 8} // 128 pages
+	p, r, _ := mapped(t, Config{Budget: 16 * int64(pageSize), RunPages: 4}, s, Hint{Order: RowMajor})
+	defer p.Close()
+	if p.Mode() != "userfaultfd" {
+		t.Skipf("no userfaultfd here: %s", p.Reason())
+	}
+	b := r.Bytes()
+	touch := func() {
+		for off := 0; off < len(b); off += pageSize {
+			b[off]++ // a missing fault, a write-protect fault; evicted dirty later
+		}
+	}
+	touch() // the pager's reused slices reach their size
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		touch()
+	}
+	runtime.ReadMemStats(&after)
+	st := p.Stats()
+	if n := after.Mallocs - before.Mallocs; n > 16 {
+		t.Errorf("%d allocations over 4 passes (%d pages written back, %d faults): the fault path allocates", n, st.PagesOut, st.Faults)
+	}
+	if st.PagesOut < 4*128 {
+		t.Errorf("%d pages written back: want the evictions of dirty pages this test is about", st.PagesOut)
+	}
 }
