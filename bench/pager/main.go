@@ -89,6 +89,13 @@ type config struct {
 	// has no swap (root), so the kernel's side is linux-swap; off leaves
 	// it linux-file there.
 	Swap string
+	// GoLimit is the children's Go memory limit (0: none): 2 MiB with a
+	// slack, so the calibrated runtimes stay put; none with -slack none,
+	// where each child's runtime comes out of its own 8 MiB anyway. Under
+	// the 2 MiB limit the pager's child collected at every span it needed,
+	// and the collector's per-cycle bookkeeping held 0.5 MiB more of its
+	// memory than Go's defaults do (the kernel's child: 60 KiB less).
+	GoLimit int64
 	// HardLimit: cgroup v2's limit is memory.max alone (-limit max), as
 	// the issue words it, not memory.high with a backstop.
 	HardLimit bool
@@ -159,6 +166,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	budget := fs.String("budget", "8MiB", "memory `bytes` for the matrices: the pager's budget and the cgroup's limit less -slack")
 	slack := fs.String("slack", "none", "cgroup memory `bytes` on top of -budget for either child's own runtime and text; none (the issue's memory.max = -budget): each child's whole memory in -budget, the pager's budget -budget less its own memory measured at each N; auto: the larger child's peak at N=64, measured first, + 1 MiB; own: each child's own peak at N=64, no margin (default with -quick: auto)")
 	fs.StringVar(&c.Swap, "swap", "auto", "where the host has no swap: `auto` turns a swap file in -dir on for the run (the kernel's side is then linux-swap, as the issue's), off pages the matrices to their files instead (linux-file)")
+	goLimit := fs.String("go-limit", "auto", "the children's Go memory limit (debug.SetMemoryLimit) in `bytes`, 0 for none; auto: none with -slack none, 2MiB otherwise")
 	limitKind := fs.String("limit", "high", "cgroup v2's limit: `high` (memory.high, memory.max an eighth above: the kernel's side is throttled at the limit, not killed) or max (memory.max alone, the issue's words; v1's limit is always hard)")
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
@@ -236,6 +244,16 @@ Examples:
 		}
 	}
 	c.HardLimit = *limitKind == "max"
+	switch *goLimit {
+	case "auto":
+		if !c.SlackNone {
+			c.GoLimit = 2 << 20
+		}
+	default:
+		if c.GoLimit, err = parseSize(*goLimit); err != nil {
+			return c, fmt.Errorf("-go-limit: %w", err)
+		}
+	}
 	if c.Swap != "auto" && c.Swap != "off" {
 		return c, fmt.Errorf("-swap %q: want auto or off", c.Swap)
 	}

@@ -22,19 +22,19 @@ func TestFlags(t *testing.T) {
 	if c, err := parseFlags("bench/pager", []string{"-slack", "own"}, io.Discard, io.Discard); err != nil || !c.SlackOwn || c.Slack != 0 {
 		t.Fatalf("-slack own: %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || !c.SlackNone || c.SlackOwn || c.GuestSlack != "none" {
+	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || !c.SlackNone || c.SlackOwn || c.GuestSlack != "none" || c.GoLimit != 0 {
 		t.Fatalf("the default is the issue's setup, -slack none: %+v, %v", c, err)
 	}
 	if c, err := parseFlags("bench/pager", []string{"-limit", "max", "-guest-limit", "max"}, io.Discard, io.Discard); err != nil || !c.HardLimit || c.GuestLimit != "max" {
 		t.Fatalf("-limit max: %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackNone || c.Budget != 1<<20 {
+	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackNone || c.Budget != 1<<20 || c.GoLimit != 2<<20 {
 		t.Fatalf("-quick keeps a slack for the children's own memory: %+v, %v", c, err)
 	}
 	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || !c.SlackNone {
 		t.Fatalf("-quick -slack none: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}} {
+	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}, {"-go-limit", "lots"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -53,7 +53,7 @@ func child(c config, system string, n int, budget, limit int64, ioMax string, pr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(budget), "-dir", dir)
+	cmd := exec.CommandContext(ctx, self, "run", "-system", system, "-n", fmt.Sprint(n), "-budget", fmt.Sprint(budget), "-dir", dir, "-go-limit", fmt.Sprint(c.GoLimit))
 	// At the timeout the child is asked to quit with SIGQUIT, so the error
 	// carries its goroutines' stacks (where it was stuck), and killed 10 s
 	// later if it has not.

@@ -88,14 +88,16 @@ func runProgram(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 512, "matrix size")
 	budget := fs.Int64("budget", 8<<20, "pager budget in bytes")
 	dir := fs.String("dir", os.TempDir(), "where the data files go")
-	goLimit := fs.Int64("go-limit", 2<<20, "Go runtime memory limit (debug.SetMemoryLimit) in bytes")
+	goLimit := fs.Int64("go-limit", 2<<20, "Go runtime memory limit (debug.SetMemoryLimit) in bytes; 0: none, Go's defaults")
 	wait := fs.Bool("wait", true, "wait for a line on stdin before starting (the parent sets the cgroup)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	// Both systems' children keep the Go heap small alike, so the cgroup's
 	// limit is the matrices' budget plus the same runtime overhead.
-	debug.SetMemoryLimit(*goLimit)
+	if *goLimit > 0 {
+		debug.SetMemoryLimit(*goLimit)
+	}
 	if *wait {
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			return fmt.Errorf("waiting for the start line: %w", err)
