@@ -42,8 +42,8 @@
 // default), under cgroup v2: there the kernel's side is linux-swap. Its
 // sizes and budget are -guest-n and -guest-budget, the (N = 512
 // to 1024, 8 MiB): on the device clock and the SD model the default run
-// takes about 20 minutes of host time, most of it the kernel's side at
-// N = 1024. (The old scaling, 2 MiB at N = 512, is not N = 1024's
+// takes about 12 minutes of host time, most of it the kernel's side at
+// N = 1024 (7.5 minutes). (The old scaling, 2 MiB at N = 512, is not N = 1024's
 // proportions: B's column walk is then one unit as large as the budget.)
 // Its ratios are named guest_<storage>_pager_vs_swap_N. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
