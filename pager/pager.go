@@ -169,6 +169,9 @@ func New(c Config) (*Pager, error) {
 		p.wpNote = "the kernel has no UFFD_FEATURE_PAGEFAULT_FLAG_WP (Linux 5.7+, CONFIG_HAVE_ARCH_USERFAULTFD_WP): every resident page counts as dirty"
 	}
 	p.buf = alignedBuf(run * pageSize)
+	// writeBack's, at a run's length from the start: grown by append
+	// (1, 2, 4, ...) it could end above the run and never be kept.
+	p.iov = make([][]byte, 0, run)
 	// Touched now, not by the first long run: the pager's memory is then
 	// the budget plus a fixed overhead from the start, which is what a
 	// memory cgroup sized from a small run (bench/pager's slack) sees.

@@ -9,6 +9,12 @@ import (
 	"strings"
 )
 
+// cgroupV2 reports whether cgroup v2's memory controller is there.
+func cgroupV2() bool {
+	c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil && strings.Contains(" "+strings.TrimSpace(string(c))+" ", " memory ")
+}
+
 // memcg is a memory cgroup for one child: cgroup v2 (memory.max) where
 // its memory controller is enabled, else v1 (memory.limit_in_bytes), as
 // on this development host.
@@ -26,7 +32,7 @@ type memcg struct {
 // With hard, v2's limit is memory.max alone, as the issue words it: no
 // throttling, the OOM killer at the limit (v1's is always hard).
 func newMemcg(name string, limit int64, hard bool, ioMax string) (*memcg, error) {
-	if c, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(c)+" ", " memory") {
+	if cgroupV2() {
 		// v2: the controllers must be on for children of the root.
 		ctl := "+memory"
 		if ioMax != "" {

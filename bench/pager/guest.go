@@ -95,10 +95,10 @@ mkswap /dev/vdb >/dev/null
 swapon /dev/vdb
 mount -t cgroup2 none /sys/fs/cgroup
 cat /proc/swaps
-%[6]s%[2]s inside -dir %[1]s -n %[3]s -budget %[4]d -runs %[5]d -timeout %[8]s -slack %[9]s -limit %[10]s%[7]s
+%[6]s%[2]s inside -dir %[1]s -n %[3]s -budget %[4]d -runs %[5]d -timeout %[8]s -slack %[9]s -limit %[10]s -go-limit %[11]s%[7]s
 swapoff /dev/vdb
 umount %[1]s
-`, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns, ioMax, ioFlag, c.Timeout, c.GuestSlack, c.GuestLimit)}
+`, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns, ioMax, ioFlag, c.Timeout, c.GuestSlack, c.GuestLimit, c.GoLimitFlag)}
 	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, CPURate: c.CPURate,
 		Disks:   []vm.Disk{{Path: data, Storage: st}, {Path: swap, Storage: st}},
 		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}

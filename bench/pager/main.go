@@ -95,7 +95,8 @@ type config struct {
 	// the 2 MiB limit the pager's child collected at every span it needed,
 	// and the collector's per-cycle bookkeeping held 0.5 MiB more of its
 	// memory than Go's defaults do (the kernel's child: 60 KiB less).
-	GoLimit int64
+	GoLimit     int64
+	GoLimitFlag string // -go-limit as given, for the guest's side
 	// HardLimit: cgroup v2's limit is memory.max alone (-limit max), as
 	// the issue words it, not memory.high with a backstop.
 	HardLimit bool
@@ -174,7 +175,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	fs.BoolVar(&c.Quick, "quick", false, "-n 256,384 -budget 1MiB: seconds; no guest unless -guest on or only")
 	fs.StringVar(&c.Guest, "guest", "auto", "the run in a QEMU guest with throttled disks and swap: `auto`, on, off or only")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
-	fs.StringVar(&c.Storage, "storage", "sd", "the guest's disk speed `model` (sd, emmc, nvme, host)")
+	fs.StringVar(&c.Storage, "storage", "sd", "the guest's disk speed `model` (sd, emmc, nvme, hdd, host)")
 	guestNs := fs.String("guest-n", "512,768,1024", "matrix `sizes` in the guest")
 	guestBudget := fs.String("guest-budget", "8MiB", "the guest's budget `bytes`")
 	fs.IntVar(&c.GuestRuns, "guest-runs", 1, "runs in the guest")
@@ -202,7 +203,11 @@ Examples:
   go run ./bench/pager -json > docs/results/pager.json
   go run ./bench/pager -n 1024 -runs 3 -guest off
   go run ./bench/pager -guest only -guest-n 512 -storage sd
-  go run ./bench/pager -guest only -guest-n 1024 -guest-slack none   # the issue's memory.max = 8 MiB
+  go run ./bench/pager -guest only -guest-n 1024 -guest-runs 3          # the issue's N, 8 MiB for each child's whole memory
+  go run ./bench/pager -guest only -guest-n 1024 -guest-limit max        # memory.max alone, no memory.high
+  go run ./bench/pager -guest only -guest-n 1024 -storage hdd            # the thesis's disk, modeled
+  go run ./bench/pager -guest off -n 1024 -swap off                      # host: the kernel pages to the files
+  go run ./bench/pager -guest off -slack auto -go-limit 2MiB             # the earlier method: a slack for each runtime
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -235,7 +240,7 @@ Examples:
 		c.SlackNone = true
 	default:
 		if c.Slack, err = parseSize(*slack); err != nil {
-			return c, fmt.Errorf("-slack: %w", err)
+			return c, fmt.Errorf("-slack %q: want none, auto, own or bytes: %w", *slack, err)
 		}
 	}
 	for _, l := range []struct{ flag, v string }{{"-limit", *limitKind}, {"-guest-limit", c.GuestLimit}} {
@@ -244,6 +249,11 @@ Examples:
 		}
 	}
 	c.HardLimit = *limitKind == "max"
+	// -slack own leaves no margin: it relies on memory.high reclaiming.
+	if (c.HardLimit && *slack == "own") || (c.GuestLimit == "max" && c.GuestSlack == "own") {
+		return c, errors.New("-limit max with -slack own: own gives each child its N=64 peak with no margin, which only memory.high's reclaim makes safe; use -slack none, auto or bytes")
+	}
+	c.GoLimitFlag = *goLimit
 	switch *goLimit {
 	case "auto":
 		if !c.SlackNone {
@@ -251,7 +261,7 @@ Examples:
 		}
 	default:
 		if c.GoLimit, err = parseSize(*goLimit); err != nil {
-			return c, fmt.Errorf("-go-limit: %w", err)
+			return c, fmt.Errorf("-go-limit %q: want auto or bytes: %w", *goLimit, err)
 		}
 	}
 	if c.Swap != "auto" && c.Swap != "off" {
@@ -261,7 +271,7 @@ Examples:
 	case "auto", "own", "none":
 	default:
 		if _, err := parseSize(c.GuestSlack); err != nil {
-			return c, fmt.Errorf("-guest-slack: %w", err)
+			return c, fmt.Errorf("-guest-slack %q: want none, auto, own or bytes: %w", c.GuestSlack, err)
 		}
 	}
 	if c.Ns, err = parseNs(*ns); err != nil {

@@ -34,7 +34,7 @@ func TestFlags(t *testing.T) {
 	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || !c.SlackNone {
 		t.Fatalf("-quick -slack none: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}, {"-go-limit", "lots"}} {
+	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}, {"-go-limit", "lots"}, {"-limit", "max", "-slack", "own"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
@@ -132,5 +132,30 @@ func TestMemcgCountsOOMKills(t *testing.T) {
 	}
 	if cg.peak() <= 0 {
 		t.Fatalf("peak %d", cg.peak())
+	}
+}
+
+// TestChecksum: the closed form every child's C is checked against is
+// the sum of the product's elements.
+func TestChecksum(t *testing.T) {
+	for _, n := range []int{1, 7, 37} {
+		a, b, c := make([]float64, n*n), make([]float64, n*n), make([]float64, n*n)
+		for i := range n {
+			for j := range n {
+				a[i*n+j], b[i*n+j] = aElem(i, j), bElem(i, j)
+			}
+		}
+		multiply(a, b, c, n)
+		var sum float64
+		for _, v := range c {
+			sum += v
+		}
+		if got := checksum(n); got != sum {
+			t.Errorf("N=%d: checksum %v, the product sums to %v", n, got, sum)
+		}
+	}
+	// The children's sum at N = 1024 in every run on record.
+	if got := checksum(1024); got != 32212270432 {
+		t.Errorf("checksum(1024) = %v", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
@@ -103,7 +104,25 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		if err != nil {
 			return o, fmt.Errorf("-swap auto: %w (or -swap off: the kernel pages the matrices to their files)", err)
 		}
+		// Off again at the end, and on an interrupt: a swap file left on
+		// would outlive the benchmark.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() {
+			select {
+			case sig := <-sigs:
+				if err := sw.stop(); err != nil {
+					fmt.Fprintf(progress, "bench/pager: %v\n", err)
+				}
+				fmt.Fprintf(progress, "bench/pager: %v: the swap file is off and removed\n", sig)
+				os.Exit(1)
+			case <-done:
+			}
+		}()
 		defer func() {
+			signal.Stop(sigs)
+			close(done)
 			if err := sw.stop(); err != nil {
 				fmt.Fprintf(progress, "bench/pager: %v\n", err)
 			}
@@ -197,23 +216,27 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		o.Env["cgroup_limit_bytes"] = fmt.Sprint(limit["pager"])
 	}
 	o.Env["budget_bytes"] = fmt.Sprint(c.Budget)
-	o.Env["limit"] = "high: memory.high, memory.max an eighth above (v2)"
+	o.Env["limit"] = "high: memory.high, memory.max an eighth above"
 	if c.HardLimit {
-		o.Env["limit"] = "max: memory.max alone (v2)"
+		o.Env["limit"] = "max: memory.max alone"
 	}
+	if !cgroupV2() {
+		o.Env["limit"] = "cgroup v1: memory.limit_in_bytes, hard"
+	}
+	o.Env["go_limit_bytes"] = fmt.Sprint(c.GoLimit) // 0: Go's defaults
 	o.Env["linux_system"] = linux
 	o.Env["dir"] = c.Dir
 	o.Env["host_cpus"] = fmt.Sprint(runtime.NumCPU())
 	o.Env["date"] = time.Now().UTC().Format(time.RFC3339)
 	s := benchjson.NewSamples()
+	ooms, timeouts := map[int]int{}, map[int]int{}
 	for run := range c.Runs {
 		for _, n := range c.Ns {
 			systems := []string{"pager", linux}
 			if (run+n)%2 == 1 {
 				systems[0], systems[1] = systems[1], systems[0]
 			}
-			sums := map[string]float64{}
-			censored := false // the kernel's side stopped: no checksum to compare
+			want := checksum(n)
 			for _, sys := range systems {
 				fmt.Fprintf(progress, "bench/pager: run %d, N=%d, %s\n", run+1, n, sys)
 				r, peak, err := child(c, sys, n, budget[n], limit[sys], ioMax, progress)
@@ -223,16 +246,16 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 					// timeout, so the ratio is at most the one given.
 					fmt.Fprintf(progress, "bench/pager:   %s stopped at -timeout %v: its time counts as %v, a lower bound\n", sys, c.Timeout, c.Timeout)
 					s.Add(fmt.Sprintf("linux_total_%d", n), "s", c.Timeout.Seconds())
-					o.Env[fmt.Sprintf("linux_timed_out_%d", n)] = fmt.Sprintf("stopped at -timeout %v: linux_total_%d is a lower bound and pager_vs_swap_%d an upper bound", c.Timeout, n, n)
-					censored = true
+					timeouts[n]++
+					o.Env[fmt.Sprintf("linux_timed_out_%d", n)] = fmt.Sprintf("%d of %d runs stopped at -timeout %v (its time from before the child started): linux_total_%d is a lower bound and pager_vs_swap_%d an upper bound", timeouts[n], c.Runs, c.Timeout, n, n)
 					continue
 				}
 				if errors.Is(err, errOOM) && sys != "pager" {
 					// Linux's paging failing outright under the limit is
 					// a result too: no time, so no ratio at this N.
 					fmt.Fprintf(progress, "bench/pager:   %s: %v\n", sys, err)
-					o.Env[fmt.Sprintf("linux_oom_%d", n)] = strings.SplitN(err.Error(), "\n", 2)[0]
-					censored = true
+					ooms[n]++
+					o.Env[fmt.Sprintf("linux_oom_%d", n)] = fmt.Sprintf("%d of %d runs: %s", ooms[n], c.Runs, strings.SplitN(err.Error(), "\n", 2)[0])
 					continue
 				}
 				if err != nil {
@@ -260,20 +283,44 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 						o.Env["pager_uffd_features"] = r.Features
 					}
 				}
-				sums[sys] = r.Checksum
-			}
-			if !censored && sums["pager"] != sums[linux] {
-				return o, fmt.Errorf("N=%d: the checksums of C differ: pager %v, %s %v", n, sums["pager"], linux, sums[linux])
+				// Each child's C against the sum's closed form, so a
+				// pager whose kernel side did not finish is checked too.
+				if r.Checksum != want {
+					return o, fmt.Errorf("N=%d: %s's C sums to %v, want %v", n, sys, r.Checksum, want)
+				}
 			}
 		}
 	}
 	o.Results = s.Results()
 	for _, n := range c.Ns {
+		// A run the kernel's side did not survive has no time: a median
+		// of the others would leave it out, so there is no ratio.
+		if ooms[n] > 0 {
+			continue
+		}
 		if d := s.Median(fmt.Sprintf("linux_total_%d", n)); d > 0 {
 			o.Ratios[fmt.Sprintf("pager_vs_swap_%d", n)] = s.Median(fmt.Sprintf("pager_total_%d", n)) / d
 		}
 	}
 	return o, nil
+}
+
+// checksum is the sum of C = A × B's elements for the generators,
+// Σ_k (Σ_i a_ik)(Σ_j b_kj): small integers, exact in float64 as the
+// children's sums are.
+func checksum(n int) float64 {
+	var sum float64
+	for k := range n {
+		var a, b float64
+		for i := range n {
+			a += aElem(i, k)
+		}
+		for j := range n {
+			b += bElem(k, j)
+		}
+		sum += a * b
+	}
+	return sum
 }
 
 func emit(w io.Writer, asJSON bool, o benchjson.Output) error {
