@@ -25,14 +25,19 @@
 //   - omf: omf.Open untimed; per region ReadBlock of its 8 blocks (the
 //     first maps and populates the chunk), units read from the window,
 //     Release; Close at the end (it unmaps);
-//   - omf-byte: the same with ReadAt of each unit into a buffer;
+//   - omf-once: a region on its own: omf.Open, ReadBlock, the units,
+//     Release and Close for each region, so no chunk mapping is shared;
+//   - omf-byte: the same as omf with ReadAt of each unit into a buffer;
 //   - omf-lazy: omf with Options.NoPopulate: the chunk is demand paged at
 //     first touch, as mmap-span's span is;
 //   - consume: the floor every method shares: the units read from a
 //     mapping made and faulted in before the timed span.
 //
-// Ratios: omf_vs_mmap_32k (omf / mmap, unit 32 KiB), omf_vs_read_4k (omf /
-// read, unit 4 KiB), and omf_vs_mmap_span_32k, omf_byte_vs_read_4k,
+// Ratios: omf_vs_mmap_32k (omf-once / mmap, unit 32 KiB: a region on its
+// own on both sides, the seed's method), omf_vs_read_4k (omf / read, unit
+// 4 KiB), and omf_vs_mmap_span_32k (both map the span once),
+// omf_kept_vs_mmap_32k (omf / mmap: a kept File against a mapping per
+// region, two ways of use, not like for like), omf_byte_vs_read_4k,
 // omf_vs_bufio_4k, omf_lazy_vs_mmap_span_32k, consume_vs_mmap_span_32k. With the
 // guest part (a QEMU guest, ext4 dax=always on an fsdax NVDIMM) the
 // unprefixed ratios are the guest's, on DAX as the targets are, and
