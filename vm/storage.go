@@ -23,10 +23,10 @@ type Storage struct {
 // box numbers: SD as a UHS-I card meeting the A1 application class (1500 random
 // read IOPS, 500 write), eMMC 5.1 as found on single-board computers, NVMe a
 // PCIe 3 x4 drive (which a TCG guest cannot saturate anyway). HDD is the
-// storage of the pager's thesis (a 7200 rpm disk): a request ceiling alone
-// cannot tell a seek from a sequential request, so the model charges every
-// request a seek's 1/150 s, which is harsher on long sequential runs than
-// the disk itself.
+// storage of the pager's thesis (a 7200 rpm disk) as two ceilings: 150
+// requests and 120 MiB a second. A ceiling cannot tell a seek from a
+// sequential request; it charges them alike, on average (the throttles
+// let short bursts through).
 var profiles = map[string]Storage{
 	"sd":   {Name: "sd", ReadBPS: 40 << 20, ReadIOPS: 1500, WriteBPS: 15 << 20, WriteIOPS: 500, About: "SD card, UHS-I A1: 40 MiB/s, 1500 IOPS read"},
 	"emmc": {Name: "emmc", ReadBPS: 250 << 20, ReadIOPS: 8000, WriteBPS: 90 << 20, WriteIOPS: 3000, About: "eMMC 5.1: 250 MiB/s, 8000 IOPS read"},
