@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFlags(t *testing.T) {
@@ -112,6 +114,21 @@ func TestMemcgCountsOOMKills(t *testing.T) {
 	// memory.max), with no swap to spare it: cgroup v2's memory.high only
 	// throttles, so the backstop above it must kill.
 	cmd := exec.Command("sh", "-c", `read go; x=$(head -c 67108864 /dev/zero | tr '\0' a); echo ${#x}`)
+	// Its own process group, killed whole at the end: a pipeline left
+	// running after the shell is killed keeps the cgroup from going.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	defer func() {
+		if cmd.Process == nil {
+			return
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for range 50 {
+			if procs := cg.read("cgroup.procs", "cgroup.procs"); strings.TrimSpace(procs) == "" {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	stdin, _ := cmd.StdinPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
