@@ -112,24 +112,36 @@ func NewFile(f *os.File, o Options) (*File, error) {
 	if cs == 0 {
 		cs = DefaultChunkSize
 	}
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("omf: %w", err)
+	var st unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_SIZE, &st); err != nil {
+		return nil, fmt.Errorf("omf: statx %s: %w", f.Name(), err)
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("omf: open %s: not a regular file (%v)", f.Name(), st.Mode().Type())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("omf: open %s: not a regular file (mode %#o)", f.Name(), st.Mode&unix.S_IFMT)
 	}
 	of := &File{f: f, name: f.Name(), writable: o.Writable, chunk: cs, populate: !o.NoPopulate}
-	of.size.Store(st.Size())
-	of.dax = probeDAX(f)
+	of.size.Store(int64(st.Size))
+	of.dax = isDAX(f, &st)
 	empty := make([]atomic.Pointer[chunk], 0)
 	of.slots.Store(&empty)
 	return of, nil
 }
 
-// probeDAX reports whether the file is on a DAX filesystem: only there does
-// the kernel accept MAP_SYNC (with MAP_SHARED_VALIDATE, so an unknown flag
-// fails instead of being ignored, as pheap maps its heap).
+// isDAX reports whether the file is on a DAX filesystem: the inode's DAX
+// attribute from the statx the size came from (Linux 5.8 on), so Open
+// costs two system calls. Only a kernel that does not report the
+// attribute is asked the slower way, probeDAX.
+func isDAX(f *os.File, st *unix.Statx_t) bool {
+	if st.Attributes_mask&unix.STATX_ATTR_DAX != 0 {
+		return st.Attributes&unix.STATX_ATTR_DAX != 0
+	}
+	return probeDAX(f)
+}
+
+// probeDAX reports whether the kernel accepts MAP_SYNC for the file (with
+// MAP_SHARED_VALIDATE, so an unknown flag fails instead of being ignored,
+// as pheap maps its heap): on a kernel before 5.8 only a DAX file does.
+// An mmap and a munmap: the cost isDAX avoids where it can.
 func probeDAX(f *os.File) bool {
 	b, err := unix.Mmap(int(f.Fd()), 0, pageSize, unix.PROT_READ, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
 	if err != nil {
@@ -182,26 +194,11 @@ func (f *File) Close() error {
 		return fmt.Errorf("omf: close %s: %d %w", f.name, f.windows, ErrBusy)
 	}
 	// Closed before the unmapping: a ReadAt racing with Close then maps
-	// no new chunk while the lock is let go below.
+	// no new chunk while the lock is let go in unmapChunks.
 	f.closed = true
 	var errs []error
-	for i := range *f.slots.Load() {
-		c := (*f.slots.Load())[i].Load()
-		if c == nil {
-			continue
-		}
-		// No window is held, so a reference is a ReadAt still copying:
-		// ReadAt on a closing File is the caller's race, but wait it
-		// out rather than unmap under it.
-		for !c.refs.CompareAndSwap(0, dead) {
-			f.mu.Unlock()
-			runtimeGosched()
-			f.mu.Lock()
-		}
-		(*f.slots.Load())[i].Store(nil)
-		if err := unix.Munmap(c.b); err != nil {
-			errs = append(errs, err)
-		}
+	if _, err := f.unmapChunks(true); err != nil {
+		errs = append(errs, err)
 	}
 	if err := f.f.Close(); err != nil {
 		errs = append(errs, err)
@@ -210,6 +207,59 @@ func (f *File) Close() error {
 		return fmt.Errorf("omf: close %s: %w", f.name, err)
 	}
 	return nil
+}
+
+// Unmap unmaps every chunk that no window holds and no ReadAt is copying
+// from, and returns how many bytes of mappings it gave back. A File kept
+// open for a file read once in a while, or in bursts, gives back its
+// address space and page tables this way; the next read maps the chunk
+// again (on aligned DAX one mmap and one fault). Held windows keep their
+// chunks, and the File stays open.
+func (f *File) Unmap() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, fmt.Errorf("omf: unmap %s: %w", f.name, ErrClosed)
+	}
+	n, err := f.unmapChunks(false)
+	if err != nil {
+		return n, fmt.Errorf("omf: unmap %s: %w", f.name, err)
+	}
+	return n, nil
+}
+
+// unmapChunks unmaps the chunks no one holds, with f.mu held, and returns
+// the bytes unmapped. A chunk is taken only by swapping its count from 0
+// to the dead mark, so a reader cannot take it between the check and the
+// munmap. With wait (Close: no window is held, so a reference is a ReadAt
+// still copying) it waits each reference out rather than skip the chunk.
+func (f *File) unmapChunks(wait bool) (int64, error) {
+	var n int64
+	var errs []error
+	for i := range *f.slots.Load() {
+		c := (*f.slots.Load())[i].Load()
+		if c == nil {
+			continue
+		}
+		for !c.refs.CompareAndSwap(0, dead) {
+			if !wait {
+				break
+			}
+			f.mu.Unlock()
+			runtimeGosched()
+			f.mu.Lock()
+		}
+		if c.refs.Load() != dead {
+			continue
+		}
+		(*f.slots.Load())[i].Store(nil)
+		if err := unix.Munmap(c.b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n += int64(len(c.b))
+	}
+	return n, errors.Join(errs...)
 }
 
 // ReadAt copies len(p) bytes at off into p (io.ReaderAt). The chunks it

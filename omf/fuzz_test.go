@@ -12,12 +12,14 @@ import (
 // File and an in-memory copy of the file, and requires every byte read to
 // equal the copy's: reads (ReadAt, ReadBlock), windows held across other
 // operations and released later, writes through WriteBlock with SyncBlock,
-// appends and truncations done behind the File's back. Each operation is 4
+// appends and truncations done behind the File's back, and Unmap with
+// windows held (they keep their chunks; the next read maps again). Each operation is 4
 // bytes: kind, two operands, a value.
 func FuzzAccess(f *testing.F) {
 	f.Add([]byte{0, 0, 9, 0, 1, 1, 2, 0, 2, 0, 1, 7, 4, 3, 0, 0, 0, 0, 40, 0})
 	f.Add([]byte{1, 0, 3, 1, 5, 0, 0, 0, 1, 1, 2, 0, 6, 0, 0, 0, 0, 4, 40, 0})
 	f.Add([]byte{2, 1, 1, 9, 3, 2, 0, 0, 4, 0, 0, 0, 2, 0, 2, 1})
+	f.Add([]byte{1, 0, 1, 1, 0, 30, 9, 0, 7, 0, 0, 0, 0, 2, 40, 0, 3, 0, 0, 0, 7, 0, 0, 0, 1, 1, 2, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 4*64 {
 			return
@@ -31,7 +33,7 @@ func FuzzAccess(f *testing.F) {
 		var held []*Window
 		truncated := false // the file shrank while a mapping of its old pages may be used
 		for ; len(ops) >= 4; ops = ops[4:] {
-			kind, a, b, v := ops[0]%7, int(ops[1]), int(ops[2]), ops[3]
+			kind, a, b, v := ops[0]%8, int(ops[1]), int(ops[2]), ops[3]
 			nblk := (len(ref) + bs - 1) / bs
 			switch kind {
 			case 0: // ReadAt: offset and length in 97-byte steps, crossing blocks and chunks
@@ -134,6 +136,11 @@ func FuzzAccess(f *testing.F) {
 					}
 					ref = ref[:n]
 					truncated = true
+				}
+			case 7: // Unmap: held windows are checked when released (3)
+				n, err := of.Unmap()
+				if err != nil || n < 0 || n%int64(2*bs) != 0 {
+					t.Fatalf("Unmap = %d, %v", n, err)
 				}
 			case 6: // Close must refuse while windows are held
 				if len(held) > 0 {

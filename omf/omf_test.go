@@ -7,7 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeRef writes size bytes of a fixed pseudo-random pattern to a new
@@ -327,7 +330,8 @@ func TestGrowingFile(t *testing.T) {
 }
 
 // TestConcurrentReaders: ReadAt and ReadBlock from several goroutines
-// while chunks are mapped on first touch (run with -race).
+// while chunks are mapped on first touch and unmapped by Unmap (run with
+// -race).
 func TestConcurrentReaders(t *testing.T) {
 	bs := BlockSize()
 	path, ref := writeRef(t, 32*bs, 13)
@@ -356,9 +360,117 @@ func TestConcurrentReaders(t *testing.T) {
 			done <- err
 		}()
 	}
+	// Unmap meanwhile: chunks go and come back under the readers.
+	stop := make(chan struct{})
+	unmapped := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				unmapped <- nil
+				return
+			default:
+			}
+			if _, err := f.Unmap(); err != nil {
+				unmapped <- err
+				return
+			}
+			runtime.Gosched()
+		}
+	}()
 	for range 4 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+	close(stop)
+	if err := <-unmapped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mappings counts the process's mappings of path (/proc/self/maps).
+func mappings(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte(" "+path+"\n"))
+}
+
+// TestUnmap: Unmap gives back the chunks no one holds (the kernel's map
+// shows them gone), keeps a held window's, and the next read maps again
+// and reads the file's bytes.
+func TestUnmap(t *testing.T) {
+	bs := BlockSize()
+	path, ref := writeRef(t, 8*bs, 17)
+	f := open(t, path, Options{ChunkSize: 4 * bs})
+	p := make([]byte, 8*bs)
+	if _, err := f.ReadAt(p, 0); err != nil { // maps chunks 0 and 1
+		t.Fatal(err)
+	}
+	w, err := f.ReadBlock(1, 2) // holds chunk 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mappings(t, path); got != 2 {
+		t.Fatalf("%d mappings of the file before Unmap, want 2", got)
+	}
+	n, err := f.Unmap()
+	if err != nil || n != int64(4*bs) {
+		t.Fatalf("Unmap with chunk 0 held = %d, %v; want %d (chunk 1)", n, err, 4*bs)
+	}
+	if got := mappings(t, path); got != 1 {
+		t.Fatalf("%d mappings of the file after Unmap, want 1 (the held chunk)", got)
+	}
+	if !bytes.Equal(w.Bytes(), ref[bs:3*bs]) {
+		t.Fatal("the held window changed after Unmap")
+	}
+	clear(p)
+	if _, err := f.ReadAt(p, 0); err != nil || !bytes.Equal(p, ref) {
+		t.Fatalf("ReadAt after Unmap: %v, equal %v", err, bytes.Equal(p, ref))
+	}
+	if err := w.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.Unmap(); err != nil || n != int64(8*bs) {
+		t.Fatalf("Unmap with nothing held = %d, %v; want %d", n, err, 8*bs)
+	}
+	if got := mappings(t, path); got != 0 {
+		t.Fatalf("%d mappings of the file after the second Unmap, want 0", got)
+	}
+	w, err = f.ReadBlock(5, 2)
+	if err != nil || !bytes.Equal(w.Bytes(), ref[5*bs:7*bs]) {
+		t.Fatalf("ReadBlock after Unmap: %v", err)
+	}
+	w.Release()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Unmap(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Unmap after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestDAXDetection: the statx attribute Open reads agrees with the
+// MAP_SYNC probe for kernels without it (this host's files are not DAX;
+// TestDAXWindows runs both on DAX: mode "dax" there).
+func TestDAXDetection(t *testing.T) {
+	path, _ := writeRef(t, 4096, 19)
+	h, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var st unix.Statx_t
+	if err := unix.Statx(int(h.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_DAX == 0 {
+		t.Skip("the kernel does not report STATX_ATTR_DAX: Open probes")
+	}
+	if got, probe := isDAX(h, &st), probeDAX(h); got != probe {
+		t.Fatalf("statx says DAX %v, the MAP_SYNC probe %v", got, probe)
 	}
 }

@@ -1,6 +1,7 @@
 package omf
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -169,17 +170,21 @@ func (f *File) WriteBlock(blkoff, nblocks int64) (*Window, error) {
 	w := &Window{f: f, off: off, writable: true}
 	if f.dax && pmem.Available() {
 		b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
-		if err != nil {
+		if err == nil {
+			w.own, w.b, w.dax = b, b[:n:n], true
+			return w, f.hold(w)
+		}
+		// A DAX file whose filesystem cannot sync page faults (virtiofs
+		// with DAX, say) refuses MAP_SYNC: msync is its durability point.
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
 			return nil, fmt.Errorf("omf: mmap MAP_SYNC %s at %d (%d bytes): %w", f.name, off, n, err)
 		}
-		w.own, w.b, w.dax = b, b[:n:n], true
-	} else {
-		b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED)
-		if err != nil {
-			return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, off, n, err)
-		}
-		w.own, w.b = b, b[:n:n]
 	}
+	b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, off, n, err)
+	}
+	w.own, w.b = b, b[:n:n]
 	return w, f.hold(w)
 }
 

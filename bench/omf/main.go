@@ -22,11 +22,17 @@
 //   - mmap-span: the kernel's best case: the pass's whole span mapped at
 //     its start, read as mmap reads, unmapped at its end (on aligned DAX
 //     one PMD fault for the 64 regions);
+//   - mmap-open: mmap with the file opened for the region and closed
+//     after it;
 //   - omf: omf.Open untimed; per region ReadBlock of its 8 blocks (the
 //     first maps and populates the chunk), units read from the window,
 //     Release; Close at the end (it unmaps);
-//   - omf-once: a region on its own: omf.Open, ReadBlock, the units,
-//     Release and Close for each region, so no chunk mapping is shared;
+//   - omf-once: a region on its own, as mmap's: omf.Open untimed (as
+//     mmap's fd is opened); per region ReadBlock (mapping and populating
+//     the chunk), the units, Release and Unmap, so no chunk mapping is
+//     shared between regions;
+//   - omf-open: omf-once with the File opened for the region and closed
+//     after it (Open, ReadBlock, the units, Release, Close);
 //   - omf-byte: the same as omf with ReadAt of each unit into a buffer;
 //   - omf-lazy: omf with Options.NoPopulate: the chunk is demand paged at
 //     first touch, as mmap-span's span is;
@@ -35,7 +41,9 @@
 //
 // Ratios: omf_vs_mmap_32k (omf-once / mmap, unit 32 KiB: a region on its
 // own on both sides, the seed's method), omf_vs_read_4k (omf / read, unit
-// 4 KiB), and omf_vs_mmap_span_32k (both map the span once),
+// 4 KiB), and omf_open_vs_mmap_open_32k (a region on its own with the
+// file opened for it on both sides), omf_vs_mmap_span_32k (both map the
+// span once),
 // omf_kept_vs_mmap_32k (omf / mmap: a kept File against a mapping per
 // region, two ways of use, not like for like), omf_byte_vs_read_4k,
 // omf_vs_bufio_4k, omf_lazy_vs_mmap_span_32k, consume_vs_mmap_span_32k. With the

@@ -31,7 +31,7 @@ func TestMeasureRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and reads a 16 MiB file per method")
 	}
-	o, err := measure(config{Runs: 1, Units: []int{4096}}, t.TempDir(), io.Discard)
+	o, err := measure(config{Runs: 1, Units: []int{4096, 32768}}, t.TempDir(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +44,14 @@ func TestMeasureRuns(t *testing.T) {
 			t.Errorf("no %s", figure(m, 4096))
 		}
 	}
-	for _, c := range []string{"cost_pread_4k", "cost_demand_fault", "cost_populate_2m", "cost_omf_readblock_release", "cost_omf_close"} {
+	for _, c := range []string{"cost_pread_4k", "cost_demand_fault", "cost_populate_2m", "cost_omf_readblock_release", "cost_omf_close", "cost_omf_open_close", "cost_region_populate_32k"} {
 		if !names[c] {
 			t.Errorf("no %s among the costs", c)
 		}
 	}
-	if o.Ratios["omf_vs_read_4k"] <= 0 {
-		t.Fatalf("ratios %v", o.Ratios)
+	for _, r := range []string{"omf_vs_read_4k", "omf_vs_mmap_32k", "omf_open_vs_mmap_open_32k"} {
+		if o.Ratios[r] <= 0 {
+			t.Errorf("no %s among the ratios %v", r, o.Ratios)
+		}
 	}
 }

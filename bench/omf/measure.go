@@ -28,7 +28,7 @@ const (
 )
 
 // methods in the order they run in a round.
-var methods = []string{"read", "bufio", "mmap", "mmap-span", "omf", "omf-once", "omf-byte", "omf-lazy", "consume"}
+var methods = []string{"read", "bufio", "mmap", "mmap-span", "mmap-open", "omf", "omf-once", "omf-open", "omf-byte", "omf-lazy", "consume"}
 
 // sink keeps the consumer's reads from being optimised away.
 var sink byte
@@ -66,7 +66,7 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 	base := int64(span) * passSize
 	buf := make([]byte, unit)
 	var of *omf.File
-	if method == "omf" || method == "omf-byte" || method == "omf-lazy" {
+	if method == "omf" || method == "omf-once" || method == "omf-byte" || method == "omf-lazy" {
 		var err error
 		// omf-lazy: the chunk is mapped but not populated, so its first
 		// touch is demand paging, as the mmap method's (on aligned DAX
@@ -136,19 +136,14 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 			w.Release()
 		}
 	case "omf-once":
-		// A region on its own, as the seed's mmap side is: the File
-		// opened, the region's window taken (its chunk mapped and
-		// populated), read, released, and the File closed, so nothing
-		// is shared between regions.
+		// A region on its own, as the seed's mmap side is: the File open
+		// before the timed span as mmap's fd is, and per region the
+		// window taken (its chunk mapped and populated), read, released
+		// and the chunk unmapped, so nothing is shared between regions.
 		bs := int64(omf.BlockSize())
 		for r := int64(0); r < regions; r++ {
-			f, err := omf.Open(path, omf.Options{})
+			w, err := of.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
 			if err != nil {
-				return 0, err
-			}
-			w, err := f.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
-			if err != nil {
-				f.Close()
 				return 0, err
 			}
 			b := w.Bytes()
@@ -156,7 +151,15 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 				consume(b[off : off+unit])
 			}
 			w.Release()
-			if err := f.Close(); err != nil {
+			if n, err := of.Unmap(); err != nil || n == 0 {
+				return 0, fmt.Errorf("unmap after region %d: %d bytes, %v", r, n, err)
+			}
+		}
+	case "mmap-open", "omf-open":
+		// A region on its own with the file opened for it and closed
+		// after, on both sides.
+		for r := int64(0); r < regions; r++ {
+			if err := readOpened(method, path, base+r*regionSize, unit); err != nil {
 				return 0, err
 			}
 		}
@@ -187,6 +190,39 @@ func readMapped(fd *os.File, off int64, size, unit int) error {
 		consume(m[o : o+unit])
 	}
 	return unix.Munmap(m)
+}
+
+// readOpened opens path, reads the region at off in units (mmap-open: an
+// mmap of the region, demand paged; omf-open: an omf window), and closes
+// it again.
+func readOpened(method, path string, off int64, unit int) error {
+	if method == "mmap-open" {
+		fd, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		err = readMapped(fd, off, regionSize, unit)
+		if cerr := fd.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	f, err := omf.Open(path, omf.Options{})
+	if err != nil {
+		return err
+	}
+	bs := int64(omf.BlockSize())
+	w, err := f.ReadBlock(off/bs, regionSize/bs)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	b := w.Bytes()
+	for o := 0; o < regionSize; o += unit {
+		consume(b[o : o+unit])
+	}
+	w.Release()
+	return f.Close()
 }
 
 // measure runs every method and unit, round-robin, in dir.
@@ -240,6 +276,9 @@ func measure(c config, dir string, progress io.Writer) (benchjson.Output, error)
 	// Like for like, as the seed timed it: a region on its own, nothing
 	// mapped before it or kept after, on both sides.
 	ratio("omf_vs_mmap_32k", "omf-once", "mmap", 32768)
+	// The same with the file opened and closed for each region on both
+	// sides.
+	ratio("omf_open_vs_mmap_open_32k", "omf-open", "mmap-open", 32768)
 	// A File kept open (its chunk mapped once for 64 regions) against a
 	// mapping made for each region: two ways to use them, not like for like.
 	ratio("omf_kept_vs_mmap_32k", "omf", "mmap", 32768)
