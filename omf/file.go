@@ -46,10 +46,10 @@ type Options struct {
 	// ChunkSize is the size of the mappings ReadBlock and ReadAt share; a
 	// multiple of the page size. 0 means DefaultChunkSize.
 	ChunkSize int
-	// NoPopulate maps chunks without populating them (MAP_POPULATE on the
-	// page cache, a touch of every page on DAX): pages are then faulted
-	// in on first access (demand paging) instead of when the chunk is
-	// mapped.
+	// NoPopulate maps chunks without populating them (MAP_POPULATE of the
+	// chunk on the page cache; on DAX a touch of every page of the window
+	// that maps it): pages are then faulted in on first access (demand
+	// paging) instead of when the chunk is mapped.
 	NoPopulate bool
 }
 
@@ -282,7 +282,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 				return n, io.EOF
 			}
 		}
-		c, err := f.acquire(off / f.chunk)
+		c, err := f.acquire(off/f.chunk, 0, 0)
 		if err != nil {
 			return n, err
 		}

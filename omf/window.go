@@ -111,7 +111,7 @@ func (f *File) ReadBlock(blkoff, nblocks int64) (*Window, error) {
 	if idx := off / f.chunk; (off+n-1)/f.chunk == idx {
 		// The size is not asked again here: a file truncated since is
 		// caught when the window is read (Read, Guard).
-		c, err := f.acquire(idx)
+		c, err := f.acquire(idx, off, off+n)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func (f *File) ReadBlock(blkoff, nblocks int64) (*Window, error) {
 		if _, _, err := f.checkRange("read", blkoff, nblocks); err != nil {
 			return nil, err
 		}
-		b, err := f.mapRead(off, int(n))
+		b, err := f.mapRead(off, int(n), off, off+n)
 		if err != nil {
 			return nil, err
 		}
