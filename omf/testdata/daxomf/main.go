@@ -1,7 +1,8 @@
 // Command daxomf runs omf on a DAX mount in the QEMU guest of
 // TestDAXWindows: `daxomf write FILE` writes a file, reads it through omf,
 // stores through a writable window, SyncBlock, and says so; `daxomf verify
-// FILE` reads the stores back after a power cut and checks truncation.
+// FILE` reads the stores back after a power cut, reads windows between
+// Unmaps, and checks truncation.
 // Lines start with DAXOMF.
 package main
 
@@ -82,6 +83,23 @@ func run(args []string) error {
 		p := make([]byte, size)
 		if _, err := f.ReadAt(p, 0); err != nil || !bytes.Equal(p, want) {
 			return fmt.Errorf("after the cut the file differs from what was synced (%v)", err)
+		}
+		// Windows inside one chunk, each after an Unmap: the chunk is
+		// mapped again (on DAX populated just for the window) and reads
+		// the pmem's bytes.
+		for _, blk := range []int64{3, 700, 3, int64(size/bs) - 8} {
+			w, err := f.ReadBlock(blk, 8)
+			if err != nil {
+				return err
+			}
+			lo := int(blk) * bs
+			if !bytes.Equal(w.Bytes(), want[lo:lo+8*bs]) {
+				return fmt.Errorf("window at block %d after Unmap differs from the file", blk)
+			}
+			w.Release()
+			if n, err := f.Unmap(); err != nil || n == 0 {
+				return fmt.Errorf("Unmap after block %d: %d bytes, %v", blk, n, err)
+			}
 		}
 		w, err := f.ReadBlock(0, int64(size/bs))
 		if err != nil {
