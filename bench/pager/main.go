@@ -77,14 +77,11 @@ type config struct {
 	JSON   bool
 	Ns     []int
 	Budget int64
-	Slack  int64 // 0: measured
-	// SlackOwn: each child's limit is the budget plus its own peak at
-	// N=64, no margin (-slack own), so each has the budget for its data.
-	SlackOwn bool
-	// SlackNone: both children's whole memory in -budget (the issue's
-	// memory.max = 8 MiB for the kernel's side); the pager's own budget is
-	// -budget less its own memory at each N, so it keeps to the same limit.
-	SlackNone bool
+	// SlackMode is -slack: one value, so no two modes can be set at once.
+	SlackMode slackMode
+	// Slack is the slack in bytes on top of -budget for both children:
+	// -slack BYTES (slackFixed), or what slackAuto's calibration measures.
+	Slack int64
 	// Swap: auto turns a swap file in Dir on for the run where the host
 	// has no swap (root), so the kernel's side is linux-swap; off leaves
 	// it linux-file there.
@@ -122,6 +119,24 @@ type config struct {
 	// guest's own block layer on its own clock.
 	IOMax string
 }
+
+// slackMode says how each child's cgroup limit is had from -budget.
+type slackMode string
+
+const (
+	// slackNone: both children's whole memory in -budget (the issue's
+	// memory.max = 8 MiB for the kernel's side); the pager's own budget is
+	// -budget less its own memory at each N, so it keeps to the same limit.
+	slackNone slackMode = "none"
+	// slackOwn: each child's limit is the budget plus its own peak at
+	// N=64, no margin, so each has the budget for its data.
+	slackOwn slackMode = "own"
+	// slackAuto: the larger child's peak at N=64, measured first, + 1 MiB
+	// for both (also -slack 0, as before: 0 bytes meant measured).
+	slackAuto slackMode = "auto"
+	// slackFixed: -slack BYTES, config.Slack, for both.
+	slackFixed slackMode = "bytes"
+)
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "run" {
@@ -232,15 +247,16 @@ Examples:
 	if c.GuestBudget, err = parseSize(*guestBudget); err != nil {
 		return c, fmt.Errorf("-guest-budget: %w", err)
 	}
-	switch *slack {
-	case "auto":
-	case "own":
-		c.SlackOwn = true
-	case "none":
-		c.SlackNone = true
+	switch m := slackMode(*slack); m {
+	case slackAuto, slackOwn, slackNone:
+		c.SlackMode = m
 	default:
 		if c.Slack, err = parseSize(*slack); err != nil {
 			return c, fmt.Errorf("-slack %q: want none, auto, own or bytes: %w", *slack, err)
+		}
+		c.SlackMode = slackFixed
+		if c.Slack == 0 {
+			c.SlackMode = slackAuto // 0 bytes has always meant measured
 		}
 	}
 	for _, l := range []struct{ flag, v string }{{"-limit", *limitKind}, {"-guest-limit", c.GuestLimit}} {
@@ -250,13 +266,13 @@ Examples:
 	}
 	c.HardLimit = *limitKind == "max"
 	// -slack own leaves no margin: it relies on memory.high reclaiming.
-	if (c.HardLimit && *slack == "own") || (c.GuestLimit == "max" && c.GuestSlack == "own") {
+	if (c.HardLimit && c.SlackMode == slackOwn) || (c.GuestLimit == "max" && c.GuestSlack == "own") {
 		return c, errors.New("-limit max with -slack own: own gives each child its N=64 peak with no margin, which only memory.high's reclaim makes safe; use -slack none, auto or bytes")
 	}
 	c.GoLimitFlag = *goLimit
 	switch *goLimit {
 	case "auto":
-		if !c.SlackNone {
+		if c.SlackMode != slackNone {
 			c.GoLimit = 2 << 20
 		}
 	default:

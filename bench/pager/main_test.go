@@ -18,23 +18,27 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("-h: %v, %q", err, out.String())
 	}
 	c, err := parseFlags("bench/pager", []string{"-n", "64,128", "-budget", "2MiB", "-slack", "1MiB"}, io.Discard, io.Discard)
-	if err != nil || len(c.Ns) != 2 || c.Budget != 2<<20 || c.Slack != 1<<20 {
+	if err != nil || len(c.Ns) != 2 || c.Budget != 2<<20 || c.SlackMode != slackFixed || c.Slack != 1<<20 {
 		t.Fatalf("parseFlags = %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", []string{"-slack", "own"}, io.Discard, io.Discard); err != nil || !c.SlackOwn || c.Slack != 0 {
+	if c, err := parseFlags("bench/pager", []string{"-slack", "own"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackOwn || c.Slack != 0 {
 		t.Fatalf("-slack own: %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || !c.SlackNone || c.SlackOwn || c.GuestSlack != "none" || c.GoLimit != 0 {
+	if c, err := parseFlags("bench/pager", nil, io.Discard, io.Discard); err != nil || c.SlackMode != slackNone || c.GuestSlack != "none" || c.GoLimit != 0 {
 		t.Fatalf("the default is the issue's setup, -slack none: %+v, %v", c, err)
 	}
 	if c, err := parseFlags("bench/pager", []string{"-limit", "max", "-guest-limit", "max"}, io.Discard, io.Discard); err != nil || !c.HardLimit || c.GuestLimit != "max" {
 		t.Fatalf("-limit max: %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackNone || c.Budget != 1<<20 || c.GoLimit != 2<<20 {
+	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackAuto || c.Budget != 1<<20 || c.GoLimit != 2<<20 {
 		t.Fatalf("-quick keeps a slack for the children's own memory: %+v, %v", c, err)
 	}
-	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || !c.SlackNone {
+	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackNone {
 		t.Fatalf("-quick -slack none: %+v, %v", c, err)
+	}
+	// -slack 0 is auto, as when 0 bytes meant measured.
+	if c, err := parseFlags("bench/pager", []string{"-slack", "0"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackAuto || c.Slack != 0 || c.GoLimit != 2<<20 {
+		t.Fatalf("-slack 0: %+v, %v", c, err)
 	}
 	for _, bad := range [][]string{{"-n", "8"}, {"-n", "x"}, {"-budget", "1KiB"}, {"-runs", "0"}, {"extra"}, {"-slack", "-1"}, {"-guest-slack", "some"}, {"-swap", "yes"}, {"-limit", "low"}, {"-guest-limit", "x"}, {"-go-limit", "lots"}, {"-limit", "max", "-slack", "own"}} {
 		if _, err := parseFlags("bench/pager", bad, io.Discard, io.Discard); err == nil {

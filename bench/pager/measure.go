@@ -145,10 +145,10 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	for _, n := range c.Ns {
 		budget[n] = c.Budget
 	}
-	switch {
-	case c.Slack != 0:
+	switch c.SlackMode {
+	case slackFixed:
 		limit["pager"], limit[linux] = c.Budget+c.Slack, c.Budget+c.Slack
-	case c.SlackNone:
+	case slackNone:
 		// The setup: the kernel's side under memory.max = the
 		// budget, all of it counted, as the thesis limited Linux to 8 MiB.
 		// The pager is held to the same limit, so its budget for the
@@ -177,7 +177,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		}
 		limit["pager"], limit[linux] = c.Budget, c.Budget
 		o.Env["slack"] = "none: each child's whole memory in the budget; the pager's budget is what its own memory at each N, measured, leaves"
-	case c.SlackOwn:
+	case slackOwn:
 		// Each child the budget for its data: its limit is the budget
 		// plus its own memory with tiny matrices (no margin: the limit
 		// is memory.high, which reclaims instead of killing). With one
@@ -193,7 +193,7 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 			o.Env["cgroup_limit_bytes_"+sys] = fmt.Sprint(limit[sys])
 		}
 		o.Env["slack"] = "own: each child's own peak at N=64, no margin"
-	default:
+	case slackAuto:
 		// Calibrate: each child's own memory, its matrices tiny; the
 		// larger of the two is added to the budget for both.
 		for _, sys := range []string{"pager", linux} {
@@ -211,6 +211,8 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 		fmt.Fprintf(progress, "bench/pager: slack %d KiB (the larger child's peak at N=64, + 1 MiB)\n", c.Slack>>10)
 		o.Env["slack"] = "auto: the larger peak of the two children at N=64, + 1 MiB"
 		limit["pager"], limit[linux] = c.Budget+c.Slack, c.Budget+c.Slack
+	default: // a config not from parseFlags: no limit to run under
+		return o, fmt.Errorf("slack mode %q: want none, auto, own or bytes", c.SlackMode)
 	}
 	if limit["pager"] == limit[linux] {
 		o.Env["cgroup_limit_bytes"] = fmt.Sprint(limit["pager"])
