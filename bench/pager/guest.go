@@ -136,12 +136,20 @@ func inside(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// merge adds the guest's figures (sd_*, after the storage model), its
-// ratios as guest_<storage>_*, its environment as guest_*.
+// merge adds the guest's figures (guest_<storage>_*) and its environment
+// (guest_*; guest_storage names the disks' model), and makes its ratios
+// the unprefixed ones, the names, as bench/omf does: the guest's
+// storage is the device the target is set on. The host's ratios keep a
+// host_ prefix.
 func merge(o *benchjson.Output, g benchjson.Output, kernel, accel string) {
 	p := g.Env["storage"] + "_"
+	host := o.Ratios
+	o.Ratios = map[string]float64{}
+	for k, v := range host {
+		o.Ratios["host_"+k] = v
+	}
 	for k, v := range g.Ratios {
-		o.Ratios["guest_"+p+k] = v
+		o.Ratios[k] = v
 	}
 	for _, r := range g.Results {
 		r.Name = "guest_" + p + r.Name

@@ -45,7 +45,9 @@
 // takes about 12 minutes of host time, most of it the kernel's side at
 // N = 1024 (7.5 minutes). (The old scaling, 2 MiB at N = 512, is not N = 1024's
 // proportions: B's column walk is then one unit as large as the budget.)
-// Its ratios are named guest_<storage>_pager_vs_swap_N. Where the
+// With the guest part its ratios are the unprefixed pager_vs_swap_N (env
+// guest_storage says which disk model) and the host's are named
+// host_pager_vs_swap_N; its figures are named guest_<storage>_*. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
 // and pager_mode says so. The guest runs on the device clock by default
 // (-clock device, -cpu-rate: QEMU's instruction counter, so the children's

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/internal/benchjson"
 )
 
 func TestFlags(t *testing.T) {
@@ -178,5 +180,24 @@ func TestChecksum(t *testing.T) {
 	// The children's sum at N = 1024 in every run on record.
 	if got := checksum(1024); got != 32212270432 {
 		t.Errorf("checksum(1024) = %v", got)
+	}
+}
+
+// TestMergeNames: with the guest part the ratio names are the
+// guest's, the host's are host_*, and the guest's figures carry its disk
+// model.
+func TestMergeNames(t *testing.T) {
+	o := benchjson.Output{Env: map[string]string{}, Ratios: map[string]float64{"pager_vs_swap_1024": 0.01}}
+	g := benchjson.Output{
+		Env:     map[string]string{"storage": "sd"},
+		Ratios:  map[string]float64{"pager_vs_swap_1024": 0.185},
+		Results: []benchjson.Result{{Name: "pager_total_1024"}},
+	}
+	merge(&o, g, "bzImage", "tcg")
+	if o.Ratios["pager_vs_swap_1024"] != 0.185 || o.Ratios["host_pager_vs_swap_1024"] != 0.01 || len(o.Ratios) != 2 {
+		t.Fatalf("ratios %v", o.Ratios)
+	}
+	if len(o.Results) != 1 || o.Results[0].Name != "guest_sd_pager_total_1024" || o.Env["guest_storage"] != "sd" {
+		t.Fatalf("results %v, env %v", o.Results, o.Env)
 	}
 }
