@@ -35,6 +35,9 @@ func TestFlags(t *testing.T) {
 	if c, err := parseFlags("bench/pager", []string{"-quick"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackAuto || c.Budget != 1<<20 || c.GoLimit != 2<<20 {
 		t.Fatalf("-quick keeps a slack for the children's own memory: %+v, %v", c, err)
 	}
+	if c, err := parseFlags("bench/pager", []string{"-quick", "-n", "384", "-budget", "2MiB"}, io.Discard, io.Discard); err != nil || len(c.Ns) != 1 || c.Ns[0] != 384 || c.Budget != 2<<20 {
+		t.Fatalf("-quick overrode -n or -budget given: %+v, %v", c, err)
+	}
 	if c, err := parseFlags("bench/pager", []string{"-quick", "-slack", "none"}, io.Discard, io.Discard); err != nil || c.SlackMode != slackNone {
 		t.Fatalf("-quick -slack none: %+v, %v", c, err)
 	}
