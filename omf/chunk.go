@@ -84,25 +84,22 @@ func (f *File) mapChunk(idx, lo, hi int64) (*chunk, error) {
 }
 
 // mapRead maps n bytes of the file at off read-only and, unless the File
-// was opened NoPopulate, populates them. On the page cache MAP_POPULATE
-// reads the whole mapping into the cache (the seed's readblock reading the
-// blocks in first). On DAX there is no cache to fill, only page tables, and
-// just the file's bytes [lo, hi) the caller is about to hand out are
-// touched (prefault): on 2 MiB-aligned extents the first touch maps the
-// whole chunk with one PMD entry anyway, and elsewhere every page is a
-// fault of its own, so populating the chunk would cost 512 faults for a
-// window of 8 pages (1.9 ms against 52 µs, measured). ReadAt passes an
-// empty range: its copy touches the pages, under the guard.
+// was opened NoPopulate, populates the file's bytes [lo, hi) of it, the
+// window the caller is about to hand out, by touching a byte of each page
+// (prefault). Not the whole mapping: on DAX with 2 MiB-aligned extents the
+// first touch maps the whole chunk with one PMD entry anyway, and
+// elsewhere every page is a fault of its own, so populating the chunk cost
+// 512 faults for a window of 8 pages (1.9 ms against 52 µs, measured). On
+// the page cache MAP_POPULATE of the chunk read 2 MiB from storage for the
+// window, 64 times a 32 KiB one, where a touch lets the kernel's read-ahead
+// decide. ReadAt passes an empty range: its copy touches the pages, under
+// the guard.
 func (f *File) mapRead(off int64, n int, lo, hi int64) ([]byte, error) {
-	flags := unix.MAP_SHARED
-	if f.populate && !f.dax {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err := unix.Mmap(int(f.f.Fd()), off, n, unix.PROT_READ, flags)
+	b, err := unix.Mmap(int(f.f.Fd()), off, n, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("omf: mmap %s at %d (%d bytes): %w", f.name, off, n, err)
 	}
-	if f.populate && f.dax {
+	if f.populate {
 		lo, hi = max(lo, off), min(hi, off+int64(n), f.size.Load())
 		if lo < hi {
 			prefault(b[lo-off : hi-off])
@@ -116,9 +113,9 @@ var prefaultSink atomic.Uint32
 
 // prefault reads a byte of every page of b, which the caller knows to be
 // inside the file as last seen, so the kernel maps them now rather than at
-// the reader's first touch. On DAX this is what MAP_POPULATE should do and
-// does not: the kernel populates a mapping through get_user_pages, which
-// walks it a 4 KiB page at a time even where one fault mapped the 2 MiB
+// the reader's first touch. Touches, not MAP_POPULATE or
+// MADV_POPULATE_READ: both populate through get_user_pages, which on DAX
+// walks a mapping 4 KiB at a time even where one fault mapped the 2 MiB
 // with a PMD entry (follow_devmap_pmd returns one page per call); on an
 // ext4 whose extents are 2 MiB-aligned that walk cost 162 µs per 2 MiB of
 // guest time at 1 GIPS, against 10 µs for one fault and 511 loads. A file

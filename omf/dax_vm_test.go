@@ -17,7 +17,9 @@ import (
 // Boot 1 writes a file, reads it through omf in mode "dax", stores through
 // a writable window (MAP_SYNC) with SyncBlock after each store (pheap/pmem's
 // flushes), and then the power is cut with nothing closed or fsync'ed.
-// Boot 2 reads the stores back, and a window read after the file is
+// Boot 2 reads the stores back, holds Open's DAX answer (statx) to the
+// kernel's acceptance of MAP_SYNC, reads windows between Unmaps, and a
+// window read after the file is
 // truncated under it returns ErrTruncated, not SIGBUS. (QEMU writes guest
 // stores to the NVDIMM's file at once, so the cut loses no cache line: this
 // holds the DAX mapping path, not the flush ordering.)

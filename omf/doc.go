@@ -5,12 +5,14 @@
 //
 // On a DAX filesystem (the appliance's pmem) the mapping is the persistent
 // memory itself; elsewhere it is the page cache. A File maps the file in
-// aligned chunks (2 MiB by default, populated when first touched: on DAX a
-// chunk whose blocks are 2 MiB-aligned on the device is then one PMD entry) and keeps
-// them: ReadBlock and ReadAt inside a chunk already mapped make no system
-// call. Writes go through writable windows (WriteBlock) and SyncBlock, which
-// on DAX flushes the CPU caches with pheap's flush code (package pheap/pmem,
-// MAP_SYNC mapping) and elsewhere calls msync.
+// aligned chunks (2 MiB by default; on DAX a chunk whose blocks are 2 MiB-
+// aligned on the device is one PMD entry) and keeps them until Unmap or
+// Close: ReadBlock and ReadAt inside a chunk already mapped make no system
+// call. The window that maps a chunk is populated when it is made. Writes go
+// through writable windows (WriteBlock) and SyncBlock, which on DAX flushes
+// the CPU caches with pheap's flush code (package pheap/pmem, MAP_SYNC
+// mapping) and elsewhere, or where the filesystem refuses MAP_SYNC, calls
+// msync.
 //
 // Windows are reference counted: a chunk is never unmapped while a window on
 // it is held, Close refuses (ErrBusy) while windows are held, and a second

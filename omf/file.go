@@ -46,10 +46,9 @@ type Options struct {
 	// ChunkSize is the size of the mappings ReadBlock and ReadAt share; a
 	// multiple of the page size. 0 means DefaultChunkSize.
 	ChunkSize int
-	// NoPopulate maps chunks without populating them (MAP_POPULATE of the
-	// chunk on the page cache; on DAX a touch of every page of the window
-	// that maps it): pages are then faulted in on first access (demand
-	// paging) instead of when the chunk is mapped.
+	// NoPopulate maps chunks without populating the window that maps
+	// them (a touch of each of its pages): its pages are then faulted in
+	// on first access (demand paging) instead of when it is made.
 	NoPopulate bool
 }
 
@@ -62,6 +61,9 @@ type File struct {
 	dax      bool
 	chunk    int64 // chunk size in bytes
 	populate bool
+	// noSync: the filesystem refused MAP_SYNC (EOPNOTSUPP) although the
+	// file is DAX; WriteBlock maps plainly and SyncBlock calls msync.
+	noSync atomic.Bool
 
 	size atomic.Int64 // file size last seen (Open, or an fstat at EOF)
 
@@ -112,36 +114,53 @@ func NewFile(f *os.File, o Options) (*File, error) {
 	if cs == 0 {
 		cs = DefaultChunkSize
 	}
-	var st unix.Statx_t
-	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_SIZE, &st); err != nil {
-		return nil, fmt.Errorf("omf: statx %s: %w", f.Name(), err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("omf: open %s: not a regular file (mode %#o)", f.Name(), st.Mode&unix.S_IFMT)
+	size, dax, err := statFile(f)
+	if err != nil {
+		return nil, err
 	}
 	of := &File{f: f, name: f.Name(), writable: o.Writable, chunk: cs, populate: !o.NoPopulate}
-	of.size.Store(int64(st.Size))
-	of.dax = isDAX(f, &st)
+	of.size.Store(size)
+	of.dax = dax
 	empty := make([]atomic.Pointer[chunk], 0)
 	of.slots.Store(&empty)
 	return of, nil
 }
 
-// isDAX reports whether the file is on a DAX filesystem: the inode's DAX
-// attribute from the statx the size came from (Linux 5.8 on), so Open
-// costs two system calls. Only a kernel that does not report the
-// attribute is asked the slower way, probeDAX.
-func isDAX(f *os.File, st *unix.Statx_t) bool {
-	if st.Attributes_mask&unix.STATX_ATTR_DAX != 0 {
-		return st.Attributes&unix.STATX_ATTR_DAX != 0
+// statFile returns the size of f, a regular file, and whether it is on a
+// DAX filesystem: the inode's DAX attribute from the statx the size comes
+// from (Linux 5.8 on), so Open costs two system calls. A kernel that does
+// not report the attribute is asked the slower way, probeDAX, and one
+// without statx (before 4.11, or a seccomp filter that refuses it) is
+// asked with fstat first.
+func statFile(f *os.File) (size int64, dax bool, err error) {
+	var st unix.Statx_t
+	err = unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_SIZE, &st)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, false, fmt.Errorf("omf: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return 0, false, fmt.Errorf("omf: open %s: not a regular file (%v)", f.Name(), fi.Mode().Type())
+		}
+		return fi.Size(), probeDAX(f), nil
 	}
-	return probeDAX(f)
+	if err != nil {
+		return 0, false, fmt.Errorf("omf: statx %s: %w", f.Name(), err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, false, fmt.Errorf("omf: open %s: not a regular file (mode %#o)", f.Name(), st.Mode&unix.S_IFMT)
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_DAX != 0 {
+		return int64(st.Size), st.Attributes&unix.STATX_ATTR_DAX != 0, nil
+	}
+	return int64(st.Size), probeDAX(f), nil
 }
 
 // probeDAX reports whether the kernel accepts MAP_SYNC for the file (with
 // MAP_SHARED_VALIDATE, so an unknown flag fails instead of being ignored,
 // as pheap maps its heap): on a kernel before 5.8 only a DAX file does.
-// An mmap and a munmap: the cost isDAX avoids where it can.
+// An mmap and a munmap: the cost statFile avoids where it can.
 func probeDAX(f *os.File) bool {
 	b, err := unix.Mmap(int(f.Fd()), 0, pageSize, unix.PROT_READ, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
 	if err != nil {
@@ -156,7 +175,8 @@ func (f *File) Name() string { return f.name }
 
 // DAX reports whether the file is on a DAX filesystem, where the mapping is
 // the persistent memory and SyncBlock flushes CPU caches instead of calling
-// msync.
+// msync (unless the filesystem refuses MAP_SYNC, as virtiofs and
+// virtio-pmem do: then msync, see WriteBlock).
 func (f *File) DAX() bool { return f.dax }
 
 // Mode is "dax" or "pagecache".

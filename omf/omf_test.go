@@ -3,14 +3,16 @@ package omf
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/nvboot/nvboot/pheap/pmem"
 )
 
 // writeRef writes size bytes of a fixed pseudo-random pattern to a new
@@ -330,37 +332,14 @@ func TestGrowingFile(t *testing.T) {
 }
 
 // TestConcurrentReaders: ReadAt and ReadBlock from several goroutines
-// while chunks are mapped on first touch and unmapped by Unmap (run with
-// -race).
+// while chunks are mapped on first touch and unmapped by Unmap under them
+// (run with -race). The readers go on until Unmap has given back mappings
+// many times while they read.
 func TestConcurrentReaders(t *testing.T) {
 	bs := BlockSize()
 	path, ref := writeRef(t, 32*bs, 13)
 	f := open(t, path, Options{ChunkSize: 2 * bs})
-	done := make(chan error)
-	for g := range 4 {
-		go func() {
-			var err error
-			p := make([]byte, bs+7)
-			for i := range 200 {
-				off := (i*7919 + g*104729) % (len(ref) - len(p))
-				if _, err = f.ReadAt(p, int64(off)); err != nil || !bytes.Equal(p, ref[off:off+len(p)]) {
-					err = errors.Join(err, errors.New("ReadAt differs"))
-					break
-				}
-				w, e := f.ReadBlock(int64(i%31), 1)
-				if e != nil {
-					err = e
-					break
-				}
-				if !bytes.Equal(w.Bytes(), ref[i%31*bs:(i%31+1)*bs]) {
-					err = errors.New("ReadBlock differs")
-				}
-				w.Release()
-			}
-			done <- err
-		}()
-	}
-	// Unmap meanwhile: chunks go and come back under the readers.
+	var unmaps atomic.Int64 // Unmaps that gave back a mapping
 	stop := make(chan struct{})
 	unmapped := make(chan error)
 	go func() {
@@ -371,13 +350,42 @@ func TestConcurrentReaders(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := f.Unmap(); err != nil {
+			n, err := f.Unmap()
+			if err != nil {
 				unmapped <- err
 				return
+			}
+			if n > 0 {
+				unmaps.Add(1)
 			}
 			runtime.Gosched()
 		}
 	}()
+	const want = 200
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			p := make([]byte, bs+7)
+			for i := 0; i < 200 || unmaps.Load() < want && i < 2_000_000; i++ {
+				off := (i*7919 + g*104729) % (len(ref) - len(p))
+				if _, err := f.ReadAt(p, int64(off)); err != nil || !bytes.Equal(p, ref[off:off+len(p)]) {
+					done <- fmt.Errorf("ReadAt at %d differs (%v)", off, err)
+					return
+				}
+				w, err := f.ReadBlock(int64(i%31), 1)
+				if err != nil {
+					done <- err
+					return
+				}
+				if !bytes.Equal(w.Bytes(), ref[i%31*bs:(i%31+1)*bs]) {
+					done <- fmt.Errorf("ReadBlock(%d, 1) differs", i%31)
+					return
+				}
+				w.Release()
+			}
+			done <- nil
+		}()
+	}
 	for range 4 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -386,6 +394,9 @@ func TestConcurrentReaders(t *testing.T) {
 	close(stop)
 	if err := <-unmapped; err != nil {
 		t.Fatal(err)
+	}
+	if n := unmaps.Load(); n < want {
+		t.Fatalf("Unmap gave back mappings %d times while the readers read, want %d", n, want)
 	}
 }
 
@@ -453,9 +464,9 @@ func TestUnmap(t *testing.T) {
 	}
 }
 
-// TestDAXDetection: the statx attribute Open reads agrees with the
-// MAP_SYNC probe for kernels without it (this host's files are not DAX;
-// TestDAXWindows runs both on DAX: mode "dax" there).
+// TestDAXDetection: the answer Open takes from statx agrees with the
+// MAP_SYNC probe for kernels without the attribute. This host's files are
+// not DAX; testdata/daxomf holds the two to the same answer on DAX.
 func TestDAXDetection(t *testing.T) {
 	path, _ := writeRef(t, 4096, 19)
 	h, err := os.Open(path)
@@ -463,14 +474,58 @@ func TestDAXDetection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	var st unix.Statx_t
-	if err := unix.Statx(int(h.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &st); err != nil {
-		t.Fatal(err)
+	f := open(t, path, Options{})
+	if probe := probeDAX(h); f.DAX() != probe {
+		t.Fatalf("Open says DAX %v, the MAP_SYNC probe %v", f.DAX(), probe)
 	}
-	if st.Attributes_mask&unix.STATX_ATTR_DAX == 0 {
-		t.Skip("the kernel does not report STATX_ATTR_DAX: Open probes")
+	if size, dax, err := statFile(h); err != nil || size != 4096 || dax != f.DAX() {
+		t.Fatalf("statFile = %d, %v, %v", size, dax, err)
 	}
-	if got, probe := isDAX(h, &st), probeDAX(h); got != probe {
-		t.Fatalf("statx says DAX %v, the MAP_SYNC probe %v", got, probe)
+}
+
+// TestDAXPathsOnPageCache takes the DAX paths on a page-cache file (this
+// host has no DAX): the window that maps a chunk is populated alone, at
+// chunk 0 and beyond, across chunks and at a partial last block, between
+// Unmaps; WriteBlock's MAP_SYNC is refused (EOPNOTSUPP) and it falls back
+// to a plain mapping and msync, once.
+func TestDAXPathsOnPageCache(t *testing.T) {
+	bs := BlockSize()
+	path, ref := writeRef(t, 13*bs+100, 23)
+	f := open(t, path, Options{Writable: true, ChunkSize: 4 * bs})
+	f.dax = true
+	for _, r := range [][2]int64{{0, 2}, {5, 2}, {3, 3}, {12, 2}, {9, 1}, {12, 1}} {
+		w, err := f.ReadBlock(r[0], r[1])
+		if err != nil {
+			t.Fatalf("ReadBlock(%d, %d): %v", r[0], r[1], err)
+		}
+		lo := int(r[0]) * bs
+		if !bytes.Equal(w.Bytes(), ref[lo:min(lo+int(r[1])*bs, len(ref))]) {
+			t.Fatalf("ReadBlock(%d, %d) differs from the file", r[0], r[1])
+		}
+		w.Release()
+		if _, err := f.Unmap(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !pmem.Available() {
+		t.Skip("no cache flush instruction: WriteBlock maps plainly on DAX too")
+	}
+	for i := range 2 {
+		w, err := f.WriteBlock(int64(i), 1)
+		if err != nil {
+			t.Fatalf("WriteBlock on a file that refuses MAP_SYNC: %v", err)
+		}
+		if w.dax || !f.noSync.Load() {
+			t.Fatalf("window %d: MAP_SYNC %v, refusal remembered %v", i, w.dax, f.noSync.Load())
+		}
+		w.Bytes()[7] = ^ref[i*bs+7]
+		if err := w.Sync(7, 1); err != nil {
+			t.Fatal(err)
+		}
+		w.Release()
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || got[7] != ^ref[7] || got[bs+7] != ^ref[bs+7] {
+		t.Fatalf("the synced stores are not in the file (%v)", err)
 	}
 }

@@ -153,7 +153,8 @@ func (f *File) hold(w *Window) error {
 
 // WriteBlock returns a writable window on nblocks blocks at blkoff, a
 // mapping of its own: MAP_SYNC on DAX, so that SyncBlock's cache flushes
-// are the durability point, and a plain shared mapping elsewhere. Stores
+// are the durability point, and a plain shared mapping elsewhere and where
+// the DAX filesystem refuses MAP_SYNC (SyncBlock then calls msync). Stores
 // to it are visible to ReadAt and ReadBlock at once (one page cache, or
 // the pmem itself); they are durable after SyncBlock. The range must lie
 // within the file: WriteBlock does not grow it.
@@ -168,17 +169,19 @@ func (f *File) WriteBlock(blkoff, nblocks int64) (*Window, error) {
 	n = min(n, f.size.Load()-off)
 	prot := unix.PROT_READ | unix.PROT_WRITE
 	w := &Window{f: f, off: off, writable: true}
-	if f.dax && pmem.Available() {
+	if f.dax && pmem.Available() && !f.noSync.Load() {
 		b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
 		if err == nil {
 			w.own, w.b, w.dax = b, b[:n:n], true
 			return w, f.hold(w)
 		}
-		// A DAX file whose filesystem cannot sync page faults (virtiofs
-		// with DAX, say) refuses MAP_SYNC: msync is its durability point.
-		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
+		// A DAX file whose device or filesystem is not synchronous
+		// (virtio-pmem, virtiofs with DAX) refuses MAP_SYNC: msync is its
+		// durability point. Remembered, so later windows map once.
+		if !errors.Is(err, unix.EOPNOTSUPP) {
 			return nil, fmt.Errorf("omf: mmap MAP_SYNC %s at %d (%d bytes): %w", f.name, off, n, err)
 		}
+		f.noSync.Store(true)
 	}
 	b, err := unix.Mmap(int(f.f.Fd()), off, int(n), prot, unix.MAP_SHARED)
 	if err != nil {

@@ -243,6 +243,9 @@ func measure(c config, dir string, progress io.Writer) (benchjson.Output, error)
 		return o, err
 	}
 	o.Env["mode"] = probe.Mode()
+	// The ratio's definition changed on 2026-11-28 (it was omf-open's);
+	// results say which they hold.
+	o.Env["omf_vs_mmap_32k"] = "omf-once / mmap: a region on its own, the file open on both sides (omf.File kept, Unmap after each region)"
 	probe.Close()
 	o.Env["dir"] = dir
 	o.Env["file_bytes"] = fmt.Sprint(fileSize)

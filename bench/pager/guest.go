@@ -137,19 +137,26 @@ func inside(args []string, stdout, stderr io.Writer) error {
 }
 
 // merge adds the guest's figures (guest_<storage>_*) and its environment
-// (guest_*; guest_storage names the disks' model), and makes its ratios
-// the unprefixed ones, the issue's names, as bench/omf does: the guest's
-// storage is the device the target is set on. The host's ratios keep a
-// host_ prefix.
+// (guest_*; guest_storage names the disks' model). On the SD card model,
+// the device the issue sets its target on, the guest's ratios are the
+// unprefixed ones, the issue's names, and the host's get a host_ prefix,
+// as bench/omf names them; on another model they are
+// guest_<storage>_pager_vs_swap_N beside the host's unprefixed ones.
 func merge(o *benchjson.Output, g benchjson.Output, kernel, accel string) {
 	p := g.Env["storage"] + "_"
-	host := o.Ratios
-	o.Ratios = map[string]float64{}
-	for k, v := range host {
-		o.Ratios["host_"+k] = v
-	}
-	for k, v := range g.Ratios {
-		o.Ratios[k] = v
+	if g.Env["storage"] == "sd" {
+		host := o.Ratios
+		o.Ratios = map[string]float64{}
+		for k, v := range host {
+			o.Ratios["host_"+k] = v
+		}
+		for k, v := range g.Ratios {
+			o.Ratios[k] = v
+		}
+	} else {
+		for k, v := range g.Ratios {
+			o.Ratios["guest_"+p+k] = v
+		}
 	}
 	for _, r := range g.Results {
 		r.Name = "guest_" + p + r.Name

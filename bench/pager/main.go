@@ -45,9 +45,10 @@
 // takes about 12 minutes of host time, most of it the kernel's side at
 // N = 1024 (7.5 minutes). (The old scaling, 2 MiB at N = 512, is not N = 1024's
 // proportions: B's column walk is then one unit as large as the budget.)
-// With the guest part its ratios are the unprefixed pager_vs_swap_N (env
-// guest_storage says which disk model) and the host's are named
-// host_pager_vs_swap_N; its figures are named guest_<storage>_*. Where the
+// On the SD model (the issue's) the guest's ratios are the unprefixed
+// pager_vs_swap_N and the host's are named host_pager_vs_swap_N; on another
+// -storage they are guest_<storage>_pager_vs_swap_N beside the host's. Its
+// figures are named guest_<storage>_*. Where the
 // guest kernel has no userfaultfd the pager runs its mmap fallback there,
 // and pager_mode says so. The guest runs on the device clock by default
 // (-clock device, -cpu-rate: QEMU's instruction counter, so the children's
@@ -189,7 +190,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	fs.IntVar(&c.Runs, "runs", 1, "runs of every system and size")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "`directory` for the data (the storage measured)")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Minute, "limit on one child run")
-	fs.BoolVar(&c.Quick, "quick", false, "-n 128,256 -budget 1MiB -slack auto (each unless given): a check in seconds where everything fits, so the kernel is faster; no guest unless -guest on or only")
+	fs.BoolVar(&c.Quick, "quick", false, "-n 128,256 -budget 1MiB -slack auto (each unless given): a check in seconds, B within the budget, where the kernel is faster; no guest unless -guest on or only")
 	fs.StringVar(&c.Guest, "guest", "auto", "the run in a QEMU guest with throttled disks and swap: `auto`, on, off or only")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
 	fs.StringVar(&c.Storage, "storage", "sd", "the guest's disk speed `model` (sd, emmc, nvme, hdd, host)")

@@ -186,9 +186,9 @@ func TestChecksum(t *testing.T) {
 	}
 }
 
-// TestMergeNames: with the guest part the ratio names are the
-// guest's, the host's are host_*, and the guest's figures carry its disk
-// model.
+// TestMergeNames: with the guest part on the SD model the ratio
+// names are the guest's and the host's are host_*; on another model the
+// guest's carry it; the guest's figures carry their disk model.
 func TestMergeNames(t *testing.T) {
 	o := benchjson.Output{Env: map[string]string{}, Ratios: map[string]float64{"pager_vs_swap_1024": 0.01}}
 	g := benchjson.Output{
@@ -202,5 +202,12 @@ func TestMergeNames(t *testing.T) {
 	}
 	if len(o.Results) != 1 || o.Results[0].Name != "guest_sd_pager_total_1024" || o.Env["guest_storage"] != "sd" {
 		t.Fatalf("results %v, env %v", o.Results, o.Env)
+	}
+	// Another disk model keeps its prefix; the host's names stay.
+	o = benchjson.Output{Env: map[string]string{}, Ratios: map[string]float64{"pager_vs_swap_1024": 0.01}}
+	g.Env["storage"] = "hdd"
+	merge(&o, g, "bzImage", "tcg")
+	if o.Ratios["guest_hdd_pager_vs_swap_1024"] != 0.185 || o.Ratios["pager_vs_swap_1024"] != 0.01 || len(o.Ratios) != 2 {
+		t.Fatalf("ratios with -storage hdd: %v", o.Ratios)
 	}
 }

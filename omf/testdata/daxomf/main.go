@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvboot/nvboot/omf"
 )
 
@@ -23,6 +25,21 @@ func pattern() []byte {
 		b[i] = byte(i*13 + i>>12)
 	}
 	return b
+}
+
+// acceptsMapSync maps a page of path with MAP_SYNC (MAP_SHARED_VALIDATE,
+// so an unknown flag is refused, not ignored).
+func acceptsMapSync(path string) (bool, error) {
+	h, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer h.Close()
+	b, err := unix.Mmap(int(h.Fd()), 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED_VALIDATE|unix.MAP_SYNC)
+	if err != nil {
+		return false, nil
+	}
+	return true, unix.Munmap(b)
 }
 
 func main() {
@@ -77,6 +94,11 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Printf("DAXOMF mode %s\n", f.Mode())
+		// Open reads DAX from statx; the kernel's MAP_SYNC, which only a
+		// DAX file accepts, must agree.
+		if probe, err := acceptsMapSync(path); err != nil || probe != f.DAX() {
+			return fmt.Errorf("Open says DAX %v, MAP_SYNC accepted %v (%v)", f.DAX(), probe, err)
+		}
 		for _, m := range marks {
 			want[m] = ^want[m]
 		}
