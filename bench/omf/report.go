@@ -44,14 +44,7 @@ func measureAll(c config, progress io.Writer) (benchjson.Output, error) {
 // merge adds the guest's figures (dax_*) and makes its ratios the
 // unprefixed ones; the host's keep a host_ prefix.
 func merge(o *benchjson.Output, g benchjson.Output, kernel, accel string) {
-	host := o.Ratios
-	o.Ratios = map[string]float64{}
-	for k, v := range host {
-		o.Ratios["host_"+k] = v
-	}
-	for k, v := range g.Ratios {
-		o.Ratios[k] = v
-	}
+	o.AdoptGuestRatios(g.Ratios)
 	for _, r := range g.Results {
 		r.Name = "dax_" + r.Name
 		o.Results = append(o.Results, r)

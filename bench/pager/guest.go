@@ -145,14 +145,7 @@ func inside(args []string, stdout, stderr io.Writer) error {
 func merge(o *benchjson.Output, g benchjson.Output, kernel, accel string) {
 	p := g.Env["storage"] + "_"
 	if g.Env["storage"] == "sd" {
-		host := o.Ratios
-		o.Ratios = map[string]float64{}
-		for k, v := range host {
-			o.Ratios["host_"+k] = v
-		}
-		for k, v := range g.Ratios {
-			o.Ratios[k] = v
-		}
+		o.AdoptGuestRatios(g.Ratios)
 	} else {
 		for k, v := range g.Ratios {
 			o.Ratios["guest_"+p+k] = v

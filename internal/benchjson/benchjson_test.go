@@ -22,3 +22,11 @@ func TestStats(t *testing.T) {
 		}
 	}
 }
+
+func TestAdoptGuestRatios(t *testing.T) {
+	o := Output{Ratios: map[string]float64{"x_vs_y": 2}}
+	o.AdoptGuestRatios(map[string]float64{"x_vs_y": 0.5})
+	if len(o.Ratios) != 2 || o.Ratios["x_vs_y"] != 0.5 || o.Ratios["host_x_vs_y"] != 2 {
+		t.Fatalf("ratios %v", o.Ratios)
+	}
+}

@@ -82,3 +82,17 @@ func WriteTable(w io.Writer, o Output) error {
 	}
 	return nil
 }
+
+// AdoptGuestRatios makes a guest's ratios the unprefixed ones of o, the
+// names an issue gives to its target on the device, and keeps o's own (the
+// host's) as host_*.
+func (o *Output) AdoptGuestRatios(guest map[string]float64) {
+	host := o.Ratios
+	o.Ratios = make(map[string]float64, len(host)+len(guest))
+	for k, v := range host {
+		o.Ratios["host_"+k] = v
+	}
+	for k, v := range guest {
+		o.Ratios[k] = v
+	}
+}
