@@ -30,13 +30,19 @@ import "sort"
 //
 // The current unit itself is kept while anything else is left: the
 // program is inside it, and a column walk comes back to the same pages
-// for the next column.
+// for the next column. Where a row of the matrix does not end on a page
+// (r.spill), a unit shares its first page with the unit before and its
+// last with the one after, and the program in it touches both: rules 1 to
+// 3 keep a page on either side, and a fault on the page before is no wrap.
+// Without that, a row of A over two pages had one evicted as behind the
+// unit and the other as ahead of it in turn (8 times the pages a product
+// past the budget must read: TestProductPastTheCliff).
 
 const chosen = 0x80 // state bit: picked for the eviction in progress
 
 // moved records a missing fault at walk position k of r.
 func (p *Pager) moved(r *Region, k int32) {
-	if k < r.unitStart(r.last) {
+	if k < r.unitStart(r.last)-r.spill {
 		r.wrapped = true
 	}
 	r.last = k
@@ -102,14 +108,14 @@ func (p *Pager) victim(cur *Region, runLo, runHi int32) (pageRef, bool) {
 	pick := func(r *Region, k int32) pageRef { return pageRef{r, r.walk[k]} }
 	for _, r := range p.regions {
 		if !r.wrapped {
-			if k, ok := r.up(0, r.unitStart(r.last)); ok {
+			if k, ok := r.up(0, r.unitStart(r.last)-r.spill); ok {
 				return pick(r, k), true
 			}
 		}
 	}
 	for _, r := range p.regions {
 		if !r.wrapped {
-			lo := r.unitEnd(r.last)
+			lo := r.unitEnd(r.last) + r.spill
 			if r == cur {
 				lo = max(lo, runHi)
 			}
@@ -120,10 +126,10 @@ func (p *Pager) victim(cur *Region, runLo, runHi int32) (pageRef, bool) {
 	}
 	for _, r := range p.regions {
 		if r.wrapped {
-			if k, ok := r.down(0, r.unitStart(r.last)); ok {
+			if k, ok := r.down(0, r.unitStart(r.last)-r.spill); ok {
 				return pick(r, k), true
 			}
-			lo := r.unitEnd(r.last)
+			lo := r.unitEnd(r.last) + r.spill
 			if r == cur {
 				lo = max(lo, runHi)
 			}

@@ -108,9 +108,13 @@ type Region struct {
 	// Where the program is, as the faults show (evict.go).
 	last    int32 // walk position of the last missing fault
 	wrapped bool  // a fault went back to an earlier unit: the walk repeats
-	lo, hi  int32 // no resident page below lo or above hi
-	wp      bool  // pages are installed write-protected to track writes
-	direct  bool  // the layout is open O_DIRECT
+	// spill is 1 where a row of the matrix does not end on a page: a
+	// unit's first and last pages are then shared with its neighbours,
+	// and the program in one unit still touches them (evict.go).
+	spill  int32
+	lo, hi int32 // no resident page below lo or above hi
+	wp     bool  // pages are installed write-protected to track writes
+	direct bool  // the layout is open O_DIRECT
 
 	// The read-ahead of a region walked once (serve.go, adapt).
 	pass       uint32   // passes over the walk so far: a fault behind the last starts one
@@ -303,6 +307,9 @@ func (p *Pager) mapLayout(path string) (*Region, error) {
 		return nil, fmt.Errorf("%w: %d bytes, the header says %d", ErrLayout, st.Size(), want)
 	}
 	r.walk, r.units = walk(r.h.shape, r.h.hint, pageSize)
+	if int64(r.h.shape.Cols)*int64(r.h.shape.Elem)%int64(pageSize) != 0 {
+		r.spill = 1
+	}
 	r.lo, r.hi = int32(len(r.walk)), -1
 	r.pos = make([]int32, len(r.walk))
 	for k, pg := range r.walk {

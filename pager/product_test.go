@@ -106,3 +106,84 @@ func product(t *testing.T, n int) {
 		t.Errorf("%d pages read for 3 × %d of data: read-ahead evicted unused", st.PagesIn, bPages)
 	}
 }
+
+// TestProductPastTheCliff: B a few pages larger than the budget, with rows
+// under a page (N = 368: B is 265 pages, the budget 256), so a column of
+// B touches every page of B and the product sweeps all of B N² times. The
+// least a sweep can read is what does not fit, about 13 pages. A row of A
+// then shares its first page with the row before: the eviction must keep
+// both of the pages the program is on, not evict one as behind the unit
+// and the other as ahead of it in turn (the pager read 8 times the floor
+// so, 113 s for the product). A few rows, against 2 times the floor.
+func TestProductPastTheCliff(t *testing.T) {
+	const n, rows = 368, 6
+	s := Shape{Rows: n, Cols: n, Elem: 8}
+	dir := t.TempDir()
+	mk := func(name string, h Hint, f func(i, j int) float64) string {
+		path := filepath.Join(dir, name)
+		b := make([]byte, s.Bytes())
+		v := unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n*n)
+		for i := range n {
+			for j := range n {
+				v[i*n+j] = f(i, j)
+			}
+		}
+		if err := CreateLayout(path, s, h, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	af := func(i, k int) float64 { return float64((i + 5*k) % 9) }
+	bf := func(k, j int) float64 { return float64((3*k + j) % 7) }
+	pa := mk("a", Hint{Order: RowMajor}, af)
+	pb := mk("b", Hint{Order: ColumnMajor}, bf)
+	pc := mk("c", Hint{Order: RowMajor}, func(int, int) float64 { return 0 })
+	const budget = 256
+	p, err := New(Config{Budget: budget * int64(pageSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Mode() != "userfaultfd" {
+		t.Skipf("no userfaultfd here: %s", p.Reason())
+	}
+	var m [3]*Region
+	for i, path := range []string{pa, pb, pc} {
+		if m[i], err = p.Map(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, c := m[0].Float64s(), m[1].Float64s(), m[2].Float64s()
+	bPages := (s.Bytes() + int64(pageSize) - 1) / int64(pageSize)
+	// Room for B: the budget less the pages of A and C the program is on.
+	floor := int64(n) * (bPages - (budget - 4))
+	var before int64
+	for i := range rows {
+		for j := range n {
+			var sum float64
+			for k := range n {
+				sum += a[i*n+k] * b[k*n+j]
+			}
+			c[i*n+j] = sum
+		}
+		if i == 0 {
+			before = p.Stats().PagesIn // the first row loads B
+		}
+	}
+	st := p.Stats()
+	perRow := (st.PagesIn - before) / (rows - 1)
+	t.Logf("%d pages read a row (the floor: %d), %d faults", perRow, floor, st.Faults)
+	if perRow > 2*floor {
+		t.Errorf("%d pages read a row, more than twice the %d that do not fit", perRow, floor)
+	}
+	for e := 0; e < rows*n; e += 7 {
+		i, j := e/n, e%n
+		var want float64
+		for k := range n {
+			want += af(i, k) * bf(k, j)
+		}
+		if c[e] != want {
+			t.Fatalf("C[%d][%d] = %v, want %v", i, j, c[e], want)
+		}
+	}
+}
