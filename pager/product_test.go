@@ -26,7 +26,11 @@ func TestProductBudgetIsB(t *testing.T) {
 	}
 }
 
-func product(t *testing.T, n int) {
+// productSetup writes the layouts of A (from af, row-major), B (from bf,
+// column-major) and a zero C for an n×n product, maps them under a pager
+// with budget pages, and returns the pager and the three matrices. It
+// skips where there is no userfaultfd.
+func productSetup(t *testing.T, n int, budget int64, af, bf func(i, j int) float64) (*Pager, []float64, []float64, []float64) {
 	s := Shape{Rows: n, Cols: n, Elem: 8}
 	dir := t.TempDir()
 	mk := func(name string, h Hint, f func(i, j int) float64) string {
@@ -43,17 +47,14 @@ func product(t *testing.T, n int) {
 		}
 		return path
 	}
-	af := func(i, k int) float64 { return float64((i*3 + k) % 11) }
-	bf := func(k, j int) float64 { return float64((k + 2*j) % 13) }
 	pa := mk("a", Hint{Order: RowMajor}, af)
 	pb := mk("b", Hint{Order: ColumnMajor}, bf)
 	pc := mk("c", Hint{Order: RowMajor}, func(int, int) float64 { return 0 })
-	bPages := int64(s.Bytes()) / int64(pageSize)
-	p, err := New(Config{Budget: bPages * int64(pageSize)})
+	p, err := New(Config{Budget: budget * int64(pageSize)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	if p.Mode() != "userfaultfd" {
 		t.Skipf("no userfaultfd here: %s", p.Reason())
 	}
@@ -63,19 +64,48 @@ func product(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 	}
-	a, b, c := m[0].Float64s(), m[1].Float64s(), m[2].Float64s()
+	return p, m[0].Float64s(), m[1].Float64s(), m[2].Float64s()
+}
+
+// productRow computes row i of C = A × B, B walked by columns (i-j-k).
+func productRow(a, b, c []float64, n, i int) {
+	for j := range n {
+		var sum float64
+		for k := range n {
+			sum += a[i*n+k] * b[k*n+j]
+		}
+		c[i*n+j] = sum
+	}
+}
+
+// checkProduct compares every step-th of the first m elements of C with
+// the product of af and bf.
+func checkProduct(t *testing.T, c []float64, n, m, step int, af, bf func(i, j int) float64) {
+	t.Helper()
+	for e := 0; e < m; e += step {
+		i, j := e/n, e%n
+		var want float64
+		for k := range n {
+			want += af(i, k) * bf(k, j)
+		}
+		if c[e] != want {
+			t.Fatalf("C[%d][%d] = %v, want %v", i, j, c[e], want)
+		}
+	}
+}
+
+func product(t *testing.T, n int) {
+	s := Shape{Rows: n, Cols: n, Elem: 8}
+	af := func(i, k int) float64 { return float64((i*3 + k) % 11) }
+	bf := func(k, j int) float64 { return float64((k + 2*j) % 13) }
+	bPages := int64(s.Bytes()) / int64(pageSize)
+	p, a, b, c := productSetup(t, n, bPages, af, bf)
 	// A row of C needs B swept n times; with B kept but for the few pages
 	// A and C hold, each sweep misses a few runs. 4n faults a row is far
 	// above that and far below the 2n² of faulting at every element.
 	limit := int64(4 * n)
 	for i := range n {
-		for j := range n {
-			var sum float64
-			for k := range n {
-				sum += a[i*n+k] * b[k*n+j]
-			}
-			c[i*n+j] = sum
-		}
+		productRow(a, b, c, n, i)
 		if st := p.Stats(); st.Faults > limit*int64(i+1) {
 			t.Fatalf("after %d rows of C: %d missing faults (%d reads, %d pages in), more than %d a row: the eviction takes pages the program is on",
 				i+1, st.Faults, st.Reads, st.PagesIn, limit)
@@ -86,16 +116,7 @@ func product(t *testing.T, n int) {
 	}
 	// Every element at N = 128; a sample at 1024 (the check is n³ too).
 	step := 1 + (n/128-1)*37
-	for e := 0; e < n*n; e += step {
-		i, j := e/n, e%n
-		var want float64
-		for k := range n {
-			want += af(i, k) * bf(k, j)
-		}
-		if c[e] != want {
-			t.Fatalf("C[%d][%d] = %v, want %v", i, j, c[e], want)
-		}
-	}
+	checkProduct(t, c, n, n*n, step, af, bf)
 	st := p.Stats()
 	t.Logf("%d faults, %d reads, %d pages in, %d evicted, %d written back, %d write-protect faults",
 		st.Faults, st.Reads, st.PagesIn, st.Evicted, st.PagesOut, st.WPFaults)
@@ -116,56 +137,17 @@ func product(t *testing.T, n int) {
 // and the other as ahead of it in turn (the pager read 8 times the floor
 // so, 113 s for the product). A few rows, against 2 times the floor.
 func TestProductPastTheCliff(t *testing.T) {
-	const n, rows = 368, 6
+	const n, rows, budget = 368, 6, 256
 	s := Shape{Rows: n, Cols: n, Elem: 8}
-	dir := t.TempDir()
-	mk := func(name string, h Hint, f func(i, j int) float64) string {
-		path := filepath.Join(dir, name)
-		b := make([]byte, s.Bytes())
-		v := unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n*n)
-		for i := range n {
-			for j := range n {
-				v[i*n+j] = f(i, j)
-			}
-		}
-		if err := CreateLayout(path, s, h, bytes.NewReader(b)); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 	af := func(i, k int) float64 { return float64((i + 5*k) % 9) }
 	bf := func(k, j int) float64 { return float64((3*k + j) % 7) }
-	pa := mk("a", Hint{Order: RowMajor}, af)
-	pb := mk("b", Hint{Order: ColumnMajor}, bf)
-	pc := mk("c", Hint{Order: RowMajor}, func(int, int) float64 { return 0 })
-	const budget = 256
-	p, err := New(Config{Budget: budget * int64(pageSize)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if p.Mode() != "userfaultfd" {
-		t.Skipf("no userfaultfd here: %s", p.Reason())
-	}
-	var m [3]*Region
-	for i, path := range []string{pa, pb, pc} {
-		if m[i], err = p.Map(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a, b, c := m[0].Float64s(), m[1].Float64s(), m[2].Float64s()
+	p, a, b, c := productSetup(t, n, budget, af, bf)
 	bPages := (s.Bytes() + int64(pageSize) - 1) / int64(pageSize)
 	// Room for B: the budget less the pages of A and C the program is on.
 	floor := int64(n) * (bPages - (budget - 4))
 	var before int64
 	for i := range rows {
-		for j := range n {
-			var sum float64
-			for k := range n {
-				sum += a[i*n+k] * b[k*n+j]
-			}
-			c[i*n+j] = sum
-		}
+		productRow(a, b, c, n, i)
 		if i == 0 {
 			before = p.Stats().PagesIn // the first row loads B
 		}
@@ -176,14 +158,5 @@ func TestProductPastTheCliff(t *testing.T) {
 	if perRow > 2*floor {
 		t.Errorf("%d pages read a row, more than twice the %d that do not fit", perRow, floor)
 	}
-	for e := 0; e < rows*n; e += 7 {
-		i, j := e/n, e%n
-		var want float64
-		for k := range n {
-			want += af(i, k) * bf(k, j)
-		}
-		if c[e] != want {
-			t.Fatalf("C[%d][%d] = %v, want %v", i, j, c[e], want)
-		}
-	}
+	checkProduct(t, c, n, rows*n, 7, af, bf)
 }
