@@ -25,12 +25,12 @@
 //   - mmap-open: mmap with the file opened for the region and closed
 //     after it;
 //   - omf: omf.Open untimed; per region ReadBlock of its 8 blocks (the
-//     first maps and populates the chunk), units read from the window,
+//     first maps the chunk and populates its window), units read from the window,
 //     Release; Close at the end (it unmaps);
 //   - omf-once: a region on its own, as mmap's: omf.Open untimed (as
-//     mmap's fd is opened); per region ReadBlock (mapping and populating
-//     the chunk), the units, Release and Unmap, so no chunk mapping is
-//     shared between regions;
+//     mmap's fd is opened); per region ReadBlock (mapping the chunk,
+//     populating the window), the units, Release and Unmap, so no chunk
+//     mapping is shared between regions;
 //   - omf-open: omf-once with the File opened for the region and closed
 //     after it (Open, ReadBlock, the units, Release, Close);
 //   - omf-byte: the same as omf with ReadAt of each unit into a buffer;

@@ -138,7 +138,7 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 	case "omf-once":
 		// A region on its own, as the seed's mmap side is: the File open
 		// before the timed span as mmap's fd is, and per region the
-		// window taken (its chunk mapped and populated), read, released
+		// window taken (its chunk mapped, the window populated), read, released
 		// and the chunk unmapped, so nothing is shared between regions.
 		bs := int64(omf.BlockSize())
 		for r := int64(0); r < regions; r++ {
