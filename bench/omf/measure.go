@@ -123,34 +123,20 @@ func pass(method, path string, fd *os.File, span, unit int) (float64, error) {
 			consume(pre[off : off+unit])
 		}
 	case "omf", "omf-lazy":
-		bs := int64(omf.BlockSize())
 		for r := int64(0); r < regions; r++ {
-			w, err := of.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
-			if err != nil {
+			if err := readWindow(of, base+r*regionSize, unit); err != nil {
 				return 0, err
 			}
-			b := w.Bytes()
-			for off := 0; off < regionSize; off += unit {
-				consume(b[off : off+unit])
-			}
-			w.Release()
 		}
 	case "omf-once":
 		// A region on its own, as the seed's mmap side is: the File open
 		// before the timed span as mmap's fd is, and per region the
 		// window taken (its chunk mapped, the window populated), read, released
 		// and the chunk unmapped, so nothing is shared between regions.
-		bs := int64(omf.BlockSize())
 		for r := int64(0); r < regions; r++ {
-			w, err := of.ReadBlock((base+r*regionSize)/bs, regionSize/bs)
-			if err != nil {
+			if err := readWindow(of, base+r*regionSize, unit); err != nil {
 				return 0, err
 			}
-			b := w.Bytes()
-			for off := 0; off < regionSize; off += unit {
-				consume(b[off : off+unit])
-			}
-			w.Release()
 			if n, err := of.Unmap(); err != nil || n == 0 {
 				return 0, fmt.Errorf("unmap after region %d: %d bytes, %v", r, n, err)
 			}
@@ -211,18 +197,26 @@ func readOpened(method, path string, off int64, unit int) error {
 	if err != nil {
 		return err
 	}
+	if err := readWindow(f, off, unit); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readWindow takes the window on the region at off, hands it to the
+// consumer in units and releases it.
+func readWindow(f *omf.File, off int64, unit int) error {
 	bs := int64(omf.BlockSize())
 	w, err := f.ReadBlock(off/bs, regionSize/bs)
 	if err != nil {
-		f.Close()
 		return err
 	}
 	b := w.Bytes()
 	for o := 0; o < regionSize; o += unit {
 		consume(b[o : o+unit])
 	}
-	w.Release()
-	return f.Close()
+	return w.Release()
 }
 
 // measure runs every method and unit, round-robin, in dir.
