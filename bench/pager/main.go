@@ -141,6 +141,23 @@ const (
 	slackFixed slackMode = "bytes"
 )
 
+// parseSlack reads -slack (and -guest-slack): a mode's name, or bytes
+// (0 bytes is auto, as when 0 meant measured).
+func parseSlack(s string) (slackMode, int64, error) {
+	switch m := slackMode(s); m {
+	case slackAuto, slackOwn, slackNone:
+		return m, 0, nil
+	}
+	n, err := parseSize(s)
+	if err != nil {
+		return "", 0, err
+	}
+	if n == 0 {
+		return slackAuto, 0, nil
+	}
+	return slackFixed, n, nil
+}
+
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "run" {
 		return runProgram(args[1:], stdout, stderr)
@@ -261,17 +278,12 @@ Examples:
 	if c.GuestBudget, err = parseSize(*guestBudget); err != nil {
 		return c, fmt.Errorf("-guest-budget: %w", err)
 	}
-	switch m := slackMode(*slack); m {
-	case slackAuto, slackOwn, slackNone:
-		c.SlackMode = m
-	default:
-		if c.Slack, err = parseSize(*slack); err != nil {
-			return c, fmt.Errorf("-slack %q: want none, auto, own or bytes: %w", *slack, err)
-		}
-		c.SlackMode = slackFixed
-		if c.Slack == 0 {
-			c.SlackMode = slackAuto // 0 bytes has always meant measured
-		}
+	if c.SlackMode, c.Slack, err = parseSlack(*slack); err != nil {
+		return c, fmt.Errorf("-slack %q: want none, auto, own or bytes: %w", *slack, err)
+	}
+	guestSlack, _, err := parseSlack(c.GuestSlack)
+	if err != nil {
+		return c, fmt.Errorf("-guest-slack %q: want none, auto, own or bytes: %w", c.GuestSlack, err)
 	}
 	for _, l := range []struct{ flag, v string }{{"-limit", *limitKind}, {"-guest-limit", c.GuestLimit}} {
 		if l.v != "high" && l.v != "max" {
@@ -280,7 +292,7 @@ Examples:
 	}
 	c.HardLimit = *limitKind == "max"
 	// -slack own leaves no margin: it relies on memory.high reclaiming.
-	if (c.HardLimit && c.SlackMode == slackOwn) || (c.GuestLimit == "max" && c.GuestSlack == "own") {
+	if (c.HardLimit && c.SlackMode == slackOwn) || (c.GuestLimit == "max" && guestSlack == slackOwn) {
 		return c, errors.New("-limit max with -slack own: own gives each child its N=64 peak with no margin, which only memory.high's reclaim makes safe; use -slack none, auto or bytes")
 	}
 	c.GoLimitFlag = *goLimit
@@ -296,13 +308,6 @@ Examples:
 	}
 	if c.Swap != "auto" && c.Swap != "off" {
 		return c, fmt.Errorf("-swap %q: want auto or off", c.Swap)
-	}
-	switch c.GuestSlack {
-	case "auto", "own", "none":
-	default:
-		if _, err := parseSize(c.GuestSlack); err != nil {
-			return c, fmt.Errorf("-guest-slack %q: want none, auto, own or bytes: %w", c.GuestSlack, err)
-		}
 	}
 	if c.Ns, err = parseNs(*ns); err != nil {
 		return c, fmt.Errorf("-n: %w", err)

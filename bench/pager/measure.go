@@ -9,8 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -95,38 +95,13 @@ func measure(c config, progress io.Writer) (benchjson.Output, error) {
 	o := benchjson.Output{Bench: "pager", Env: map[string]string{}, Ratios: map[string]float64{}}
 	linux := linuxSystem()
 	if linux == "linux-file" && c.Swap == "auto" {
-		maxN := 0
-		for _, n := range c.Ns {
-			maxN = max(maxN, n)
-		}
+		maxN := slices.Max(c.Ns)
 		// Room for all three matrices and the rest of the host.
 		sw, err := startSwap(c.Dir, int64(3*maxN*maxN*8)+64<<20)
 		if err != nil {
 			return o, fmt.Errorf("-swap auto: %w (or -swap off: the kernel pages the matrices to their files)", err)
 		}
-		// Off again at the end, and on an interrupt: a swap file left on
-		// would outlive the benchmark.
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() {
-			select {
-			case sig := <-sigs:
-				if err := sw.stop(); err != nil {
-					fmt.Fprintf(progress, "bench/pager: %v\n", err)
-				}
-				fmt.Fprintf(progress, "bench/pager: %v: the swap file is off and removed\n", sig)
-				os.Exit(1)
-			case <-done:
-			}
-		}()
-		defer func() {
-			signal.Stop(sigs)
-			close(done)
-			if err := sw.stop(); err != nil {
-				fmt.Fprintf(progress, "bench/pager: %v\n", err)
-			}
-		}()
+		defer sw.stopAtEnd(progress)()
 		fmt.Fprintf(progress, "bench/pager: a swap file for the run: %s\n", sw.path)
 		linux = "linux-swap"
 		o.Env["swap"] = "a swap file in -dir, on for the run"

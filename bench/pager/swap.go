@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // swapFile is a swap file the benchmark turned on for its run, so the
@@ -50,4 +53,31 @@ func (s *swapFile) stop() error {
 		return fmt.Errorf("swapoff %s: %w: %s (the swap file is left on)", s.path, err, strings.TrimSpace(string(out)))
 	}
 	return os.Remove(s.path)
+}
+
+// stopAtEnd turns the swap file off on an interrupt (and exits), or when
+// the returned function is called at the end of the run: a swap file left
+// on would outlive the benchmark. Failures go to progress.
+func (s *swapFile) stopAtEnd(progress io.Writer) func() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			if err := s.stop(); err != nil {
+				fmt.Fprintf(progress, "bench/pager: %v\n", err)
+			}
+			fmt.Fprintf(progress, "bench/pager: %v: the swap file is off and removed\n", sig)
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		if err := s.stop(); err != nil {
+			fmt.Fprintf(progress, "bench/pager: %v\n", err)
+		}
+	}
 }
