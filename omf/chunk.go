@@ -38,8 +38,8 @@ func (c *chunk) tryAcquire() bool {
 func (c *chunk) release() { c.refs.Add(-1) }
 
 // acquire returns chunk idx with a reference held, mapping it if it is not
-// yet; a chunk mapped now has the file's bytes [lo, hi) populated on DAX
-// (see mapRead). The fast path is two atomic loads and a CAS.
+// yet; a chunk mapped now has the file's bytes [lo, hi) populated (see
+// mapRead). The fast path is two atomic loads and a CAS.
 func (f *File) acquire(idx, lo, hi int64) (*chunk, error) {
 	if s := *f.slots.Load(); idx < int64(len(s)) {
 		if c := s[idx].Load(); c != nil && c.tryAcquire() {

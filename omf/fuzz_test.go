@@ -13,8 +13,8 @@ import (
 // equal the copy's: reads (ReadAt, ReadBlock), windows held across other
 // operations and released later, writes through WriteBlock with SyncBlock,
 // appends and truncations done behind the File's back, and Unmap with
-// windows held (they keep their chunks; the next read maps again). Each operation is 4
-// bytes: kind, two operands, a value.
+// windows held (they keep their chunks; the next read maps again). Each
+// operation is 4 bytes: kind, two operands, a value.
 func FuzzAccess(f *testing.F) {
 	f.Add([]byte{0, 0, 9, 0, 1, 1, 2, 0, 2, 0, 1, 7, 4, 3, 0, 0, 0, 0, 40, 0})
 	f.Add([]byte{1, 0, 3, 1, 5, 0, 0, 0, 1, 1, 2, 0, 6, 0, 0, 0, 0, 4, 40, 0})

@@ -16,7 +16,7 @@ import (
 // costs measures what each method's accesses are made of, on the file at
 // path, so a ratio can be explained: a pread(2) of 4 KiB, a demand-paging
 // fault on a fresh mapping (per page), mapping a 2 MiB chunk with
-// MAP_POPULATE as omf does (and how many page faults the kernel counted
+// MAP_POPULATE as omf once did (and how many page faults the kernel counted
 // for it: 1 when the chunk is mapped by one PMD entry, 512 when by pages),
 // and unmapping it, a region-sized populated mapping, and opening and
 // closing a File. On the device clock the guest's nanoseconds are its
@@ -107,7 +107,8 @@ func costs(s *benchjson.Samples, path string, fd *os.File) error {
 		}
 		unix.Munmap(m)
 
-		// omf's chunk: mmap with MAP_POPULATE, then munmap.
+		// A chunk populated whole, as omf once did: mmap with MAP_POPULATE,
+		// then munmap.
 		f0 = pgfaults()
 		start = time.Now()
 		m, err = unix.Mmap(int(fd.Fd()), base, passSize, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
