@@ -52,7 +52,7 @@ test-short: build
 CUTS ?= 20
 powercuts: deps build kernel
 	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage NVBOOT_DEPLOY_CUTS=$(CUTS) NVBOOT_UPDATE_CUTS=$(CUTS) \
-	  $(GO) test -count=1 -p 1 -timeout 60m -run '^(TestDeployPowerCuts|TestUpdatePowerCuts)$$' -v ./internal/nvbootcmd/
+	  $(GO) test -count=1 -p 1 -timeout 60m -run '^(TestDeployPowerCuts|TestUpdatePowerCuts)$$' -v ./host/nvbootcmd/
 
 # Fuzz each parser of untrusted input, and omf's and pager's access sequences
 # against an in-memory reference, for FUZZTIME (corpus kept in testdata/fuzz).
@@ -62,13 +62,13 @@ fuzz: build
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseText$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzConvert$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./image/pmem -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./image/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./format/fsdax -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./host/image/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./format/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/nvinit -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/nvinit -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 

@@ -20,13 +20,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/appliance/buildtest"
-	"github.com/nvboot/nvboot/image/guest"
-	"github.com/nvboot/nvboot/internal/buildertest"
-	"github.com/nvboot/nvboot/internal/vendortree"
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
+	"github.com/nvboot/nvboot/internal/testutil/buildertest"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
+	"github.com/nvboot/nvboot/internal/testutil/vendortree"
 )
 
 const release = "buildroot-2026.02.3"
@@ -223,9 +224,9 @@ func TestHooksMatchNvbootBuild(t *testing.T) {
 		t.Fatalf("post-image.sh: %v\n%s", err, out)
 	}
 	buildertest.SameFiles(t, buildertest.Reference(t, k), filepath.Join(h.binaries, "nvboot"), "the hooks",
-		appliance.TextPmemFile, appliance.StatePmemFile, appliance.DiskFile, appliance.KernelFile)
+		outdir.TextPmemFile, outdir.StatePmemFile, outdir.DiskFile, outdir.KernelFile)
 	// The target directory is Buildroot's: post-image.sh leaves it alone.
-	if _, err := os.Stat(filepath.Join(h.target, guest.StoreImage[1:])); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(h.target, contract.StoreImage[1:])); !os.IsNotExist(err) {
 		t.Errorf("post-image.sh wrote the provisioning image into TARGET_DIR (%v)", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nvboot/nvboot/internal/kernel"
+	"github.com/nvboot/nvboot/host/kernel"
 )
 
 func TestFragmentOptionsInFinalConfig(t *testing.T) {

@@ -3,15 +3,15 @@ package off2f
 import (
 	"debug/elf"
 	"fmt"
-
-	"github.com/nvboot/nvboot/image/guest"
 )
 
-// DefaultLoader is where the appliance keeps ld-off2f.
-const DefaultLoader = guest.Loader
+// DefaultLoader is where an nvboot appliance keeps ld-off2f (device/contract
+// takes its Loader from here).
+const DefaultLoader = "/lib/ld-off2f.so.1"
 
-// DefaultStoreDir is where the appliance mounts the text store.
-const DefaultStoreDir = guest.TextDir
+// DefaultStoreDir is where an nvboot appliance mounts the text store
+// (device/contract's TextDir).
+const DefaultStoreDir = "/nv/text"
 
 // Options say how a program is converted. The directories are the paths the
 // loader will use at run time, which need not be where the files are written now.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 	"github.com/nvboot/nvboot/off2f"
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
 )
 
 // daxProbe is one boot's "DAXPROBE key=value" lines (a key may repeat).

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/host/guestrun"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
 
 // TestDAXWindows runs omf where it is meant to run: ext4 mounted
 // dax=always on an fsdax pmem namespace of the appliance kernel in QEMU.
 // Boot 1 writes a file, reads it through omf in mode "dax", stores through
-// a writable window (MAP_SYNC) with SyncBlock after each store (pheap/pmem's
+// a writable window (MAP_SYNC) with SyncBlock after each store (pmem's
 // flushes), and then the power is cut with nothing closed or fsync'ed.
 // Boot 2 reads the stores back, holds Open's DAX answer (statx) to the
 // kernel's acceptance of MAP_SYNC, reads windows between Unmaps, and a
@@ -29,7 +29,7 @@ func TestDAXWindows(t *testing.T) {
 	bin := vmtest.StaticProgram(t, "./testdata/daxomf")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	img, err := benchguest.FsdaxImage(ctx, dir, 256<<20)
+	img, err := guestrun.FsdaxImage(ctx, dir, 256<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

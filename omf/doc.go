@@ -10,7 +10,7 @@
 // Close: ReadBlock and ReadAt inside a chunk already mapped make no system
 // call. The window that maps a chunk is populated when it is made. Writes go
 // through writable windows (WriteBlock) and SyncBlock, which on DAX flushes
-// the CPU caches with pheap's flush code (package pheap/pmem, MAP_SYNC
+// the CPU caches with pheap's flush code (package pmem, MAP_SYNC
 // mapping) and elsewhere, or where the filesystem refuses MAP_SYNC, calls
 // msync.
 //

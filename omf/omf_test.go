@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // writeRef writes size bytes of a fixed pseudo-random pattern to a new

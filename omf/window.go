@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // Window is a []byte view of blocks of a File that aliases the mapping: a
@@ -192,7 +192,7 @@ func (f *File) WriteBlock(blkoff, nblocks int64) (*Window, error) {
 }
 
 // SyncBlock makes bytes [off, off+n) of the writable window w durable: on
-// DAX by flushing their cache lines and a fence (pheap/pmem, as pheap does),
+// DAX by flushing their cache lines and a fence (pmem, as pheap does),
 // elsewhere by msync(MS_SYNC) of the pages holding them.
 func (f *File) SyncBlock(w *Window, off, n int) error {
 	if w.f != f {

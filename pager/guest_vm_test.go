@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
 
 // TestGuestPager runs the pager on the appliance kernel (Linux 6.1) in

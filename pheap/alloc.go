@@ -3,7 +3,7 @@ package pheap
 import (
 	"fmt"
 
-	"github.com/nvboot/nvboot/internal/pheapbench"
+	"github.com/nvboot/nvboot/internal/pheapchecksums"
 )
 
 // The allocator hands out blocks of any multiple of 16 bytes and takes
@@ -226,7 +226,7 @@ func (tx *Tx) alloc(n uint64, tag uint32, data []byte) (uint64, error) {
 	p := blk.off + blockHeaderSize
 	if data != nil {
 		blk.pad = uint8(size - blockHeaderSize - n)
-		if !pheapbench.NoChecksums.Load() {
+		if !pheapchecksums.NoChecksums.Load() {
 			blk.dataSum = storedSum(data)
 		}
 	}

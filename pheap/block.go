@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 	"math/bits"
 
-	"github.com/nvboot/nvboot/internal/pheapbench"
+	"github.com/nvboot/nvboot/internal/pheapchecksums"
 )
 
 // Block headers, bins and the allocator's counters: their byte formats are
@@ -98,7 +98,7 @@ func (h *Heap) readHdr(off, top uint64, kind error) (blockHdr, error) {
 	if b.state != blockAlloc && b.state != blockFree {
 		return b, fmt.Errorf("%w: no block at %d (%s)", kind, off, stateName(b.state))
 	}
-	if !pheapbench.NoChecksums.Load() {
+	if !pheapchecksums.NoChecksums.Load() {
 		if got, want := le.Uint32(e[bhHdrSum:]), hdrSum(e, b.free()); got != want {
 			return b, fmt.Errorf("%w: block header at %d: %w: stored %#08x, the header gives %#08x", kind, off, ErrChecksum, got, want)
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
 
 // TestDAXHeapSurvivesPowerCut runs pheap where it is meant to run: on an

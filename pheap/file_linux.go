@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/internal/dirsync"
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // mapping is the production Memory: a shared mapping of the heap file.

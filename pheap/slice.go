@@ -6,7 +6,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/nvboot/nvboot/internal/pheapbench"
+	"github.com/nvboot/nvboot/internal/pheapchecksums"
 )
 
 // Slice is a persistent slice: a header (offset, length, capacity) that can
@@ -190,7 +190,7 @@ func rawBytes(h *Heap, off, n uint64) ([]byte, error) {
 	if held := hd.size - blockHeaderSize - uint64(hd.pad); held != n {
 		return nil, fmt.Errorf("pheap: bytes at %d: %w: the reference says %d bytes, the block holds %d", off, ErrBadPtr, n, held)
 	}
-	if pheapbench.NoChecksums.Load() {
+	if pheapchecksums.NoChecksums.Load() {
 		return b, nil
 	}
 	if sum := storedSum(b); sum != hd.dataSum {

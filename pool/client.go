@@ -10,12 +10,11 @@ import (
 	"os"
 	"sync"
 	"syscall"
-
-	"github.com/nvboot/nvboot/image/guest"
 )
 
-// DefaultSocket is where poold listens on an appliance.
-const DefaultSocket = guest.PooldSocket
+// DefaultSocket is where poold listens on an nvboot appliance
+// (device/contract's PooldSocket).
+const DefaultSocket = "/run/poold.sock"
 
 // EnvSocket overrides DefaultSocket for clients.
 const EnvSocket = "NVBOOT_POOLD_SOCKET"

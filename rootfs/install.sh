@@ -3,7 +3,7 @@
 # files and links of rootfs/skeleton (without the .empty placeholders) and the
 # appliance's config (rootfs/appliance/etc: nvinit's config.json, the poold
 # config when a service is pooled). nvboot build installs the same skeleton
-# (image/appliance/rootfs.go) and writes the configs from the image config;
+# (host/image/appliance/rootfs.go) and writes the configs from the image config;
 # Buildroot's post-build script and the Yocto class call this.
 #
 #   rootfs/install.sh TARGET_DIR

@@ -17,11 +17,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/appliance/buildtest"
-	"github.com/nvboot/nvboot/image/guest"
-	"github.com/nvboot/nvboot/internal/buildertest"
-	"github.com/nvboot/nvboot/internal/vendortree"
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/internal/testutil/buildertest"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
+	"github.com/nvboot/nvboot/internal/testutil/vendortree"
 )
 
 // OelintVersion is the oelint-adv the layer is held to (ci/deps.sh installs
@@ -317,7 +317,7 @@ func TestClassConversion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nvboot_rootfs_off2f: %v\n%s\n%s", err, body, res)
 	}
-	for _, p := range []string{guest.StoreImage, guest.StateImage, guest.Manifest} {
+	for _, p := range []string{contract.StoreImage, contract.StateImage, contract.Manifest} {
 		if _, err := os.Stat(filepath.Join(rootfs, p[1:])); err != nil {
 			t.Errorf("rootfs: %v", err)
 		}
@@ -328,7 +328,7 @@ func TestClassConversion(t *testing.T) {
 		}
 	}
 	buildertest.SameFiles(t, buildertest.Reference(t, buildtest.FakeKernel(t)), out, "the class",
-		appliance.TextPmemFile, appliance.StatePmemFile)
+		outdir.TextPmemFile, outdir.StatePmemFile)
 }
 
 func tail(s string, n int) string {

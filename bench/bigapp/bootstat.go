@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/bench/bigapp/bootstat"
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
-	"github.com/nvboot/nvboot/internal/benchjson"
-	"github.com/nvboot/nvboot/internal/bootmark"
-	"github.com/nvboot/nvboot/internal/nvinit"
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 // bootstatPackage is the diagnostic service.

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 // chart draws two panels, power_on_to_service and init_to_service: x the

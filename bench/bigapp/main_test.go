@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/vm"
 )
 
 func TestFlags(t *testing.T) {
@@ -137,7 +138,7 @@ func fakeNvboot(t *testing.T, calls *[]string) nvbootFunc {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, outdir.ManifestFile), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		io.WriteString(stderr, "[   0.0s] building the off2f image\n")

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/nvbootcmd"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/nvbootcmd"
 )
 
 // nvbootInProcess runs nvboot's own command line (measure, build): what a

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 // The spans the chart and the ratios are about, as nvboot measure names them.

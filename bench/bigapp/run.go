@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/vm"
 )
 
 const description = `Measures power-on to service of appliances of growing text size, each with

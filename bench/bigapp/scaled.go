@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/internal/benchjson"
-	"github.com/nvboot/nvboot/internal/bootmark"
-	"github.com/nvboot/nvboot/internal/nvinit"
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 // The time-scaled device (-scale N): the device clock's disk throttle runs

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 func TestScaleShift(t *testing.T) {

@@ -19,8 +19,8 @@
 package main
 
 import (
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/vm"
 
 	"context"
 	"errors"

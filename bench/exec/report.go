@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 // report turns the records of every place into results and ratios.

@@ -8,20 +8,20 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/bench/exec/plan"
-	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/kernel"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/kernel"
 	"github.com/nvboot/nvboot/off2f"
-	"github.com/nvboot/nvboot/vm"
 )
 
-// Where things are in the guest.
+// Where things are in the contract.
 const (
-	guestProg  = "/prog"       // the program disk (vda, throttled to the profile)
-	guestNV    = "/nv"         // the ext4 on the fsdax NVDIMM, mounted dax=always
-	guestStore = guest.TextDir // the OFF2F text store on it
-	guestRAM   = "/ram"        // in the initramfs: tmpfs
-	guestLD    = guest.Loader
+	guestProg  = "/prog"          // the program disk (vda, throttled to the profile)
+	guestNV    = "/nv"            // the ext4 on the fsdax NVDIMM, mounted dax=always
+	guestStore = contract.TextDir // the OFF2F text store on it
+	guestRAM   = "/ram"           // in the initramfs: tmpfs
+	guestLD    = contract.Loader
 )
 
 // runVM measures inside a QEMU guest running the appliance kernel: the program

@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/config"
-	"github.com/nvboot/nvboot/internal/bootmark"
+	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/vm"
 )
 
 // The demo's service and its port.

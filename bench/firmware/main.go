@@ -29,9 +29,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nvboot/nvboot/host/kernel"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/kernel"
-	"github.com/nvboot/nvboot/vm"
 )
 
 func main() {

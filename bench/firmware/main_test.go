@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
 
 func TestParseFlags(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
-	"github.com/nvboot/nvboot/internal/benchjson"
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/guestrun"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 // The DAX run: the same passes in a QEMU guest on ext4 mounted dax=always
@@ -27,7 +27,7 @@ const (
 
 // guestPlan returns the guest kernel, or "" when the guest part is skipped.
 func guestPlan(c config, progress io.Writer) (string, error) {
-	return benchguest.Plan(c.Guest, c.Kernel, c.Quick, "bench/omf", progress)
+	return guestrun.Plan(c.Guest, c.Kernel, c.Quick, "bench/omf", progress)
 }
 
 // measureGuest boots the guest, runs `omf inside` on the DAX mount and
@@ -42,14 +42,14 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 	}
 	defer os.RemoveAll(work)
 	self := filepath.Join(work, "omf-bench")
-	if err := benchguest.BuildStatic(ctx, "./bench/omf", self); err != nil {
+	if err := guestrun.BuildStatic(ctx, "./bench/omf", self); err != nil {
 		return o, "", err
 	}
 	var mkfs []string
 	if c.AlignFS {
-		mkfs = benchguest.AlignedDAX
+		mkfs = guestrun.AlignedDAX
 	}
-	img, err := benchguest.FsdaxImage(ctx, work, guestPmem, mkfs...)
+	img, err := guestrun.FsdaxImage(ctx, work, guestPmem, mkfs...)
 	if err != nil {
 		return o, "", err
 	}
@@ -67,7 +67,7 @@ umount %[1]s
 	// kernel may otherwise fall back to the HPET, and every time.Now
 	// becomes an emulated device access.
 	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, NVDIMMs: []vm.NVDIMM{{Path: img}}, CPURate: c.CPURate,
-		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
+		Cmdline: "clocksource=tsc tsc=reliable", Console: guestrun.HideLines{W: progress, Marker: jsonBegin}}
 	fmt.Fprintf(progress, "bench/omf: guest: booting %s (%d MiB RAM, %d MiB fsdax NVDIMM, %s clock)\n", kernel, guestRAM, guestPmem>>20, c.Clock.Name)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
@@ -76,7 +76,7 @@ umount %[1]s
 	if res.Status != 0 {
 		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 30))
 	}
-	if o, err = benchguest.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
+	if o, err = guestrun.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
 		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	if o.Env["mode"] != "dax" || !strings.Contains(o.Env["mount"], "dax=always") {

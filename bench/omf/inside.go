@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 // inside is the guest side: the same measurement in -dir (the DAX mount),

@@ -66,7 +66,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
+	"github.com/nvboot/nvboot/host/guestrun"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -83,11 +83,11 @@ type config struct {
 	Quick  bool
 	Guest  string // auto, on, off, only
 	Kernel string
-	Clock  *benchguest.Clock // the guest's: device (QEMU -icount) or wall
+	Clock  *guestrun.Clock // the guest's: device (QEMU -icount) or wall
 	// CPURate is the guest's vm.Config.CPURate: 0 on the wall clock.
 	CPURate int64
 	// AlignFS makes the guest's ext4 with 2 MiB-aligned large
-	// allocations (benchguest.AlignedDAX), so DAX can map 2 MiB at once.
+	// allocations (guestrun.AlignedDAX), so DAX can map 2 MiB at once.
 	AlignFS bool
 }
 
@@ -107,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Quick, "quick", false, "3 runs, units 1024, 4096, 32768; no guest unless -guest on or only")
 	fs.StringVar(&c.Guest, "guest", "auto", "the DAX run in a QEMU guest: `auto`, on, off or only")
 	fs.StringVar(&c.Kernel, "kernel", "", "guest `bzImage` (default $NVBOOT_KERNEL, then the kernel-config/ cache; never built here)")
-	c.Clock = benchguest.AddClockFlags(fs)
+	c.Clock = guestrun.AddClockFlags(fs)
 	fs.BoolVar(&c.AlignFS, "align-fs", true, "make the guest's ext4 with a 2 MiB stripe, so a large file's blocks start 2 MiB-aligned and DAX can map them 2 MiB at a time (a PMD entry); false: mkfs.ext4's defaults")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: go run ./bench/omf [flags]

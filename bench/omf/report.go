@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 // measureAll runs the host part and the guest part the configuration asks

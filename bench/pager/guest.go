@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
-	"github.com/nvboot/nvboot/internal/benchjson"
-	"github.com/nvboot/nvboot/vm"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/guestrun"
+	"github.com/nvboot/nvboot/host/vm"
 )
 
 // The guest run: the same children on the device's storage. A QEMU guest
@@ -32,7 +32,7 @@ const (
 
 // guestPlan returns the guest kernel, or "" when the guest part is skipped.
 func guestPlan(c config, progress io.Writer) (string, error) {
-	return benchguest.Plan(c.Guest, c.Kernel, c.Quick, "bench/pager", progress)
+	return guestrun.Plan(c.Guest, c.Kernel, c.Quick, "bench/pager", progress)
 }
 
 // measureGuest boots the guest, runs `pager inside` there and returns what
@@ -51,7 +51,7 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 	}
 	defer os.RemoveAll(work)
 	self := filepath.Join(work, "pager-bench")
-	if err := benchguest.BuildStatic(ctx, "./bench/pager", self); err != nil {
+	if err := guestrun.BuildStatic(ctx, "./bench/pager", self); err != nil {
 		return o, "", err
 	}
 	data := filepath.Join(work, "data.ext4")
@@ -101,7 +101,7 @@ umount %[1]s
 `, guestData, guestBench, strings.Join(ns, ","), c.GuestBudget, c.GuestRuns, ioMax, ioFlag, c.Timeout, c.GuestSlack, c.GuestLimit, c.GoLimitFlag)}
 	cfg := vm.Config{Kernel: kernel, MemMiB: guestRAM, CPURate: c.CPURate,
 		Disks:   []vm.Disk{{Path: data, Storage: st}, {Path: swap, Storage: st}},
-		Cmdline: "clocksource=tsc tsc=reliable", Console: benchguest.HideLines{W: progress, Marker: jsonBegin}}
+		Cmdline: "clocksource=tsc tsc=reliable", Console: guestrun.HideLines{W: progress, Marker: jsonBegin}}
 	fmt.Fprintf(progress, "bench/pager: guest: booting %s (%d MiB RAM; data and swap disks, %s model; %s clock)\n", kernel, guestRAM, st.Name, c.Clock.Name)
 	res, err := vm.RunScript(ctx, cfg, script)
 	if err != nil {
@@ -110,7 +110,7 @@ umount %[1]s
 	if res.Status != 0 {
 		return o, "", fmt.Errorf("the guest script exited %d; console:\n%s", res.Status, vm.LastLines(res.Console, 30))
 	}
-	if o, err = benchguest.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
+	if o, err = guestrun.ParseOutput(res.Console, jsonBegin, jsonEnd); err != nil {
 		return o, "", fmt.Errorf("%w; console:\n%s", err, vm.LastLines(res.Console, 30))
 	}
 	o.Env["storage"] = st.Name

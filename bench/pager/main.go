@@ -67,8 +67,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/guestrun"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -114,8 +114,8 @@ type config struct {
 	GuestSlack   string // -slack for the guest's side: auto, own, none or bytes
 	GuestLimit   string // -limit for the guest's side: high or max
 	GuestTimeout time.Duration
-	Clock        *benchguest.Clock // the guest's: device (QEMU -icount) or wall
-	CPURate      int64             // vm.Config.CPURate: 0 on the wall clock
+	Clock        *guestrun.Clock // the guest's: device (QEMU -icount) or wall
+	CPURate      int64           // vm.Config.CPURate: 0 on the wall clock
 
 	// IOMax (inside the guest) is a file of io.max lines, one per disk,
 	// written to every child's cgroup: the storage model applied by the
@@ -217,7 +217,7 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (config, e
 	fs.StringVar(&c.GuestSlack, "guest-slack", "none", "-slack in the guest: `bytes`, none, auto or own")
 	fs.StringVar(&c.GuestLimit, "guest-limit", "high", "-limit in the guest: `high` or max")
 	fs.DurationVar(&c.GuestTimeout, "guest-timeout", 2*time.Hour, "limit on the guest run, boot included")
-	c.Clock = benchguest.AddClockFlags(fs)
+	c.Clock = guestrun.AddClockFlags(fs)
 	fs.StringVar(&c.IOMax, "io-max", "", "(inside the guest) a `file` of cgroup io.max lines for every child's cgroup: the storage model on the guest's clock")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, `Usage: go run ./bench/pager [flags]   (as root: it makes memory cgroups)

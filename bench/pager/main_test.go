@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 func TestFlags(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/pheapbench"
+	"github.com/nvboot/nvboot/internal/pheapchecksums"
 	"github.com/nvboot/nvboot/pheap"
 )
 
@@ -18,7 +18,7 @@ import (
 // (Bytes.Lookup). The same steps run on two durable heaps (flushes on, as
 // the pheap case) in alternating blocks of pairedBlock steps, n each, so
 // drifting load slows both alike: on one with the checksums, on the other
-// with internal/pheapbench.NoChecksums set while its blocks run (no data
+// with internal/pheapchecksums.NoChecksums set while its blocks run (no data
 // checksum computed on the put nor verified on the read, no header
 // checksum verified). checksum_overhead_SIZE is the median over the pairs
 // of blocks of the ratio of their times, − 1 (pairedMedian);
@@ -111,21 +111,21 @@ func checksumPaired(n, size int, dir string) (put, get float64, err error) {
 			return 0, 0, err
 		}
 		defer done()
-		pheapbench.NoChecksums.Store(without)
+		pheapchecksums.NoChecksums.Store(without)
 		p, g, err := checksumSteps(h, size)
-		pheapbench.NoChecksums.Store(false)
+		pheapchecksums.NoChecksums.Store(false)
 		if err != nil {
 			return 0, 0, err
 		}
 		// The switch is set only while the heap without checksums runs.
 		puts[k] = func(i int) error {
-			pheapbench.NoChecksums.Store(without)
-			defer pheapbench.NoChecksums.Store(false)
+			pheapchecksums.NoChecksums.Store(without)
+			defer pheapchecksums.NoChecksums.Store(false)
 			return p(i)
 		}
 		gets[k] = func(i int) error {
-			pheapbench.NoChecksums.Store(without)
-			defer pheapbench.NoChecksums.Store(false)
+			pheapchecksums.NoChecksums.Store(without)
+			defer pheapchecksums.NoChecksums.Store(false)
 			return g(i)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nvboot/nvboot/internal/benchguest"
+	"github.com/nvboot/nvboot/host/guestrun"
+	"github.com/nvboot/nvboot/host/kernel"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/checkout"
-	"github.com/nvboot/nvboot/internal/kernel"
-	"github.com/nvboot/nvboot/vm"
 )
 
 // The fsdax run: the transaction workloads on real (emulated) persistent
@@ -85,7 +85,7 @@ func measureGuest(ctx context.Context, c config, kernel string, progress io.Writ
 		files[l[1:]] = l
 		libDirs = append(libDirs, filepath.Dir(l))
 	}
-	pmemImg, err := benchguest.FsdaxImage(ctx, work, guestPmem)
+	pmemImg, err := guestrun.FsdaxImage(ctx, work, guestPmem)
 	if err != nil {
 		return o, "", err
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // The guest side of the fsdax run: `pheap inside` runs the transaction

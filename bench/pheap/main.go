@@ -31,7 +31,7 @@
 //     delete;
 //   - checksums: a kv-like put and get of 64 B, 4 KiB and 64 KiB values on
 //     two durable heaps in alternating blocks, one with the checksums and one
-//     without (internal/pheapbench); checksum_overhead is the median ratio
+//     without (internal/pheapchecksums); checksum_overhead is the median ratio
 //     of their times − 1 for 4 KiB, checksum_overhead_get the same for the
 //     reads alone.
 //

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/pheap"
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // txCase is one system running one transaction workload on a fresh file.

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/pheap"
-	"github.com/nvboot/nvboot/pheap/pmem"
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // pmemFile is a shared mapping of a file used as persistent memory: Flush

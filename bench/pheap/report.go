@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nvboot/nvboot/internal/benchjson"
+	"github.com/nvboot/nvboot/format/benchjson"
 )
 
 // result is one raw figure (docs/DESIGN.md#measuring-method).

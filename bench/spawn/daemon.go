@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 

@@ -18,11 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance"
-	"github.com/nvboot/nvboot/image/appliance/buildtest"
-	"github.com/nvboot/nvboot/image/gpt"
-	"github.com/nvboot/nvboot/vm"
-	"github.com/nvboot/nvboot/vm/vmtest"
+	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
 // fakeQEMUEnv makes the test binary play QEMU (see fakeQEMU).
@@ -154,14 +155,14 @@ func fakeImage(t *testing.T) string {
 	os.Mkdir(dir, 0o755)
 	part := filepath.Join(t.TempDir(), "root")
 	os.WriteFile(part, bytes.Repeat([]byte("r"), 1<<20), 0o644)
-	if _, err := gpt.Write(filepath.Join(dir, appliance.DiskFile), "t", []gpt.Partition{{Name: "root", Type: gpt.TypeRootX8664, Src: part}}); err != nil {
+	if _, err := gpt.Write(filepath.Join(dir, outdir.DiskFile), "t", []gpt.Partition{{Name: "root", Type: gpt.TypeRootX8664, Src: part}}); err != nil {
 		t.Fatal(err)
 	}
-	im := appliance.Image{Layout: appliance.ELF, Kernel: appliance.KernelFile, Disk: appliance.DiskFile,
-		Pmem: []string{appliance.TextPmemFile, appliance.StatePmemFile}}
+	im := appliance.Image{Layout: appliance.ELF, Kernel: outdir.KernelFile, Disk: outdir.DiskFile,
+		Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}}
 	b, _ := json.Marshal(im)
-	os.WriteFile(filepath.Join(dir, appliance.ManifestFile), b, 0o644)
-	os.WriteFile(filepath.Join(dir, appliance.KernelFile), []byte("kernel"), 0o644)
+	os.WriteFile(filepath.Join(dir, outdir.ManifestFile), b, 0o644)
+	os.WriteFile(filepath.Join(dir, outdir.KernelFile), []byte("kernel"), 0o644)
 	for _, p := range im.Pmem {
 		os.WriteFile(filepath.Join(dir, p), nil, 0o644)
 		os.Truncate(filepath.Join(dir, p), 128<<20) // sparse; e820 regions come in 128 MiB sections

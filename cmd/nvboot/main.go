@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nvboot/nvboot/host/nvbootcmd"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/nvbootcmd"
 )
 
 func main() {

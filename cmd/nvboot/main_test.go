@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/image/appliance/buildtest"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
 // SIGTERM, SIGHUP and SIGINT in the middle of a build (mke2fs running) stop

@@ -1,5 +1,5 @@
 // Command nvinit is PID 1 of the nvboot appliance. See `nvinit -h` and
-// internal/nvinit.
+// device/nvinit.
 package main
 
 import (
@@ -9,17 +9,17 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nvboot/nvboot/image/guest"
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/nvinit"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/nvinit"
 )
 
 func main() {
 	c := &cli.Context{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Args: os.Args[1:]}
 	// Run as /sbin/poweroff, reboot or start in an image with a shell:
 	// hand the command to PID 1, which owns the shutdown.
-	if name := filepath.Base(os.Args[0]); slices.Contains(guest.InitCommands, name) && os.Getpid() != 1 {
-		os.Exit(cli.ExitCode(nvinit.Command(c, name, guest.CommandFIFO), os.Stderr, name))
+	if name := filepath.Base(os.Args[0]); slices.Contains(contract.InitCommands, name) && os.Getpid() != 1 {
+		os.Exit(cli.ExitCode(nvinit.Command(c, name, contract.CommandFIFO), os.Stderr, name))
 	}
 	code := cli.ExitCode(nvinit.Execute(context.Background(), c), os.Stderr, "nvinit")
 	if os.Getpid() == 1 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/internal/nvinit"
+	"github.com/nvboot/nvboot/device/nvinit"
 )
 
 // The test binary is nvinit when asked: the PID 1 test runs it that way.

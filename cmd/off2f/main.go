@@ -6,8 +6,8 @@ import (
 	"context"
 	"os"
 
+	"github.com/nvboot/nvboot/host/off2fcmd"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/off2fcmd"
 )
 
 func main() {

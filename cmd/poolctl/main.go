@@ -5,8 +5,8 @@ import (
 	"context"
 	"os"
 
+	"github.com/nvboot/nvboot/device/poolctl"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poolctl"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"context"
 	"os"
 
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poold"
 )
 
 func main() {

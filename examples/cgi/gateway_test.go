@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nvboot/nvboot/internal/poold"
+	"github.com/nvboot/nvboot/device/poold"
 )
 
 // localName is the handler's program name in the gateway's own poold.

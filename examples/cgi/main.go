@@ -24,8 +24,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
-	"github.com/nvboot/nvboot/internal/poold"
 	"github.com/nvboot/nvboot/pool"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nvboot/nvboot/image/config"
+	"github.com/nvboot/nvboot/host/image/config"
 )
 
 // The config nvboot powercut builds by default (and its -h example) is the

@@ -1,0 +1,142 @@
+package contract
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The kernel command-line parameters nvboot's VM runner gives nvinit. A
+// board's command line has none of them.
+const (
+	// OffParam=reset ends the machine with a reset instead of a power-off:
+	// a QEMU board booted without ACPI cannot power off, and QEMU started
+	// with -no-reboot ends on the reset.
+	OffParam = "nvboot.off"
+	// DiskLimitParam=DISK,rbps=N,riops=N,wbps=N,wiops=N limits the disk
+	// from inside the guest (see DiskLimit).
+	DiskLimitParam = "nvboot.disklimit"
+	// KernelFromParam=pmem|card says where the firmware took the kernel
+	// from: the kernel region on pmem (its header valid and its hash the
+	// one the boot entry names) or the card's bzImage. After a card boot
+	// nvinit rewrites the region (KernelRegion), so the next boot copies
+	// the kernel from pmem. A bootloader that knows of no region passes
+	// nothing, and nvinit leaves the region alone.
+	KernelFromParam = "nvboot.kernel"
+)
+
+// Where the firmware took the kernel from (KernelFromParam).
+const (
+	KernelFromPmem = "pmem"
+	KernelFromCard = "card"
+)
+
+// KernelFrom returns KernelFromParam's value: "" when absent; a value
+// other than pmem or card is an error naming it.
+func KernelFrom(cmdline string) (string, error) {
+	v, ok := param(cmdline, KernelFromParam)
+	if !ok || v == KernelFromPmem || v == KernelFromCard {
+		return v, nil
+	}
+	return "", fmt.Errorf("%s=%q: want %s or %s", KernelFromParam, v, KernelFromPmem, KernelFromCard)
+}
+
+// OffByReset reports whether the command line asks for nvboot.off=reset;
+// a value other than reset or poweroff is an error naming it.
+func OffByReset(cmdline string) (bool, error) {
+	v, ok := param(cmdline, OffParam)
+	switch {
+	case !ok || v == "poweroff":
+		return false, nil
+	case v == "reset":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want reset or poweroff", OffParam, v)
+}
+
+// param returns the value of the last name=value on the command line (the
+// kernel's rule: a later one wins).
+func param(cmdline, name string) (string, bool) {
+	v, ok := "", false
+	for _, f := range strings.Fields(cmdline) {
+		if s, found := strings.CutPrefix(f, name+"="); found {
+			v, ok = s, true
+		}
+	}
+	return v, ok
+}
+
+// DiskLimit is a storage speed model applied inside the guest, with the io
+// controller's io.max (the kernel's blk-throttle). Its waits pass on the
+// guest's own clock: under QEMU's instruction counter a request the guest
+// waits for while it computes costs what the model says, where QEMU's
+// throttle, which waits on the host's clock, charged only the instructions
+// that ran meanwhile (docs/DESIGN.md, "Device clock"). nvinit applies it.
+type DiskLimit struct {
+	Disk                string // block device name in /sys/block, e.g. vda
+	ReadBPS, ReadIOPS   int64  // 0: unlimited
+	WriteBPS, WriteIOPS int64
+}
+
+// ParseDiskLimit reads nvboot.disklimit from a kernel command line; ok is
+// false when it is absent. A malformed value is an error naming it.
+func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
+	v, ok := param(cmdline, DiskLimitParam)
+	if !ok {
+		return DiskLimit{}, false, nil
+	}
+	bad := func(why string) (DiskLimit, bool, error) {
+		return DiskLimit{}, false, fmt.Errorf("%s=%q: %s (want DISK,rbps=N,riops=N,wbps=N,wiops=N)", DiskLimitParam, v, why)
+	}
+	parts := strings.Split(v, ",")
+	l.Disk = parts[0]
+	if l.Disk == "" || strings.ContainsAny(l.Disk, "/.") {
+		return bad(fmt.Sprintf("disk %q is not a block device name", l.Disk))
+	}
+	for _, kv := range parts[1:] {
+		k, s, found := strings.Cut(kv, "=")
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if !found || perr != nil || n < 0 {
+			return bad(fmt.Sprintf("%q is not KEY=N with N ≥ 0", kv))
+		}
+		switch k {
+		case "rbps":
+			l.ReadBPS = n
+		case "riops":
+			l.ReadIOPS = n
+		case "wbps":
+			l.WriteBPS = n
+		case "wiops":
+			l.WriteIOPS = n
+		default:
+			return bad(fmt.Sprintf("unknown limit %q", k))
+		}
+	}
+	return l, true, nil
+}
+
+// DiskLimitSlice is the window blk-throttle computes its budget over, in
+// ms, which nvinit writes to the disk's queue/throttle_sample_time. The
+// kernel's default is 100 ms, and the first window after a pause lets a
+// whole window's worth through without waiting: 4 MiB or 150 requests on
+// the sd model, after every pause, and a boot's reads come in bursts. At
+// 12 ms (3 jiffies at HZ=250) that burst is 480 KiB or 18 requests; a
+// shorter window charges too much, as the kernel rounds each wait up to
+// whole jiffies (TestDiskLimitUnderDeviceClock has the figures).
+const DiskLimitSlice = 12
+
+// String is the nvboot.disklimit parameter for l.
+func (l DiskLimit) String() string {
+	return fmt.Sprintf("%s=%s,rbps=%d,riops=%d,wbps=%d,wiops=%d", DiskLimitParam, l.Disk, l.ReadBPS, l.ReadIOPS, l.WriteBPS, l.WriteIOPS)
+}
+
+// IOMax is l as an io.max line for the disk numbered dev ("MAJ:MIN").
+func (l DiskLimit) IOMax(dev string) string {
+	f := func(n int64) string {
+		if n == 0 {
+			return "max"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	return fmt.Sprintf("%s rbps=%s wbps=%s riops=%s wiops=%s", dev, f(l.ReadBPS), f(l.WriteBPS), f(l.ReadIOPS), f(l.WriteIOPS))
+}

@@ -1,0 +1,62 @@
+package contract
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseDiskLimit(t *testing.T) {
+	want := DiskLimit{Disk: "vda", ReadBPS: 41943040, ReadIOPS: 1500, WriteBPS: 15728640, WriteIOPS: 500}
+	l, ok, err := ParseDiskLimit("console=ttyS0 " + want.String() + " quiet")
+	if err != nil || !ok || l != want {
+		t.Fatalf("round trip of %s: %+v %v %v", want, l, ok, err)
+	}
+	if got := l.IOMax("254:0"); got != "254:0 rbps=41943040 wbps=15728640 riops=1500 wiops=500" {
+		t.Errorf("io.max line %q", got)
+	}
+	if got := (DiskLimit{Disk: "vda", ReadBPS: 1}).IOMax("8:0"); got != "8:0 rbps=1 wbps=max riops=max wiops=max" {
+		t.Errorf("0 must be unlimited: %q", got)
+	}
+	if _, ok, err := ParseDiskLimit("console=ttyS0 root=/dev/vda2"); ok || err != nil {
+		t.Errorf("absent: ok %v, err %v", ok, err)
+	}
+	for _, bad := range []string{"", ",rbps=1", "../sda,rbps=1", "vda,rbps", "vda,rbps=-1", "vda,rbps=x", "vda,speed=9"} {
+		_, _, err := ParseDiskLimit(DiskLimitParam + "=" + bad)
+		if err == nil || !strings.Contains(err.Error(), DiskLimitParam) {
+			t.Errorf("%q: error %v, want one naming %s", bad, err, DiskLimitParam)
+		}
+	}
+}
+
+func TestOffByReset(t *testing.T) {
+	for cmdline, want := range map[string]bool{
+		"":                                     false,
+		"nvboot.off=reset":                     true,
+		"nvboot.off=poweroff":                  false,
+		"nvboot.off=reset nvboot.off=poweroff": false, // the last one wins, as in the kernel
+		"xnvboot.off=reset":                    false,
+	} {
+		got, err := OffByReset(cmdline)
+		if err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", cmdline, got, err, want)
+		}
+	}
+	if _, err := OffByReset("nvboot.off=halt"); err == nil || !strings.Contains(err.Error(), `"halt"`) {
+		t.Errorf("nvboot.off=halt: %v", err)
+	}
+}
+
+func TestKernelFrom(t *testing.T) {
+	for cmdline, want := range map[string]string{
+		"":                                      "",
+		"quiet nvboot.kernel=pmem":              KernelFromPmem,
+		"nvboot.kernel=pmem nvboot.kernel=card": KernelFromCard,
+	} {
+		if got, err := KernelFrom(cmdline); err != nil || got != want {
+			t.Errorf("KernelFrom(%q) = %q, %v; want %q", cmdline, got, err, want)
+		}
+	}
+	if _, err := KernelFrom("nvboot.kernel=flash"); err == nil || !strings.Contains(err.Error(), `"flash"`) {
+		t.Errorf("an unknown source: %v", err)
+	}
+}

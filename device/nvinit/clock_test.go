@@ -1,0 +1,118 @@
+package nvinit
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/format/bootmark"
+)
+
+func TestAnswerPort(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline string
+		port    int
+		err     string
+	}{
+		{"console=ttyS0 quiet", 0, ""},
+		{"console=ttyS0 nvboot.answer=8080 quiet\n", 8080, ""},
+		{"nvboot.answer=0", 0, `nvboot.answer="0": want a TCP port`},
+		{"nvboot.answer=99999", 0, `nvboot.answer="99999"`},
+		{"nvboot.answer=http", 0, `nvboot.answer="http"`},
+		{"nvboot.answerx=1", 0, ""},
+	} {
+		p, err := AnswerPort(tc.cmdline)
+		if p != tc.port || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("AnswerPort(%q) = %d, %v; want %d, %q", tc.cmdline, p, err, tc.port, tc.err)
+		}
+	}
+}
+
+func TestMarkTSC(t *testing.T) {
+	if !haveTSC {
+		t.Skip("no TSC on this architecture")
+	}
+	var out bytes.Buffer
+	c := &Console{W: &out, Uptime: func() time.Duration { return 1500 * time.Microsecond }}
+	before := readTSC()
+	markTSC(c)
+	m, ok := bootmark.Parse(out.String())
+	if !ok || m.Name != bootmark.TSC || m.Uptime != 1500*time.Microsecond {
+		t.Fatalf("tsc mark: %q", out.String())
+	}
+	if ticks, err := strconv.ParseUint(m.Arg, 10, 64); err != nil || ticks < before {
+		t.Errorf("tsc %q is not a counter read after %d", m.Arg, before)
+	}
+}
+
+// The answered mark comes only once the service answers, and not for a
+// port that accepts but answers 5xx.
+func TestMarkFirstAnswer(t *testing.T) {
+	var calls atomic.Int32
+	answered := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound) // the second request counts as answered
+		close(answered)
+	}))
+	// Listen late: the probe must keep trying while the port is closed.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	var out syncBuffer
+	c := &Console{W: &out, Uptime: func() time.Duration { return 7 * time.Millisecond }}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { markFirstAnswer(ctx, c, port, time.Millisecond); close(done) }()
+	time.Sleep(20 * time.Millisecond)
+	if out.String() != "" {
+		t.Fatalf("marked before anything listened: %q", out.String())
+	}
+	if srv.Listener, err = net.Listen("tcp", l.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Close()
+	<-done
+	select {
+	case <-answered:
+	default:
+		t.Fatal("the probe stopped before a request was answered below 500")
+	}
+	m, ok := bootmark.Parse(out.String())
+	if !ok || m.Name != bootmark.Answered || m.Arg != strconv.Itoa(port) {
+		t.Fatalf("answered mark: %q", out.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

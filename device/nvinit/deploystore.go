@@ -1,0 +1,282 @@
+package nvinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/internal/atomicfile"
+	"github.com/nvboot/nvboot/internal/dirsync"
+	"github.com/nvboot/nvboot/off2f"
+)
+
+// Programs is the store's side of a deploy: deployed header files in
+// programs/ named by their SHA-256, one link per deployed service in
+// services/, the texts beside them (contract.ProgramsDir, contract.ServicesDir).
+// The store is mounted read-only; every change here happens between a
+// remount read-write and one read-only, on the supervisor's goroutine (as a
+// text repair does), so no service starts while its program is switched.
+type Programs struct {
+	Store   TextStore
+	Mounter Mounter
+	// Images are the services' programs as built (their config Path), by
+	// name: what a service without a link runs.
+	Images map[string]string
+}
+
+func (p *Programs) dir() string { return p.Store.DirOrDefault() }
+func (p *Programs) programsDir() string {
+	return filepath.Join(p.dir(), filepath.Base(contract.ProgramsDir))
+}
+func (p *Programs) servicesDir() string {
+	return filepath.Join(p.dir(), filepath.Base(contract.ServicesDir))
+}
+
+// Link is the path of service name's link (which may not exist).
+func (p *Programs) Link(name string) string { return filepath.Join(p.servicesDir(), name) }
+
+// Current returns what service name runs: the target of its link, or
+// image (its program as built) when it has none.
+func (p *Programs) Current(name, image string) string {
+	if t, err := os.Readlink(p.Link(name)); err == nil {
+		return t
+	}
+	return image
+}
+
+// Have returns those of hashes the store holds as text files.
+func (p *Programs) Have(hashes []string) []string {
+	have := []string{}
+	for _, h := range hashes {
+		if !contract.IsTextHash(h) {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(p.dir(), h)); err == nil && st.Mode().IsRegular() {
+			have = append(have, h)
+		}
+	}
+	return have
+}
+
+// writable runs f with the store mounted read-write, and mounts it
+// read-only again whatever f did.
+func (p *Programs) writable(f func() error) error {
+	s := &p.Store
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount, s.OptionsOrDefault()); err != nil {
+		return fmt.Errorf("remounting the text store %s read-write: %w", s.DirOrDefault(), err)
+	}
+	ferr := f()
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount|msRdonly, s.OptionsOrDefault()); err != nil {
+		return errors.Join(ferr, fmt.Errorf("remounting the text store %s read-only (it stays read-write until the next boot): %w", s.DirOrDefault(), err))
+	}
+	return ferr
+}
+
+// Install writes a checked program into the store: its text (when given;
+// else the store must hold it) under its hash, its header file under the
+// SHA-256 of its bytes. Both writes are atomic and kept when the same bytes
+// are there; nothing is switched. It returns the header file's path.
+func (p *Programs) Install(header []byte, textHash string, text []byte) (string, error) {
+	sum := sha256.Sum256(header)
+	path := filepath.Join(p.programsDir(), hex.EncodeToString(sum[:]))
+	err := p.writable(func() error {
+		if text != nil {
+			if _, err := (off2f.Store{Dir: p.dir()}).Put(textHash, text); err != nil {
+				return fmt.Errorf("writing text %s: %w", textHash, err)
+			}
+		} else if len(p.Have([]string{textHash})) == 0 {
+			return fmt.Errorf("the store lacks text %s and the upload did not carry it", textHash)
+		}
+		if err := os.MkdirAll(p.programsDir(), 0o755); err != nil {
+			return err
+		}
+		if b, err := os.ReadFile(path); err == nil && string(b) == string(header) {
+			return nil
+		}
+		if err := atomicfile.WriteFile(path, header, 0o555); err != nil {
+			return fmt.Errorf("writing program %s: %w", path, err)
+		}
+		return nil
+	})
+	return path, err
+}
+
+// Switch makes service name run program: first SERVICE.trial, a link to
+// what it runs now (prev), then the rename of a new link over SERVICE. A
+// power cut before the rename leaves the old link and a trial that Recover
+// undoes; after it, the new link and the trial, which Recover also undoes:
+// a program is kept only by Keep.
+func (p *Programs) Switch(name, program, prev string) error {
+	return p.writable(func() error {
+		if err := os.MkdirAll(p.servicesDir(), 0o755); err != nil {
+			return err
+		}
+		if err := p.symlinkAtomic(prev, p.Link(name)+contract.TrialSuffix); err != nil {
+			return err
+		}
+		if err := dirsync.Sync(p.servicesDir()); err != nil {
+			return err
+		}
+		if err := p.symlinkAtomic(program, p.Link(name)); err != nil {
+			return err
+		}
+		return dirsync.Sync(p.servicesDir())
+	})
+}
+
+// Keep ends service name's trial: the new program stays.
+func (p *Programs) Keep(name string) error {
+	return p.writable(func() error {
+		if err := os.Remove(p.Link(name) + contract.TrialSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return dirsync.Sync(p.servicesDir())
+	})
+}
+
+// Revert undoes service name's trial: SERVICE.trial is renamed over
+// SERVICE, so the program that ran before runs again.
+func (p *Programs) Revert(name string) error {
+	return p.writable(func() error { return p.revert(name) })
+}
+
+func (p *Programs) revert(name string) error {
+	if err := os.Rename(p.Link(name)+contract.TrialSuffix, p.Link(name)); err != nil {
+		return fmt.Errorf("switching %s back: %w", name, err)
+	}
+	return dirsync.Sync(p.servicesDir())
+}
+
+// Recover undoes every trial a power cut or a crash interrupted, and
+// returns the services it switched back. Run at boot, before any service
+// starts; nothing is written when there is no trial.
+func (p *Programs) Recover() ([]string, error) {
+	des, err := os.ReadDir(p.servicesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, de := range des {
+		if n, ok := strings.CutSuffix(de.Name(), contract.TrialSuffix); ok {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	err = p.writable(func() error {
+		var errs []error
+		for _, n := range names {
+			errs = append(errs, p.revert(n))
+		}
+		return errors.Join(errs...)
+	})
+	return names, err
+}
+
+// symlinkAtomic makes path a link to target: a new link beside it renamed
+// over it.
+func (p *Programs) symlinkAtomic(target, path string) error {
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// GC removes the deployed programs no service link names and the texts
+// neither the image's MANIFEST nor a kept program needs, then the
+// leftovers of interrupted writes (off2f.Store.GC). What runs is what the
+// links name (or the image's programs), so nothing running loses its text.
+// It is refused while a trial is open.
+func (p *Programs) GC() (contract.GCResult, error) {
+	res := contract.GCResult{Removed: []string{}}
+	des, err := os.ReadDir(p.servicesDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, err
+	}
+	used := map[string]bool{}
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), contract.TrialSuffix) {
+			return res, fmt.Errorf("service %s is on trial (a deploy is running): gc later", strings.TrimSuffix(de.Name(), contract.TrialSuffix))
+		}
+		if t, err := os.Readlink(filepath.Join(p.servicesDir(), de.Name())); err == nil {
+			used[filepath.Base(t)] = true
+		}
+	}
+	progs, err := os.ReadDir(p.programsDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return res, err
+	}
+	var texts []string
+	var drop []string
+	for _, de := range progs {
+		path := filepath.Join(p.programsDir(), de.Name())
+		if !used[de.Name()] {
+			drop = append(drop, path)
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return res, err
+		}
+		h, err := off2f.ParseHeader(raw)
+		if err != nil {
+			return res, fmt.Errorf("program %s: %w; refusing gc (nothing removed)", path, err)
+		}
+		texts = append(texts, off2f.HashName(h.Note.Hash))
+	}
+	sort.Strings(texts)
+	// The kept programs' texts as a second manifest, beside the image's.
+	keep, err := os.CreateTemp("", "deployed-MANIFEST-")
+	if err != nil {
+		return res, err
+	}
+	keep.Close()
+	defer os.Remove(keep.Name())
+	manifests := []string{filepath.Join(p.dir(), off2f.ManifestName)}
+	if len(texts) > 0 {
+		if err := off2f.WriteManifest(keep.Name(), texts); err != nil {
+			return res, err
+		}
+		manifests = append(manifests, keep.Name())
+	}
+	err = p.writable(func() error {
+		for _, path := range drop {
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			res.Removed, res.Bytes = append(res.Removed, path), res.Bytes+st.Size()
+		}
+		if len(drop) > 0 {
+			if err := dirsync.Sync(p.programsDir()); err != nil {
+				return err
+			}
+		}
+		gone, err := (off2f.Store{Dir: p.dir()}).GC(manifests)
+		for _, e := range gone {
+			res.Removed, res.Bytes = append(res.Removed, filepath.Join(p.dir(), e.Name)), res.Bytes+e.Size
+		}
+		return err
+	})
+	return res, err
+}

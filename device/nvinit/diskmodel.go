@@ -1,0 +1,66 @@
+package nvinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/nvboot/nvboot/device/contract"
+)
+
+// DiskModelCgroup is the cgroup whose io.max holds a DiskLimit (io.max
+// cannot be set on the root cgroup). nvinit moves itself into its child
+// DiskModelInit, so everything it starts inherits the limit, and
+// DiskModelCgroup itself holds no process: cgroup v2 lets only such a
+// cgroup enable controllers for its children, so a poold pool placed under
+// it (Cgroup "/sys/fs/cgroup/disk-model/NAME") can still have its memory
+// controller, and shares the limit.
+const (
+	DiskModelCgroup = "disk-model"
+	DiskModelInit   = "init"
+)
+
+// ApplyDiskLimit limits l.Disk for this process and every process it starts
+// from now on: it enables the io controller in the cgroup2 hierarchy at
+// cgroupRoot (mounting it there unless mounted), writes l to the io.max of
+// DiskModelCgroup, shortens the disk's throttle window to contract.DiskLimitSlice
+// and moves the calling process into DiskModelCgroup/DiskModelInit. sys is
+// the sysfs root, to find the disk. It returns the io.max line written.
+func ApplyDiskLimit(l contract.DiskLimit, m Mounter, sys, cgroupRoot string) (string, error) {
+	fail := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("disk limit on %s: "+format, append([]any{l.Disk}, args...)...)
+	}
+	dev, err := os.ReadFile(filepath.Join(sys, "block", l.Disk, "dev"))
+	if err != nil {
+		return fail("%w", err)
+	}
+	if err := m.Mount("cgroup2", cgroupRoot, "cgroup2", msNoSUID|msNoDev|msNoExec, ""); err != nil && !errors.Is(err, syscall.EBUSY) {
+		return fail("mounting cgroup2 on %s: %w", cgroupRoot, err)
+	}
+	if err := os.WriteFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
+		return fail("enabling the io controller in %s (a kernel without CONFIG_BLK_CGROUP?): %w", cgroupRoot, err)
+	}
+	cg := filepath.Join(cgroupRoot, DiskModelCgroup)
+	leaf := filepath.Join(cg, DiskModelInit)
+	for _, d := range []string{cg, leaf} {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fail("%w", err)
+		}
+	}
+	line := l.IOMax(strings.TrimSpace(string(dev)))
+	if err := os.WriteFile(filepath.Join(cg, "io.max"), []byte(line), 0); err != nil {
+		return fail("io.max %q (a kernel without CONFIG_BLK_DEV_THROTTLING?): %w", line, err)
+	}
+	slice := filepath.Join(sys, "block", l.Disk, "queue", "throttle_sample_time")
+	if err := os.WriteFile(slice, []byte(strconv.Itoa(contract.DiskLimitSlice)), 0); err != nil {
+		return fail("a %d ms throttle window, else a pause lets 100 ms of reads through unthrottled (a kernel without CONFIG_BLK_DEV_THROTTLING_LOW?): %w", contract.DiskLimitSlice, err)
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fail("joining %s: %w", leaf, err)
+	}
+	return line, nil
+}

@@ -1,0 +1,200 @@
+package appliance
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
+)
+
+// BootOptions say how to boot a built image in QEMU.
+type BootOptions struct {
+	Storage  vm.Storage   // speed model of the disk
+	Forwards []vm.Forward // host ports to guest ports
+	// PmemDir holds the pmem images to attach; "": the image's own (so
+	// state persists from run to run). measure boots copies.
+	PmemDir string
+	MemMiB  int    // default DefaultMemMiB
+	Accel   string // "": KVM when it really works, else TCG
+	CPURate int64  // the device clock's instructions per second; 0: the wall clock (see vm.Config)
+	// PmemAs is how the pmem images reach the guest (vm.PmemE820 or
+	// vm.PmemNVDIMM); "": DefaultPmemAs.
+	PmemAs  string
+	Console io.Writer
+	Stdin   io.Reader
+	// ExtraCmdline is appended to the image's kernel command line.
+	ExtraCmdline string
+	// Firmware is the firmware QEMU runs (vm.Config.Firmware); "": qboot
+	// where installed, else SeaBIOS.
+	Firmware string
+	// BootDisk boots the disk image as a board does: the firmware (UEFI:
+	// vm.OVMF) runs the unified kernel image on its EFI system partition,
+	// whose command line is the image's; no -kernel, no ExtraCmdline.
+	BootDisk bool
+	// Disks are attached after the image's disk (/dev/vdb, /dev/vdc...):
+	// what a gokrazy config's MountDevices mounts.
+	Disks []vm.Disk
+}
+
+// DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
+// firmware says is persistent, as on a board with persistent RAM. Emulated
+// NVDIMMs (vm.PmemNVDIMM) work the same but cost the kernel about 40 ms of
+// a 1-GIPS boot in QEMU's ACPI methods (docs/BENCHMARKS.md).
+const DefaultPmemAs = vm.PmemE820
+
+// DefaultMemMiB is the guest's RAM when BootOptions leave it unset.
+const DefaultMemMiB = 512
+
+// VMConfig is the QEMU machine for the image in dir: the kernel booted
+// directly with the image's command line (what the unified kernel image on
+// the EFI system partition hands over), or with BootDisk the disk booted by
+// the firmware; the disk image as vda, pmem0 the text store, pmem1 the
+// state, pmem2 the kernel region. The kernel is the one the firmware would
+// take (ChooseKernel): the region's when it is valid and this image's,
+// else the card's, and the command line says which (nvboot.kernel).
+// The disk image is checked first (CheckDisk): a truncated one would boot
+// into a kernel panic.
+func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
+	if err := CheckDisk(dir, im); err != nil {
+		return vm.Config{}, err
+	}
+	pdir := cmp.Or(o.PmemDir, dir)
+	k, err := BootKernelOf(dir, im, o)
+	if err != nil {
+		return vm.Config{}, err
+	}
+	c := vm.Config{
+		Kernel:   k.Path,
+		Cmdline:  im.Cmdline,
+		MemMiB:   o.MemMiB,
+		Accel:    o.Accel,
+		CPURate:  o.CPURate,
+		PmemAs:   cmp.Or(o.PmemAs, DefaultPmemAs),
+		Disks:    append([]vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}}, o.Disks...),
+		Forwards: o.Forwards,
+		Console:  o.Console,
+		Stdin:    o.Stdin,
+	}
+	if c.MemMiB == 0 {
+		c.MemMiB = DefaultMemMiB
+	}
+	if o.ExtraCmdline != "" {
+		c.Cmdline += " " + o.ExtraCmdline
+	}
+	if im.Initrd != "" {
+		c.Initrd = filepath.Join(dir, im.Initrd)
+	}
+	if c.PmemAs == vm.PmemE820 && !o.BootDisk {
+		// Nothing on this board needs ACPI (vm.Config.NoACPI); nvinit
+		// ends it with a reset, the one way out without ACPI.
+		c.NoACPI = true
+		c.Cmdline += " " + contract.OffParam + "=reset"
+	}
+	if l, ok := GuestDiskLimit(o); ok {
+		c.Cmdline += " " + l.String()
+	}
+	if k.From != "" {
+		c.Cmdline += " " + contract.KernelFromParam + "=" + k.From
+	}
+	c.Firmware = o.Firmware
+	if o.BootDisk {
+		if o.ExtraCmdline != "" {
+			return vm.Config{}, fmt.Errorf("image %s: booted from its disk, the kernel command line is the one built in (%q cannot be added: rebuild with it in KernelCmdline)", dir, o.ExtraCmdline)
+		}
+		c.BootDisk, c.Kernel, c.Cmdline, c.Initrd = true, "", "", ""
+		if o.PmemAs == "" {
+			// The disk's command line has no memmap= for e820 regions.
+			c.PmemAs = vm.PmemNVDIMM
+		}
+	}
+	for _, p := range im.Pmem {
+		if p == outdir.KernelPmemFile && !regionBoard(o) {
+			continue
+		}
+		path := filepath.Join(pdir, p)
+		if _, err := os.Stat(path); err != nil {
+			return vm.Config{}, fmt.Errorf("image %s: pmem image: %w", dir, err)
+		}
+		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: path})
+	}
+	return c, nil
+}
+
+// GuestDiskLimit is the storage model nvinit applies inside the guest under the
+// device clock, where QEMU's throttle alone charges a wait the guest
+// computes through by its instructions only (docs/DESIGN.md, "Device
+// clock"). QEMU's throttle stays: it paces the reads before nvinit runs
+// (the kernel's root mount, nvinit's own pages), and it seldom binds
+// after, since guest time never runs ahead of the host's.
+func GuestDiskLimit(o BootOptions) (contract.DiskLimit, bool) {
+	s := o.Storage
+	if o.CPURate == 0 || o.BootDisk || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
+		return contract.DiskLimit{}, false
+	}
+	return contract.DiskLimit{Disk: contract.Disk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true
+}
+
+// CopyPmem copies the image's pmem images into dst (sparse), for a boot that
+// must start from the image as built: a cold first boot of a fresh device.
+func CopyPmem(dir string, im *Image, dst string) error {
+	for _, p := range im.Pmem {
+		if err := copySparseFile(filepath.Join(dst, p), filepath.Join(dir, p)); err != nil {
+			return fmt.Errorf("copying %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// copySparseFile copies src to dst leaving all-zero 64 KiB blocks as holes.
+func copySparseFile(dst, src string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if err := out.Truncate(st.Size()); err != nil {
+		out.Close()
+		return err
+	}
+	buf := make([]byte, 64<<10)
+	for off := int64(0); off < st.Size(); {
+		n, err := in.ReadAt(buf, off)
+		if n > 0 && !zero(buf[:n]) {
+			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
+				out.Close()
+				return werr
+			}
+		}
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			out.Close()
+			return err
+		}
+	}
+	return out.Close()
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,153 @@
+package appliance
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
+)
+
+// diskImage writes an image directory whose disk.img has an esp, a root and
+// a data partition, as a build lays them out, and returns its image.json.
+func diskImage(t *testing.T, dir string) *Image {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	var parts []gpt.Partition
+	for _, p := range []struct {
+		name string
+		typ  gpt.GUID
+		size int
+	}{{"esp", gpt.TypeESP, 3 << 20}, {"root", gpt.TypeRootX8664, 5 << 20}, {"data", gpt.TypeLinuxData, 2 << 20}} {
+		src := filepath.Join(t.TempDir(), p.name)
+		os.WriteFile(src, bytes.Repeat([]byte(p.name[:1]), p.size), 0o644)
+		parts = append(parts, gpt.Partition{Name: p.name, Type: p.typ, Src: src})
+	}
+	lay, err := gpt.Write(filepath.Join(dir, outdir.DiskFile), "t", parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := &Image{Layout: ELF, Kernel: outdir.KernelFile, Disk: outdir.DiskFile, Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}}
+	for _, l := range lay {
+		im.Partitions = append(im.Partitions, Partition{Name: l.Name, Offset: l.First * 512, Bytes: (l.Last - l.First + 1) * 512})
+	}
+	return im
+}
+
+// A disk.img that is shorter than its partition table says (a copy cut
+// short, a full disk), has no table, or is not the disk image.json
+// describes is refused before a boot, naming disk.img and why; the file is
+// not changed.
+func TestCheckDisk(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T, disk string, im *Image)
+		want   []string
+	}{
+		{"as built", func(*testing.T, string, *Image) {}, nil},
+		{"cut in the root partition", func(t *testing.T, disk string, im *Image) {
+			os.Truncate(disk, im.Partitions[1].Offset+1<<20)
+		}, []string{"truncated", "partition root ends at byte"}},
+		{"backup table cut off", func(t *testing.T, disk string, im *Image) {
+			st, _ := os.Stat(disk)
+			os.Truncate(disk, st.Size()-512)
+		}, []string{"truncated", "backup"}},
+		{"empty", func(t *testing.T, disk string, im *Image) { os.Truncate(disk, 0) }, []string{"no GPT", "empty"}},
+		{"no table", func(t *testing.T, disk string, im *Image) {
+			f, _ := os.OpenFile(disk, os.O_WRONLY, 0)
+			f.WriteAt(make([]byte, 1024), 0)
+			f.Close()
+		}, []string{"no GPT"}},
+		{"image.json from another build", func(t *testing.T, disk string, im *Image) {
+			im.Partitions[1].Bytes += 1 << 20
+		}, []string{"image.json", "root"}},
+		{"image.json with a partition the table lacks", func(t *testing.T, disk string, im *Image) {
+			im.Partitions = append(im.Partitions, Partition{Name: "extra", Offset: 1 << 30, Bytes: 1 << 20})
+		}, []string{"image.json", "extra"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "img")
+			im := diskImage(t, dir)
+			disk := filepath.Join(dir, outdir.DiskFile)
+			tt.change(t, disk, im)
+			before := fileHash(t, disk)
+			err := CheckDisk(dir, im)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range append([]string{disk}, tt.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			// VMConfig, which every boot goes through, checks it too.
+			os.WriteFile(filepath.Join(dir, outdir.TextPmemFile), nil, 0o644)
+			os.WriteFile(filepath.Join(dir, outdir.StatePmemFile), nil, 0o644)
+			if _, err := VMConfig(dir, im, BootOptions{}); err == nil || !strings.Contains(err.Error(), disk) {
+				t.Errorf("VMConfig: %v", err)
+			}
+			if fileHash(t, disk) != before {
+				t.Error("the check changed disk.img")
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "img")
+		im := diskImage(t, dir)
+		os.Remove(filepath.Join(dir, outdir.DiskFile))
+		if err := CheckDisk(dir, im); err == nil || !strings.Contains(err.Error(), outdir.DiskFile) {
+			t.Errorf("err %v", err)
+		}
+	})
+}
+
+// The board a boot gets: with the pmem as e820 regions nothing needs ACPI,
+// so the board has none and nvinit ends it with a reset; under the device
+// clock nvinit also applies the storage model inside the contract. Neither
+// reaches a board's own command line (BootDisk) or a wall-clock boot.
+func TestVMConfigBoard(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	im := diskImage(t, dir)
+	os.WriteFile(filepath.Join(dir, outdir.TextPmemFile), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, outdir.StatePmemFile), nil, 0o644)
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := contract.DiskLimit{Disk: contract.Disk, ReadBPS: sd.ReadBPS, ReadIOPS: sd.ReadIOPS, WriteBPS: sd.WriteBPS, WriteIOPS: sd.WriteIOPS}.String()
+	for _, c := range []struct {
+		name          string
+		o             BootOptions
+		noACPI, limit bool
+	}{
+		{"default, wall clock", BootOptions{Storage: sd}, true, false},
+		{"device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate}, true, true},
+		{"device clock, unthrottled", BootOptions{CPURate: vm.DefaultCPURate}, true, false},
+		{"NVDIMMs", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemAs: vm.PmemNVDIMM}, false, true},
+		{"disk booted", BootOptions{Storage: sd, BootDisk: true}, false, false},
+		{"disk booted, device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, BootDisk: true}, false, false},
+	} {
+		cfg, err := VMConfig(dir, im, c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		off := strings.Contains(cfg.Cmdline, contract.OffParam+"=reset")
+		if cfg.NoACPI != c.noACPI || off != c.noACPI {
+			t.Errorf("%s: NoACPI %v, %s=reset %v; want both %v", c.name, cfg.NoACPI, contract.OffParam, off, c.noACPI)
+		}
+		if got := strings.Contains(cfg.Cmdline, limit); got != c.limit {
+			t.Errorf("%s: command line %q has %s: %v, want %v", c.name, cfg.Cmdline, limit, got, c.limit)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package appliance
+
+import (
+	"cmp"
+	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/format/kernelpmem"
+	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/atomicfile"
+)
+
+// kernelRegionSize is the kernel region's size: one 128 MiB memory section,
+// the unit the kernel adds pmem in (vm.PmemE820), room for any appliance
+// kernel (the uncompressed one is about 16 MiB).
+const kernelRegionSize = 128 << 20
+
+// kernelRegion puts the uncompressed kernel in the image: the vmlinux
+// itself (what the boot entry names, by hash) and the kernel region
+// holding it, pmem2, written as nvinit would write it on the device.
+func (b *builder) kernelRegion(im *Image) error {
+	if b.uncompressed == "" {
+		return nil
+	}
+	k, err := os.ReadFile(b.uncompressed)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(b.dir, outdir.UncompressedFile), k, 0o644); err != nil {
+		return err
+	}
+	f, err := atomicfile.Create(filepath.Join(b.dir, outdir.KernelPmemFile))
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if err := f.Truncate(kernelRegionSize); err != nil {
+		return err
+	}
+	if err := kernelpmem.Write(f, kernelRegionSize, k); err != nil {
+		return err
+	}
+	if err := f.Commit(0o600); err != nil {
+		return err
+	}
+	h := kernelpmem.For(k)
+	im.Uncompressed, im.UncompressedSHA256 = outdir.UncompressedFile, fmt.Sprintf("%x", h.Sum)
+	im.Pmem = append(im.Pmem, outdir.KernelPmemFile)
+	b.logf("kernel region: the %d MiB uncompressed kernel on pmem2", len(k)>>20)
+	return nil
+}
+
+// PmemReadBPS is the rate at which the firmware copies the kernel out of
+// the kernel region: 1 GiB/s, a byte-at-a-time copy on the 1-GIPS core
+// the device clock models (under -icount a REP MOVSB counts one
+// instruction a byte). Memory-mapped persistent memory reads several GB/s
+// (Optane DC PMM about 6.6 GB/s a DIMM; battery-backed DRAM more), so it
+// overstates the copy, never understates it.
+const PmemReadBPS = 1 << 30
+
+// BootKernel is what the image's firmware boots (docs/DESIGN.md, "Kernel
+// on pmem").
+type BootKernel struct {
+	Path string // the kernel QEMU loads: the vmlinux or the bzImage
+	// From is contract.KernelFromPmem or contract.KernelFromCard; "" for an
+	// image without a kernel region (nvinit is told nothing).
+	From string
+	// Why is the reason a region was not booted ("" when it was).
+	Why string
+	// LoadBytes are what the firmware reads or copies before the kernel
+	// runs: the vmlinux's loaded segments from pmem, or the bzImage (and
+	// initramfs) from the card.
+	LoadBytes int64
+}
+
+// Describe says in a line which kernel the firmware boots and why.
+func (k BootKernel) Describe() string {
+	switch k.From {
+	case contract.KernelFromPmem:
+		return fmt.Sprintf("firmware: the kernel from the kernel region on pmem (%s, %.1f MiB copied)", filepath.Base(k.Path), float64(k.LoadBytes)/(1<<20))
+	case contract.KernelFromCard:
+		return fmt.Sprintf("firmware: the card's kernel (%s): %s; nvinit writes the region once the services are ready", filepath.Base(k.Path), k.Why)
+	}
+	return fmt.Sprintf("firmware: the card's kernel (%s)", filepath.Base(k.Path))
+}
+
+// ChooseKernel does what the image's firmware does at power-on: boot the
+// kernel region's kernel when its header is valid, its bytes hash to what
+// the header says and that hash is the one the image names (a region
+// from an older image, or damaged, is not booted); otherwise the card's
+// bzImage. pmemDir holds the pmem images ("": dir's own).
+func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
+	card := BootKernel{Path: filepath.Join(dir, im.Kernel)}
+	if im.Uncompressed == "" {
+		return card, nil
+	}
+	card.From = contract.KernelFromCard
+	if pmemDir == "" {
+		pmemDir = dir
+	}
+	region := filepath.Join(pmemDir, outdir.KernelPmemFile)
+	h, err := kernelpmem.CheckFile(region)
+	switch {
+	case err != nil:
+		card.Why = err.Error()
+		return card, nil
+	case fmt.Sprintf("%x", h.Sum) != im.UncompressedSHA256:
+		card.Why = "the kernel region holds another kernel than this image's"
+		return card, nil
+	}
+	path := filepath.Join(dir, im.Uncompressed)
+	if sum, err := sha256File(path); err != nil {
+		return BootKernel{}, fmt.Errorf("image %s: %w", dir, err)
+	} else if sum != im.UncompressedSHA256 {
+		return BootKernel{}, fmt.Errorf("image %s: %s does not hash to what %s says (%s): rebuild the image", dir, im.Uncompressed, outdir.ManifestFile, im.UncompressedSHA256)
+	}
+	n, err := loadedBytes(path)
+	if err != nil {
+		return BootKernel{}, fmt.Errorf("image %s: %w", dir, err)
+	}
+	return BootKernel{Path: path, From: contract.KernelFromPmem, LoadBytes: n}, nil
+}
+
+// regionBoard says whether the board boots from the kernel region: the
+// direct boot of a board with its pmem as e820 regions, whose firmware the
+// VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and with
+// emulated NVDIMMs the region would be a third ACPI NVDIMM whose
+// namespace order nvinit cannot rely on; both boot without it.
+func regionBoard(o BootOptions) bool {
+	return !o.BootDisk && cmp.Or(o.PmemAs, DefaultPmemAs) == vm.PmemE820
+}
+
+// BootKernelOf is ChooseKernel on a board that boots from the region,
+// the card's kernel (and no nvboot.kernel) on any other.
+func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
+	if !regionBoard(o) {
+		return BootKernel{Path: filepath.Join(dir, im.Kernel)}, nil
+	}
+	return ChooseKernel(dir, im, o.PmemDir)
+}
+
+// loadedBytes are the bytes a PVH loader puts in memory for the ELF at
+// path: its loaded segments, copied (file bytes) or cleared (the rest).
+func loadedBytes(path string) (int64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var n int64
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			n += int64(p.Memsz)
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDemoIsValidAndRoundTrips(t *testing.T) {
+	d := Demo()
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := d.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, d) {
+		t.Errorf("round trip: %+v, want %+v", back, d)
+	}
+	if d.HostnameOrDefault() != "nvboot" || d.StateMiBOrDefault() != 128 || d.RootFSOrDefault() != "erofs" || d.UserlandOrDefault() != "none" || d.HasShell() {
+		t.Error("defaults")
+	}
+}
+
+func TestValidateNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want string
+	}{
+		{"no packages", Config{}, "Packages: empty"},
+		{"bad hostname", Config{Hostname: "a b", Packages: []string{"x"}}, "Hostname"},
+		{"same name", Config{Packages: []string{"a/kv", "b/kv"}}, `program name "kv"`},
+		{"bad env", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Environment: []string{"NOEQ"}}}}, "Environment"},
+		{"bad waitfor", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {WaitFor: WaitFor{"http:80"}}}}, "WaitFor"},
+		{"bad port", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {ForwardPort: 70000}}}, "ForwardPort"},
+		{"odd size", Config{Packages: []string{"kv"}, StateMiB: 3}, "StateMiB"},
+		{"rootfs", Config{Packages: []string{"kv"}, RootFS: "btrfs"}, "RootFS"},
+		{"userland", Config{Packages: []string{"kv"}, Userland: "busybox"}, `Userland "busybox": want none or u-root`},
+		{"userland case", Config{Packages: []string{"kv"}, Userland: "U-Root"}, `Userland "U-Root"`},
+		{"pool min above max", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MinIdle: 3, MaxIdle: 1}}}}, "Pool.MaxIdle"},
+		{"pool timeout", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{IdleTimeout: "soon"}}}}, "Pool.IdleTimeout"},
+		{"pool negative", Config{Packages: []string{"kv"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{MaxUses: -1}}}}, "MaxUses"},
+		{"slots 3", Config{Packages: []string{"kv"}, Slots: 3}, "Slots 3: want 2"},
+		{"test boot without slots", Config{Packages: []string{"kv"}, TestBootDeadline: "1m"}, "TestBootDeadline \"1m\": only an image with Slots 2"},
+		{"test boot not a duration", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "soon"}, "TestBootDeadline \"soon\": want a duration"},
+		{"test boot too long", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "2h"}, "TestBootDeadline \"2h\""},
+		{"pool and a poold package", Config{Packages: []string{"kv", "x/poold"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{}}}}, "poold's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadRejectsUnknownFields(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.json")
+	// StateMiB is nvboot's own: this is an nvboot config, strict (a
+	// config without nvboot's fields is read as gokrazy reads it:
+	// TestGokrazyUnknownKeysWarn).
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "StateMiB": 128, "Pakages": ["typo"]}`), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "Pakages") || !strings.Contains(err.Error(), p) {
+		t.Errorf("unknown field: %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+// TestLoadUserland: the examples' Userland values load; a bad one in a
+// config file is an error naming the file, the field and the values it
+// takes; the field marks the config as nvboot's, so a typo beside it is
+// an error too.
+func TestLoadUserland(t *testing.T) {
+	for _, u := range []string{"u-root", "none"} {
+		c, err := Load(filepath.Join("..", "..", "..", "examples", "userland-"+u+".json"))
+		if err != nil || c.UserlandOrDefault() != u || c.HasShell() != (u == "u-root") {
+			t.Errorf("examples/userland-%s.json: %+v, %v", u, c, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "busybox-static"}`), 0o644)
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `Userland "busybox-static": want none or u-root`) {
+		t.Errorf("bad Userland: %v", err)
+	}
+	os.WriteFile(p, []byte(`{"Packages": ["kv"], "Userland": "none", "Userlnad": "u-root"}`), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "Userlnad") {
+		t.Errorf("misspelt field beside Userland: %v", err)
+	}
+}
+
+// A Checker is refused where powercut could not use it, naming the field.
+func TestValidateChecker(t *testing.T) {
+	kv := func(pcs ...PackageConfig) Config {
+		c := Config{Packages: []string{"a/kv", "b/db"}, PackageConfig: map[string]PackageConfig{"a/kv": pcs[0]}}
+		if len(pcs) > 1 {
+			c.PackageConfig["b/db"] = pcs[1]
+		}
+		return c
+	}
+	good := &Checker{Values: "/kv/", Check: "/stats"}
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want string // "": valid
+	}{
+		{"http check", kv(PackageConfig{ForwardPort: 8080, Checker: good}), ""},
+		{"command", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Command: []string{"./check"}}}), ""},
+		{"no port", kv(PackageConfig{Checker: good}), `PackageConfig["a/kv"].Checker: needs a ForwardPort`},
+		{"relative values", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "kv/", Check: "/stats"}}), "Checker.Values"},
+		{"neither", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/"}}), "want Check"},
+		{"both", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Check: "/stats", Command: []string{"x"}}}), "both set"},
+		{"relative check", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Check: "stats"}}), "Checker.Check"},
+		{"empty command", kv(PackageConfig{ForwardPort: 8080, Checker: &Checker{Values: "/kv/", Command: []string{""}}}), "Checker.Command"},
+		{"two", kv(PackageConfig{ForwardPort: 8080, Checker: good}, PackageConfig{ForwardPort: 8081, Checker: good}), "keep one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c := kv(PackageConfig{ForwardPort: 8080}, PackageConfig{ForwardPort: 8081, Checker: good})
+	if pkg, ch, ok := c.Checked(); !ok || pkg != "b/db" || ch != good {
+		t.Errorf("Checked: %q %v %v", pkg, ch, ok)
+	}
+	if _, _, ok := Demo().Checked(); ok {
+		t.Error("the demo has a Checker")
+	}
+}

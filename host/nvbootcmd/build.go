@@ -1,0 +1,99 @@
+package nvbootcmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+const buildDescription = `Builds an appliance image into DIR: the services of the config (Go import
+paths or local directories, as gokrazy lists packages) and nvinit, built as
+static programs and placed as the layout says, a read-only root filesystem
+(erofs), a GPT disk image (EFI system partition with the EFI-stub kernel,
+root, data), the pmem images (pmem-text.img: the OFF2F text store as an fsdax
+namespace; pmem-state.img: the state filesystem, also on the root filesystem
+gzip-compressed, for nvinit to write onto a blank state device) and image.json.
+
+Layouts: off2f (the product: text on pmem), elf (plain executables on the
+root filesystem), initramfs (everything in RAM), dax-elf (whole executables on
+the DAX filesystem). Without -config the demo image is built: the kv service
+(examples/kv) on port 8080.
+
+The same inputs give the same bytes. A build marks DIR with the file
+.nvboot-image; DIR is replaced only when it holds an earlier build and
+nothing else (only the files a build writes: image.json, disk.img, bzImage,
+initrd.cpio, pmem-*.img, .nvboot-image). Any other file there, your image
+config for one, makes the build refuse DIR and leave it as it is. A failed
+build leaves nothing.
+
+Rebuilding an image that has been booted ('nvboot run DIR') keeps the
+device's state: when DIR's pmem-state.img is no longer the blank state its
+build wrote, the new build takes it over as it is, provided the new state has
+the same size and format (StateMiB unchanged); otherwise the build refuses,
+naming pmem-state.img, and changes nothing. -discard-state replaces it with a
+blank state instead. pmem-text.img, as the device left it, is kept when the
+new text store is the same as the earlier build's. What was kept or
+discarded is said on stderr, and with -json in "Kept" and "Discarded" beside
+image.json's fields.
+
+A build holds DIR's lock, the one nvboot run and powercut take while a VM
+runs on DIR: a build into a DIR in use is refused, naming the process that
+holds it.`
+
+const buildExamples = `  nvboot build -o out/demo
+  nvboot build -o out/demo                      # again, after nvboot run out/demo: the state is kept
+  nvboot build -config big-state.json -discard-state -o out/demo
+  nvboot build -config appliance.json -layout elf -o out/elf
+  nvboot build -json -o out/demo | jq .TextBytes`
+
+func build(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot build", "nvboot build [-config FILE] [-layout L] -o DIR", buildDescription, buildExamples)
+	cfgPath := fs.String("config", "", "image config `file` (JSON, see host/image/config); empty: the demo")
+	layout := fs.String("layout", string(appliance.OFF2F), "program layout: off2f, elf, initramfs or dax-elf")
+	out := fs.String("o", "", "output `directory` (required)")
+	kernel := fs.String("kernel", "", "bzImage to use; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	src := fs.String("src", "", "the nvboot checkout (nvinit and ld-off2f are built from it); empty: the current module")
+	asJSON := fs.Bool("json", false, `print image.json on stdout when done, with "Kept" and "Discarded" (earlier pmem images kept, or discarded by -discard-state)`)
+	discard := fs.Bool("discard-state", false, "start from a blank state: DIR's pmem-state.img, the device's state, is not kept (needed when it cannot be: a changed StateMiB)")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if *out == "" {
+		return cli.Usagef("-o DIR is required")
+	}
+	l, err := appliance.ParseLayout(*layout)
+	if err != nil {
+		return cli.Usagef("-layout: %v", err)
+	}
+	// Absolute from here on, so that it names the same directory wherever
+	// the build runs its tools.
+	if *out, err = appliance.AbsOut(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	// Before the inputs (the kernel may take minutes to build): a directory
+	// the build would refuse at the end is refused now.
+	if err := appliance.CheckOut(*out); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	log := cli.NewProgress(c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
+	if err != nil {
+		return err
+	}
+	o := in.options(l, *out, log.Printf)
+	o.DiscardState = *discard
+	res, err := appliance.BuildImage(ctx, o)
+	if err != nil {
+		return err
+	}
+	log.Printf("built %s (%s layout): %s", *out, l, res.Cmdline)
+	if *asJSON {
+		return cli.JSON(c.Stdout, res)
+	}
+	return nil
+}

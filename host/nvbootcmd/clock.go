@@ -1,0 +1,165 @@
+package nvbootcmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+// machineFlags choose how the guest runs: -accel, -clock and -cpu-rate.
+type machineFlags struct {
+	fs       *flag.FlagSet
+	accel    *string
+	clock    *string
+	rate     *rateFlag
+	pmem     *string
+	append   *string
+	mem      *int
+	defClock string // "" picks: the device clock unless KVM really works
+}
+
+// machine is what the flags resolve to.
+type machine struct {
+	Accel   string // "" lets vm pick (NVBOOT_ACCEL, else KVM when it works)
+	PmemAs  string // vm.PmemE820 or vm.PmemNVDIMM
+	Clock   string // vm.ClockWall or vm.ClockDevice
+	CPURate int64  // instructions per second of guest time; 0 on the wall clock
+	Append  string // appended to the image's kernel command line
+	MemMiB  int    // guest RAM
+}
+
+// boot is the BootOptions every boot of m on storage prof starts from.
+func (m machine) boot(prof vm.Storage) appliance.BootOptions {
+	return appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
+		ExtraCmdline: m.Append, MemMiB: m.MemMiB}
+}
+
+const clockHelp = `Clocks: -clock device runs QEMU under TCG with its instruction counter
+(-icount shift=N,sleep=on): every guest instruction takes 1/-cpu-rate s of
+guest time (default 1e9: a 1-GIPS in-order core) and time the guest spends
+idle (waiting for the throttled disk, a timer) passes as on the host. Every
+stage is then read from the guest's own clock, power-on included, and comes
+out the same on any host, however slow or busy: a device's boot time, not
+the emulator's. -clock wall times the boot with the host's clock: faithful
+only where the guest runs at hardware speed (KVM).`
+
+func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
+	f := &machineFlags{fs: fs, defClock: defClock}
+	f.accel = fs.String("accel", "", "kvm or tcg; empty: $NVBOOT_ACCEL, else KVM when it really works here")
+	what := "empty: wall on KVM, device otherwise"
+	if defClock != "" {
+		what = "default " + defClock
+	}
+	f.clock = fs.String("clock", defClock, "`device` (guest instructions counted as time) or wall (the host's clock); "+what)
+	f.rate = &rateFlag{vm.DefaultCPURate}
+	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent) or nvdimm (emulated NVDIMMs, ACPI NFIT)")
+	f.append = fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug ignore_loglevel): to try a change to the boot")
+	f.mem = fs.Int("mem", appliance.DefaultMemMiB, "guest RAM in `MiB` (at least 64, at most the host's)")
+	fs.Var(f.rate, "cpu-rate", "device clock: guest instructions per `second`, 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)")
+	return f
+}
+
+// resolve checks the flags (and KVM, when asked for) before anything starts.
+func (f *machineFlags) resolve() (machine, error) {
+	m, err := f.resolveClock()
+	if err != nil {
+		return m, err
+	}
+	if err := checkMem(*f.mem); err != nil {
+		return machine{}, err
+	}
+	m.Append, m.MemMiB = *f.append, *f.mem
+	switch *f.pmem {
+	case vm.PmemE820, vm.PmemNVDIMM:
+		m.PmemAs = *f.pmem
+	default:
+		return machine{}, cli.Usagef("-pmem %q: want e820 or nvdimm", *f.pmem)
+	}
+	return m, nil
+}
+
+func (f *machineFlags) resolveClock() (machine, error) {
+	if *f.clock == vm.ClockDevice && *f.accel == "kvm" {
+		return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
+	}
+	if err := checkAccel(*f.accel); err != nil {
+		return machine{}, err
+	}
+	rateSet := false
+	f.fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "cpu-rate" })
+	clock := *f.clock
+	if clock == "" {
+		accel := *f.accel
+		if accel == "" {
+			var err error
+			if accel, _, err = vm.ChooseAccel("qemu-system-x86_64"); err != nil {
+				return machine{}, err
+			}
+		}
+		clock = vm.ClockDevice
+		if accel == "kvm" && !rateSet {
+			clock = vm.ClockWall
+		}
+	}
+	switch clock {
+	case vm.ClockWall:
+		if rateSet {
+			return machine{}, cli.Usagef("-cpu-rate is for -clock device: the wall clock runs at the host's speed")
+		}
+		return machine{Accel: *f.accel, Clock: vm.ClockWall}, nil
+	case vm.ClockDevice:
+		if *f.accel == "kvm" {
+			return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
+		}
+		if _, err := vm.ICountShift(f.rate.n); err != nil {
+			return machine{}, cli.Usagef("-cpu-rate: %v", err)
+		}
+		return machine{Accel: "tcg", Clock: vm.ClockDevice, CPURate: f.rate.n}, nil
+	}
+	return machine{}, cli.Usagef("-clock %q: want device or wall", clock)
+}
+
+// String is the printout's description, e.g. "device clock at 1e9 instructions/s (TCG)".
+func (m machine) String(accel string) string {
+	if m.Clock == vm.ClockDevice {
+		return fmt.Sprintf("device clock, a %s in-order core (QEMU TCG -icount)", rateName(m.CPURate))
+	}
+	return fmt.Sprintf("wall clock (QEMU %s)", accel)
+}
+
+// rateName: 1000000000 -> "1-GIPS", 500000000 -> "500-MIPS".
+func rateName(r int64) string {
+	if r%1_000_000_000 == 0 {
+		return fmt.Sprintf("%d-GIPS", r/1_000_000_000)
+	}
+	if r%1_000_000 == 0 {
+		return fmt.Sprintf("%d-MIPS", r/1_000_000)
+	}
+	return fmt.Sprintf("%d-IPS", r)
+}
+
+// rateFlag is an instruction rate written as an integer or in e-notation
+// (5e8), as people write rates.
+type rateFlag struct{ n int64 }
+
+func (r *rateFlag) String() string {
+	if r == nil {
+		return ""
+	}
+	return strconv.FormatInt(r.n, 10)
+}
+
+func (r *rateFlag) Set(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f > math.MaxInt64 {
+		return errors.New("want a whole number of instructions per second, e.g. 1e9 or 500000000")
+	}
+	r.n = int64(f)
+	return nil
+}

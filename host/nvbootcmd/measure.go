@@ -1,0 +1,220 @@
+package nvbootcmd
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+const measureDescription = `Builds the image once per layout, boots each once untimed (the first boot
+of a device: the service creates its state) and powers it off cleanly, then
+cold-boots each N times, interleaved (off2f, elf, ... then again, each round
+starting one layout further on), on the same storage model, every boot from
+a fresh copy of that pmem.
+Each boot is timed from power-on to the first HTTP answer of the first
+service with a ForwardPort, with the stages between taken from nvinit's
+serial markers:
+
+  loaded    the kernel brought into memory by the firmware, modeled since
+            QEMU loads it from a host file: copied from the kernel region on
+            pmem at 1 GiB/s when the region holds the image's kernel, else
+            the bzImage (and any initramfs) read at the storage profile's
+            bandwidth
+  kernel    the firmware hands over to the kernel (device clock: measured
+            by booting a copy of the kernel whose first instruction reports
+            the guest's clock; wall clock: estimated from the marks)
+  handover  the kernel runs init
+  init      nvinit's first instruction of main
+  store     the text store is mounted (or the fallback chosen)
+  state     the state filesystem is mounted
+  ready     the service accepts connections (its WaitFor)
+  service   the first request is answered (device clock: asked and timed
+            by nvinit inside the guest, then confirmed from the host)
+
+It prints a table (median, min, max of each stage) and the ratios of off2f
+to every other layout measured, for power_on_to_service and init_to_service,
+named "<span>.off2f_vs_<layout>" with the layout's dash dropped (e.g.
+power_on_to_service.off2f_vs_elf, init_to_service.off2f_vs_daxelf), and
+spread_max: over every stage of every layout, the largest (max - min) /
+median of its runs. With -json one object instead:
+{"bench":"measure","env":{...,"clock","cpu_rate"},"ratios":{...},"results":[...]}.
+With -charts DIR it then writes a boot chart (SVG) per layout into DIR
+(created, and checked to be writable, before anything is built or booted).
+
+` + clockHelp + `
+Where KVM really works the wall clock on KVM is the default; elsewhere the
+device clock.`
+
+const measureExamples = `  nvboot measure -runs 5 -storage sd
+  nvboot measure -clock device -cpu-rate 5e8 -layouts off2f,elf -runs 3   # a 500-MIPS core
+  nvboot measure -layouts off2f,elf -runs 3 -charts out/charts
+  nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
+
+func measure(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot measure", "nvboot measure [-layouts L,...] [-runs N] [-storage P] [-json]", measureDescription, measureExamples)
+	layouts := fs.String("layouts", "off2f,elf,initramfs,dax-elf", "layouts to compare, comma-separated (off2f is compared with each other one)")
+	runs := fs.Int("runs", 5, "cold boots per layout")
+	storage := fs.String("storage", "sd", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
+	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
+	work := fs.String("work", "", "keep the images and runs in this `directory`; empty: a temporary one, removed")
+	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
+	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
+	mf := addMachineFlags(fs, "")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if *runs < 1 {
+		return cli.Usagef("-runs %d: want at least 1", *runs)
+	}
+	prof, err := vm.Profile(*storage)
+	if err != nil {
+		return cli.Usagef("-storage: %v", err)
+	}
+	mach, err := mf.resolve()
+	if err != nil {
+		return err
+	}
+	var ls []appliance.Layout
+	for _, s := range strings.Split(*layouts, ",") {
+		l, err := appliance.ParseLayout(strings.TrimSpace(s))
+		if err != nil {
+			return cli.Usagef("-layouts: %v", err)
+		}
+		ls = append(ls, l)
+	}
+	// Before minutes of boots: a chart directory that cannot be written
+	// fails now, not after the results are in.
+	if *charts != "" {
+		if err := chartDir(*charts); err != nil {
+			return fmt.Errorf("-charts %s: %w", *charts, err)
+		}
+	}
+	log := cli.NewProgress(c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
+	if err != nil {
+		return err
+	}
+	dir := *work
+	if dir != "" {
+		// Absolute: the builds run go build and make in other directories.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return fmt.Errorf("-work %s: %w", *work, err)
+		}
+	} else {
+		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	images := map[appliance.Layout]*appliance.Image{}
+	for _, l := range ls {
+		log.Printf("building the %s image", l)
+		im, err := appliance.Build(ctx, in.options(l, filepath.Join(dir, string(l)), nil))
+		if err != nil {
+			return fmt.Errorf("building the %s image: %w", l, err)
+		}
+		images[l] = im
+		// Its boots read it in place: no build replaces it meanwhile.
+		unlock, err := appliance.LockImage(filepath.Join(dir, string(l)))
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	for _, l := range ls {
+		log.Printf("%s: first boot, to create the service's state (not timed)", l)
+		if err := prepare(ctx, filepath.Join(dir, string(l)), images[l], filepath.Join(dir, "prepared", string(l)),
+			mach.boot(prof)); err != nil {
+			return fmt.Errorf("%s: %w", l, err)
+		}
+	}
+	for _, l := range ls {
+		if k, err := appliance.BootKernelOf(filepath.Join(dir, string(l)), images[l], pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l)))); err == nil {
+			log.Printf("%s: %s", l, k.Describe())
+		}
+	}
+	entries := map[appliance.Layout]time.Duration{}
+	if mach.Clock == vm.ClockDevice {
+		for _, l := range ls {
+			e, err := kernelEntry(ctx, filepath.Join(dir, string(l)), images[l], pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))))
+			if err != nil {
+				return fmt.Errorf("%s: %w", l, err)
+			}
+			entries[l] = e
+			log.Printf("%s: the firmware hands over to the kernel %.1f ms after power-on", l, ms(e))
+		}
+	}
+	log.Printf("%s; storage %s", mach.String(cmp.Or(mach.Accel, "chosen at start")), prof.About)
+	rep := &report{Storage: prof, Machine: mach, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
+	for r := 1; r <= *runs; r++ {
+		// Each round starts one layout further on, so no layout always
+		// boots first (or right after the same neighbour).
+		for i := range ls {
+			l := ls[(i+r-1)%len(ls)]
+			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
+			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
+				pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))), entries[l], 3*time.Minute)
+			if err != nil {
+				return fmt.Errorf("%s boot %d: %w", l, r, err)
+			}
+			os.RemoveAll(runDir)
+			rep.Accel = res.Accel
+			rep.Runs[l] = append(rep.Runs[l], res)
+			log.Printf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, *runs,
+				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
+		}
+	}
+	return rep.emit(c.Stdout, *asJSON, *charts, log)
+}
+
+// chartDir creates the -charts directory and checks that a file can be
+// written into it.
+func chartDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".nvboot-measure-*")
+	if err != nil {
+		return fmt.Errorf("not writable: %w", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// emit prints the results (JSON or the table), then writes the boot charts
+// into charts ("": none): a chart that cannot be written loses no result.
+func (r *report) emit(w io.Writer, asJSON bool, charts string, log *cli.Progress) error {
+	var err error
+	if asJSON {
+		err = cli.JSON(w, r.output())
+	} else {
+		err = r.writeTable(w)
+	}
+	if err != nil || charts == "" {
+		return err
+	}
+	for _, l := range r.Layouts {
+		p := filepath.Join(charts, "measure-"+string(l)+".svg")
+		if err := os.WriteFile(p, r.chart(l), 0o644); err != nil {
+			return fmt.Errorf("-charts %s: %w (the results are printed above)", charts, err)
+		}
+		log.Printf("boot chart: %s", p)
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,242 @@
+package nvbootcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/cli"
+)
+
+const runDescription = `Boots an image built by 'nvboot build' in QEMU: the disk image as a virtio
+disk throttled to the storage model, pmem-text.img and pmem-state.img as
+the machine's persistent memory (e820 regions, or emulated NVDIMMs with
+-pmem nvdimm; their contents persist from run to run), the serial console on this terminal, and the
+services' ports forwarded from the host (each ForwardPort to the same host
+port unless -port says otherwise). QEMU uses KVM only when it really works
+here, TCG otherwise.
+
+An image built with Userland "u-root" has u-root's shell (gosh) on the
+console, its commands in /bbin; without one (Userland "none", the default)
+the console takes only nvinit's commands. In both, typing 'poweroff' (or
+'reboot') and Enter on the console asks nvinit to shut down cleanly ('start
+NAME' starts a stopped service); Ctrl-C (or SIGTERM, SIGHUP) does the same as
+'poweroff', and cuts the
+power if the guest has not powered off 10 s later; a second Ctrl-C cuts it
+at once. (QEMU runs in a process group of its own: the terminal's Ctrl-C
+reaches nvboot, not QEMU, which would end on it at once, a power cut.)
+
+-mem, -accel, -clock, the forwarded host ports and disk.img (against its
+partition table and image.json: a truncated one would boot into a kernel
+panic) are checked before QEMU starts: a host port already in use is an
+error naming it. A guest kernel panic ends the run at once, the error
+carrying the panic line and its likely cause.
+
+While it runs, nvboot run holds DIR's lock: a second run of DIR, a
+powercut of it or a build into it is refused, naming the process holding
+it (and a run of a DIR being built or run is refused the same way).
+
+` + clockHelp
+
+const runExamples = `  nvboot run out/demo
+  nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
+  nvboot run -storage nvme out/demo
+  nvboot run -clock device -append "initcall_debug loglevel=7" out/demo   # profile the boot on the guest's clock`
+
+func runCmd(ctx context.Context, c *cli.Context) error {
+	fs := cli.FlagSet(c, "nvboot run", "nvboot run [-storage P] [-port H:G ...] DIR", runDescription, runExamples)
+	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
+	var ports portList
+	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
+	mf := addMachineFlags(fs, vm.ClockWall)
+	if err := cli.Parse(fs, c.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("want one image directory")
+	}
+	dir := fs.Arg(0)
+	prof, err := vm.Profile(*storage)
+	if err != nil {
+		return cli.Usagef("-storage: %v", err)
+	}
+	mach, err := mf.resolve()
+	if err != nil {
+		return err
+	}
+	im, err := appliance.ReadImage(dir)
+	if err != nil {
+		return err
+	}
+	// The guest writes the pmem images in place: no second VM on them,
+	// and no build replacing them, until it is off.
+	unlock, err := appliance.LockImage(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	fwd := []vm.Forward(ports)
+	from := "-port %d:%d"
+	if len(fwd) == 0 {
+		from = "the image's ForwardPort %[2]d"
+		for _, s := range im.Services {
+			if s.ForwardPort != 0 {
+				fwd = append(fwd, vm.Forward{Host: s.ForwardPort, Guest: s.ForwardPort})
+			}
+		}
+	}
+	// QEMU would start, and the guest's console say nothing, before
+	// failing on a host port it cannot bind.
+	if err := checkHostPorts(fwd, from); err != nil {
+		return err
+	}
+	in, inject := io.Pipe()
+	go func() { io.Copy(inject, c.Stdin) }()
+	opts := mach.boot(prof)
+	opts.Forwards, opts.Console, opts.Stdin = fwd, c.Stdout, in
+	cfg, err := appliance.VMConfig(dir, im, opts)
+	if err != nil {
+		return err
+	}
+	// QEMU must outlive ctx: Ctrl-C asks for a clean power-off first.
+	m, err := vm.Start(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Kill()
+	for _, f := range fwd {
+		fmt.Fprintf(c.Stderr, "nvboot run: host 127.0.0.1:%d -> guest :%d\n", f.Host, f.Guest)
+	}
+	if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
+		fmt.Fprintf(c.Stderr, "nvboot run: %s\n", k.Describe())
+	}
+	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name, consoleText(im.Userland))
+	select {
+	case <-m.Done():
+		return m.Wait(context.Background())
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(c.Stderr, "\nnvboot run: powering off\n")
+	go inject.Write([]byte("\npoweroff\n"))
+	select {
+	case <-m.Done():
+	case <-time.After(10 * time.Second):
+		fmt.Fprintf(c.Stderr, "nvboot run: no power-off after 10 s; cutting the power\n")
+		m.Kill()
+	}
+	err = m.Wait(context.Background())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// consoleText says what the console of an image with this userland takes.
+func consoleText(userland string) string {
+	if userland == "" {
+		return "no shell on the console (Userland none): it takes poweroff, reboot and start NAME"
+	}
+	return "the console is a " + userland + " shell"
+}
+
+// minMemMiB is the least guest RAM -mem takes: a floor against typos (0,
+// a negative number, KiB for MiB), well below what the appliance is run
+// with (512 by default).
+const minMemMiB = 64
+
+// checkMem checks -mem: at least minMemMiB, at most the host's RAM.
+func checkMem(mib int) error {
+	if mib < minMemMiB {
+		return cli.Usagef("-mem %d: want at least %d (MiB)", mib, minMemMiB)
+	}
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil {
+		if host := uint64(si.Totalram) * uint64(si.Unit) >> 20; host > 0 && uint64(mib) > host {
+			return cli.Usagef("-mem %d: more than this host's %d MiB of RAM", mib, host)
+		}
+	}
+	return nil
+}
+
+// checkAccel checks -accel: empty, tcg, or kvm when KVM really works here.
+func checkAccel(accel string) error {
+	switch accel {
+	case "", "tcg":
+		return nil
+	case "kvm":
+		if ok, why := vm.KVMUsable("qemu-system-x86_64"); !ok {
+			return fmt.Errorf("-accel kvm: KVM does not work here (%s): use -accel tcg, or leave -accel out to pick what works", why)
+		}
+		return nil
+	}
+	return cli.Usagef("-accel %q: want kvm or tcg (or nothing: KVM when it really works here)", accel)
+}
+
+// checkHostPorts checks that each forward's host port is free on 127.0.0.1
+// (where QEMU listens) and used once; from formats where a forward came
+// from (Host, Guest as arguments) for the error.
+func checkHostPorts(fwd []vm.Forward, from string) error {
+	seen := map[int]bool{}
+	for _, f := range fwd {
+		where := fmt.Sprintf(from, f.Host, f.Guest)
+		if seen[f.Host] {
+			return cli.Usagef("%s: host port %d is forwarded twice", where, f.Host)
+		}
+		seen[f.Host] = true
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", f.Host))
+		if err != nil {
+			return fmt.Errorf("%s: host port %d is not free (%v): stop what uses it, or pick another with -port HOST:%d", where, f.Host, err, f.Guest)
+		}
+		l.Close()
+	}
+	return nil
+}
+
+// portList is repeated -port H:G flags.
+type portList []vm.Forward
+
+func (p *portList) String() string {
+	var s []string
+	for _, f := range *p {
+		s = append(s, fmt.Sprintf("%d:%d", f.Host, f.Guest))
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *portList) Set(v string) error {
+	h, g, ok := strings.Cut(v, ":")
+	if !ok {
+		return fmt.Errorf("%q: want HOSTPORT:GUESTPORT, e.g. 18080:8080", v)
+	}
+	hp, err := parsePort("host", h)
+	if err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	gp, err := parsePort("guest", g)
+	if err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	*p = append(*p, vm.Forward{Host: hp, Guest: gp})
+	return nil
+}
+
+// parsePort reads a TCP port number; which ("host", "guest") names it in
+// the error, which says whether it is no number or out of range.
+func parsePort(which, s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s port %q is not a number: want HOSTPORT:GUESTPORT, e.g. 18080:8080", which, s)
+	}
+	if n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%s port %d is out of range: want 1 to 65535", which, n)
+	}
+	return n, nil
+}

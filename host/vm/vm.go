@@ -1,0 +1,440 @@
+// Package vm boots the appliance kernel in QEMU the way nvboot's tests,
+// benchmarks and `nvboot run/measure/powercut` need it: emulated NVDIMMs backed
+// by files (their contents persist across boots: that is the pmem), virtio
+// disks with storage speed models, the serial console captured line by line
+// with the time since power-on, and SIGKILL of QEMU as a power cut. A guest
+// kernel panic ends the boot at once (PanicError), instead of leaving QEMU
+// running a guest that will never print again.
+//
+// QEMU runs with KVM only when KVM can really run a guest here (see
+// KVMUsable); otherwise with TCG.
+//
+// Design: docs/DESIGN.md#vm-runner-and-measuring.
+package vm
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nvboot/nvboot/format/bootmark"
+)
+
+// Config describes one virtual machine.
+type Config struct {
+	QEMU    string // the QEMU binary; default qemu-system-x86_64
+	Kernel  string // bzImage to boot directly (-kernel); required unless BootDisk
+	Initrd  string // initramfs, optional
+	Cmdline string // kernel command line after the console settings vm adds
+	MemMiB  int    // RAM; default 256
+	CPUs    int    // default 1
+	Accel   string // "kvm" or "tcg"; "" picks KVM when usable, else TCG
+	// CPURate, when set, runs the device clock (ClockDevice): TCG counting
+	// CPURate guest instructions per second of guest time (see ICountShift).
+	// 0 is the wall clock.
+	CPURate int64
+	Disks   []Disk
+	NVDIMMs []NVDIMM
+	// Forwards are host TCP ports forwarded to the guest (user networking,
+	// virtio-net). Empty: the guest has no network device.
+	Forwards []Forward
+	// Console, when set, gets a copy of everything the guest prints on its
+	// serial console, as it arrives.
+	Console io.Writer
+	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
+	Stdin io.Reader
+	// PmemAs is how the NVDIMMs reach the guest: PmemE820 or PmemNVDIMM
+	// (the default).
+	PmemAs string
+	Extra  []string // more QEMU arguments, appended last
+	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
+	// OVMF). "": qboot where it is installed and the kernel is booted
+	// directly (it hands over to a -kernel in 0.4-0.6 ms of guest time at
+	// 1 GIPS, SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS).
+	// "seabios": QEMU's default.
+	Firmware string
+	// BootDisk boots the machine as a board boots: no -kernel, the
+	// firmware loads what the disks hold (UEFI firmware: the first disk's
+	// EFI/BOOT/BOOTX64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
+	// adds no console settings: the command line is the disk's.
+	BootDisk bool
+	// NoACPI gives the board no ACPI tables (-machine acpi=off), as on an
+	// embedded board whose devices are all described otherwise: the pmem
+	// as e820 regions (PmemE820), the CPU and interrupt routing by the
+	// firmware's MP table. The kernel then skips its ACPI interpreter (17
+	// ms of a 1-GIPS boot), but cannot power the machine off: the guest
+	// ends it with a reset, which -no-reboot turns into QEMU's exit.
+	// NVDIMMs (found through ACPI's NFIT) and BootDisk (UEFI) need ACPI.
+	NoACPI bool
+}
+
+// Disk is a virtio block device (vda, vdb, ... in order).
+type Disk struct {
+	Path     string
+	Storage  Storage // speed model; zero value: unthrottled
+	ReadOnly bool
+}
+
+// NVDIMM is an emulated NVDIMM backed by a file (pmem0, pmem1, ... in order).
+// The guest sees it as one label-less namespace covering the whole file.
+type NVDIMM struct {
+	Path string
+	// Size of the DIMM; 0 means the file's size. The kernel maps pmem in
+	// 2 MiB units (and its memory sections are 128 MiB), so keep it a
+	// multiple of 128 MiB.
+	Size int64
+}
+
+// Forward forwards host TCP port Host to guest port Guest.
+type Forward struct{ Host, Guest int }
+
+// Line is one line of serial console output and when it arrived, measured
+// from the start of QEMU (power-on).
+type Line struct {
+	At   time.Duration
+	Text string
+}
+
+// Machine is a running (or finished) QEMU.
+type Machine struct {
+	cmd   *exec.Cmd
+	Start time.Time // when QEMU was started: power-on
+	Accel string    // the accelerator in use
+	Args  []string  // the QEMU command line
+
+	mu      sync.Mutex
+	lines   []Line
+	partial []byte
+	changed chan struct{} // closed and replaced on each new line and at exit
+	exited  bool
+	waitErr error
+	done    chan struct{}
+}
+
+// ErrExited is returned by Expect when QEMU ended before the line came.
+var ErrExited = errors.New("vm: QEMU exited")
+
+// Args returns the QEMU command line for c (without the binary).
+func (c Config) args(accel string) ([]string, error) {
+	mem := c.MemMiB
+	if mem == 0 {
+		mem = 256
+	}
+	cpus := c.CPUs
+	if cpus == 0 {
+		cpus = 1
+	}
+	// No System Management Mode and no VMware backdoor port: an appliance
+	// board has neither, and the kernel probes both (1.5 ms of a 1-GIPS boot).
+	machine := "pc,smm=off,vmport=off"
+	pm, err := c.pmemArgs(mem)
+	if err != nil {
+		return nil, err
+	}
+	machine += pm.machine
+	if c.NoACPI {
+		if c.PmemAs != PmemE820 && len(c.NVDIMMs) > 0 {
+			return nil, fmt.Errorf("vm: NoACPI with pmem as %q: the kernel finds NVDIMMs through ACPI's NFIT (use PmemE820)", cmp.Or(c.PmemAs, PmemNVDIMM))
+		}
+		if c.BootDisk {
+			return nil, fmt.Errorf("vm: NoACPI with BootDisk: UEFI firmware boots a board with ACPI")
+		}
+		machine += ",acpi=off"
+	}
+	boot, err := c.bootArgs(accel, pm.cmdline)
+	if err != nil {
+		return nil, err
+	}
+	a := []string{
+		"-machine", machine, "-accel", accel, "-cpu", cpuModel(accel), "-smp", fmt.Sprint(cpus),
+	}
+	if c.CPURate != 0 {
+		if accel != "tcg" {
+			return nil, fmt.Errorf("vm: the device clock (a CPU rate) needs -accel tcg: KVM runs at the host's speed, not at a counted rate")
+		}
+		shift, err := ICountShift(c.CPURate)
+		if err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
+		// sleep=on: an idle guest's time passes as the host's, so a
+		// throttled disk's waits count as they would on a device.
+		a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift))
+	}
+	a = append(a,
+		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
+		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
+		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
+	)
+	if !c.NoACPI {
+		// No PCI hotplug on an appliance board: without it the DSDT loses
+		// the per-slot hotplug methods, and the kernel's ACPI init (AML
+		// parsing and PCI enumeration, the biggest initcall) takes about
+		// 40 % less time. Without ACPI QEMU warns that they are unused.
+		a = append(a, "-global", "PIIX4_PM.acpi-pci-hotplug-with-bridge-support=off",
+			"-global", "PIIX4_PM.acpi-root-pci-hotplug=off")
+	}
+	a = append(a, boot...)
+	a = append(a, pm.args...)
+	for i, d := range c.Disks {
+		if _, err := os.Stat(d.Path); err != nil {
+			return nil, fmt.Errorf("vm: disk %d: %w", i, err)
+		}
+		opt := fmt.Sprintf("file=%s,if=none,id=d%d,format=raw", d.Path, i)
+		if d.ReadOnly {
+			opt += ",readonly=on"
+		}
+		if t := d.Storage.throttle(); t != "" {
+			opt += "," + t
+		}
+		a = append(a, "-drive", opt, "-device", fmt.Sprintf("virtio-blk-pci,drive=d%d", i))
+	}
+	if len(c.Forwards) > 0 {
+		net := "user,id=n0"
+		for _, f := range c.Forwards {
+			net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
+		}
+		a = append(a, "-netdev", net, "-device", "virtio-net-pci,netdev=n0")
+	}
+	a = append(a, "-device", "virtio-rng-pci") // the guest's entropy: Go's runtime wants getrandom early
+	return append(a, c.Extra...), nil
+}
+
+// machineCmdline is what the kernel needs to know about the emulated
+// machine. Under TCG the local APIC has no TSC-deadline mode, so the kernel
+// would calibrate the APIC timer against the PIT: 100 ms of busy waiting
+// (HZ/10 ticks) that no CPU with a TSC-deadline timer, every x86 core of
+// the last decade, spends. noapictimer skips it; with one CPU the HPET
+// serves as the clock event device instead.
+//
+// Under the device clock the TSC counts guest nanoseconds (QEMU's virtual
+// clock), whatever the rate: tsc_early_khz says so, as a board's CPUID or
+// firmware would, instead of a calibration against the PIT.
+//
+// A board without ACPI tables (NoACPI) says so with acpi=off: the kernel
+// would otherwise search for them and print an error that none are there.
+func machineCmdline(accel string, cpuRate int64, noACPI bool) string {
+	s := ""
+	if noACPI {
+		s += "acpi=off "
+	}
+	if accel == "tcg" {
+		s += "noapictimer "
+	}
+	if cpuRate != 0 {
+		s += "tsc_early_khz=1000000 "
+	}
+	return s
+}
+
+func cpuModel(accel string) string {
+	if accel == "kvm" {
+		return "host"
+	}
+	return "max" // TCG: every feature it emulates (CLWB, CLFLUSHOPT for pheap)
+}
+
+// Start powers the machine on.
+func Start(ctx context.Context, c Config) (*Machine, error) {
+	qemu := c.QEMU
+	if qemu == "" {
+		qemu = os.Getenv(QEMUEnv)
+	}
+	if qemu == "" {
+		qemu = "qemu-system-x86_64"
+	}
+	accel := c.Accel
+	if accel == "" && c.CPURate != 0 {
+		accel = "tcg" // the instruction counter exists only under TCG
+	}
+	if accel == "" {
+		var err error
+		if accel, _, err = ChooseAccel(qemu); err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
+	}
+	args, err := c.args(accel)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd.Cancel = func() error { return cmd.Process.Kill() }
+	// Never outlive the test or tool (Pdeathsig). A process group of its
+	// own: Ctrl-C in a terminal signals the whole foreground group, and
+	// QEMU ends at once on SIGINT, a power cut; the tool that started it
+	// decides what Ctrl-C does (nvboot run: a clean power-off).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if c.Stdin != nil {
+		// Through a pipe we feed ourselves: with cmd.Stdin set to a reader,
+		// Wait would wait for that reader's EOF even after QEMU exited.
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		go func() { io.Copy(w, c.Stdin); w.Close() }()
+	}
+	m := &Machine{cmd: cmd, Accel: accel, Args: append([]string{qemu}, args...),
+		changed: make(chan struct{}), done: make(chan struct{})}
+	m.Start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
+	}
+	go stopAtPanic(m)
+	if c.NoACPI {
+		go endAtHalt(m)
+	}
+	go func() {
+		m.read(out, c.Console)
+		err := cmd.Wait()
+		if p := findPanic(m.Lines(), c.Disks); p != nil {
+			err = p // QEMU itself was stopped, or powered off after it
+		} else if err != nil && stderr.Len() > 0 {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		m.mu.Lock()
+		m.exited, m.waitErr = true, err
+		close(m.changed)
+		m.mu.Unlock()
+		close(m.done)
+	}()
+	return m, nil
+}
+
+// read splits the console into lines, stamping each on arrival.
+func (m *Machine) read(r io.Reader, copyTo io.Writer) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 && copyTo != nil {
+			copyTo.Write(b)
+		}
+		m.mu.Lock()
+		m.partial = append(m.partial, b...)
+		if n := len(m.partial); n > 0 && m.partial[n-1] == '\n' {
+			text := strings.TrimRight(string(m.partial), "\r\n")
+			m.lines = append(m.lines, Line{At: time.Since(m.Start), Text: text})
+			m.partial = m.partial[:0]
+			close(m.changed)
+			m.changed = make(chan struct{})
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.mu.Lock()
+			if len(m.partial) > 0 { // the last line, cut off by the power cut
+				m.lines = append(m.lines, Line{At: time.Since(m.Start), Text: strings.TrimRight(string(m.partial), "\r\n")})
+				m.partial = nil
+			}
+			m.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Expect waits for a console line for which match returns true, looking at
+// lines from index from on, and returns it with its index. It fails with
+// ErrExited if QEMU ends first, or with ctx's error.
+func (m *Machine) Expect(ctx context.Context, from int, match func(string) bool) (Line, int, error) {
+	for {
+		m.mu.Lock()
+		for i := from; i < len(m.lines); i++ {
+			if match(m.lines[i].Text) {
+				l := m.lines[i]
+				m.mu.Unlock()
+				return l, i, nil
+			}
+		}
+		from = max(from, len(m.lines))
+		exited, ch := m.exited, m.changed
+		m.mu.Unlock()
+		if exited {
+			return Line{}, 0, fmt.Errorf("%w before a matching line: %v", ErrExited, m.waitErr)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Line{}, 0, fmt.Errorf("vm: waiting for console output: %w", ctx.Err())
+		}
+	}
+}
+
+// ExpectString waits for a line containing s.
+func (m *Machine) ExpectString(ctx context.Context, s string) (Line, error) {
+	l, _, err := m.Expect(ctx, 0, func(t string) bool { return strings.Contains(t, s) })
+	return l, err
+}
+
+// Lines returns the console lines so far.
+func (m *Machine) Lines() []Line {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Line(nil), m.lines...)
+}
+
+// Marks returns the boot marks (format/bootmark) among the console lines
+// so far, each with when its line arrived.
+func (m *Machine) Marks() []bootmark.Stamped {
+	var marks []bootmark.Stamped
+	for _, l := range m.Lines() {
+		if mk, ok := bootmark.Parse(l.Text); ok {
+			marks = append(marks, bootmark.Stamped{At: l.At, Mark: mk})
+		}
+	}
+	return marks
+}
+
+// Console returns the console output so far as text.
+func (m *Machine) Console() string {
+	var b strings.Builder
+	for _, l := range m.Lines() {
+		b.WriteString(l.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Kill cuts the power: SIGKILL to QEMU, nothing flushed, then waits for it.
+func (m *Machine) Kill() {
+	m.cmd.Process.Kill()
+	<-m.done
+}
+
+// Wait waits for QEMU to end (the guest powered off or rebooted) and returns
+// its exit error, if any.
+func (m *Machine) Wait(ctx context.Context) error {
+	select {
+	case <-m.done:
+		return m.waitErr
+	case <-ctx.Done():
+		return fmt.Errorf("vm: waiting for the guest to power off: %w", ctx.Err())
+	}
+}
+
+// Done is closed when QEMU has ended.
+func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// FreePort returns a TCP port free on the host's 127.0.0.1 now, to forward a
+// guest port from (Forward.Host). Another process may take it before QEMU
+// binds it; QEMU then fails to start, saying so.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("vm: finding a free host port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
