@@ -10,7 +10,7 @@
  *
  * Freestanding: no libc, no allocation, no relocations (checked by the Makefile).
  *
- * Design: docs/DESIGN.md#off2f-format-and-loader. */
+ * Design: docs/OFF2F.md#the-loader. */
 #include "sys.h"
 #include "off2f.h"
 

@@ -1,5 +1,5 @@
 // Command exec measures program start time with OFF2F against plain ELF, side
-// by side in one run, and reports ratios (docs/DESIGN.md#measuring-method).
+// by side in one run, and reports ratios (docs/DEVICE-CLOCK.md#measuring-method).
 //
 //	go run ./bench/exec [-json] [-runs N] [-vm=true|false] [-storage sd,nvme] [-quick]
 //

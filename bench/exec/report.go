@@ -18,7 +18,7 @@ type report struct {
 	Places []*place
 }
 
-// result is one raw figure (docs/DESIGN.md#measuring-method).
+// result is one raw figure (docs/DEVICE-CLOCK.md#measuring-method).
 type result = benchjson.Result
 
 // output is the -json object. Beyond bench, ratios and results it carries what

@@ -1,7 +1,6 @@
 // Command omf measures on-memory file access (package omf) against read(2),
 // a buffered reader (fread-style) and mmap with demand paging, side by side
-// in one run, and reports ratios (docs/DESIGN.md#omf,
-// docs/DESIGN.md#measuring-method).
+// in one run, and reports ratios (docs/DEVICE-CLOCK.md#measuring-method).
 //
 //	go run ./bench/omf [-json] [-runs 7] [-dir DIR] [-units 1,4,...,32768] [-quick]
 //	                   [-guest auto|on|off|only] [-kernel bzImage] [-clock device|wall] [-cpu-rate 1e9]
@@ -55,7 +54,7 @@
 // instruction counter, -icount, at -cpu-rate instructions per second of
 // guest time), and its figures are taken with the guest's own clock, so
 // they are a 1-GIPS core's, not the emulator's; env's clock and cpu_rate
-// say which (docs/DESIGN.md#device-clock).
+// say which (docs/DEVICE-CLOCK.md#the-device-clock).
 package main
 
 import (

@@ -70,7 +70,7 @@ func measureGuest(c config, kernel string, progress io.Writer) (benchjson.Output
 		ns = append(ns, fmt.Sprint(n))
 	}
 	// On the device clock the storage model is applied inside the guest
-	// too, as nvinit does for the appliance (docs/DESIGN.md#device-clock):
+	// too, as nvinit does for the appliance (docs/DEVICE-CLOCK.md#the-device-clock):
 	// QEMU's throttle waits on the host's clock, and the guest work that
 	// overlaps its waits counts only its instructions, so alone it charges
 	// less than the model. Each child's cgroup gets io.max for both disks

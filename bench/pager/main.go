@@ -1,7 +1,7 @@
 // Command pager measures the locality-aware user-level pager (package
 // pager) against Linux's own paging of the same program under the same
 // memory limit, side by side in one run, and reports ratios
-// (docs/DESIGN.md#pager, docs/DESIGN.md#measuring-method).
+// (docs/DEVICE-CLOCK.md#measuring-method).
 //
 //	go run ./bench/pager [-json] [-n 512,768,1024] [-budget 8MiB] [-runs 1] [-dir DIR] [-quick]
 //

@@ -1,6 +1,6 @@
 // Command pheap measures the persistent heap against libpmemobj (PMDK) and
 // bbolt, side by side in one run, and reports ratios
-// (docs/DESIGN.md#measuring-method).
+// (docs/DEVICE-CLOCK.md#measuring-method).
 //
 //	go run ./bench/pheap [-json] [-runs 5] [-n 20000] [-dir /dev/shm] [-big 1GiB] [-quick]
 //	                     [-guest auto|on|off|only] [-kernel bzImage] [-guest-n 100000] [-guest-runs 5]

@@ -8,7 +8,7 @@ import (
 	"github.com/nvboot/nvboot/format/benchjson"
 )
 
-// result is one raw figure (docs/DESIGN.md#measuring-method).
+// result is one raw figure (docs/DEVICE-CLOCK.md#measuring-method).
 type result = benchjson.Result
 
 // output is the -json object: the ratios the issue names, the raw figures,

@@ -4,7 +4,7 @@ import (
 	"slices"
 )
 
-// Result is one raw figure of the benchmark (docs/DESIGN.md#measuring-method).
+// Result is one raw figure of the benchmark (docs/DEVICE-CLOCK.md#measuring-method).
 type Result struct {
 	Name   string  `json:"name"`
 	Unit   string  `json:"unit"`

@@ -2,7 +2,7 @@
 // of their mapping: on the appliance's pmem (a DAX filesystem) the bytes go
 // from persistent memory to the socket without a read(2) copy into a
 // buffer first; elsewhere from the page cache the same way. It is the
-// example service of package omf (docs/DESIGN.md#omf).
+// example service of package omf.
 //
 //	GET /<name>    the file, with Range, If-Modified-Since and a
 //	               Content-Type from the name (http.ServeContent); 404 for

@@ -4,7 +4,7 @@
 // built from that config, and pinned by `nvboot deploy`, which trusts that
 // certificate and no other.
 //
-// Design: docs/DESIGN.md#deploy-one-service-without-a-reboot.
+// Design: docs/UPDATE.md#the-endpoint.
 package selfsigned
 
 import (

@@ -4,7 +4,7 @@
 // like the one Buildroot's TARGET_DIR or Yocto's IMAGE_ROOTFS would be, and
 // running as an unprivileged user (BitBake refuses root).
 //
-// Design: docs/DESIGN.md#builders
+// Design: buildroot-ext/README.md and yocto/README.md.
 package buildertest
 
 import (

@@ -4,7 +4,7 @@
 // once into a cache outside the checkout, keyed by its hash, and never
 // edited there.
 //
-// Design: docs/DESIGN.md#builders
+// Design: buildroot-ext/README.md and yocto/README.md.
 package vendortree
 
 import (
