@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin
 CMDS := off2f nvinit nvboot poold poolctl
 
-.PHONY: all build deps demo demo-exec test test-short kernel fuzz powercuts clean
+.PHONY: all build deps demo demo-exec test test-short kernel fuzz powercuts docs clean
 all: build
 
 deps:
@@ -71,6 +71,11 @@ fuzz: build
 	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
+
+# docs/BENCHMARKS.md from docs/benchmarks.src.md and the result files in
+# docs/results it cites (bench/benchdoc's test fails while the page is stale).
+docs:
+	$(GO) run ./bench/benchdoc
 
 clean:
 	rm -rf $(BIN)
