@@ -18,6 +18,7 @@ import (
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/cli"
 )
 
 // bootstatPackage is the diagnostic service.
@@ -85,31 +86,11 @@ func bootstatConfig(path string) (*config.Config, error) {
 	return &out, nil
 }
 
-// bootOptions are the boots' machine: the storage model and the clock of
-// the measure runs.
-func bootOptions(o *options) (appliance.BootOptions, error) {
-	prof, err := vm.Profile(o.Storage)
-	if err != nil {
-		return appliance.BootOptions{}, err
-	}
-	bo := appliance.BootOptions{Storage: prof}
-	if o.Clock == vm.ClockDevice {
-		bo.Accel, bo.CPURate = "tcg", vm.DefaultCPURate
-		if o.CPURate != "" {
-			f, err := strconv.ParseFloat(o.CPURate, 64)
-			if err != nil {
-				return bo, fmt.Errorf("-cpu-rate %q: %w", o.CPURate, err)
-			}
-			bo.CPURate = int64(f)
-		}
-	}
-	return bo, nil
-}
-
-// runBootstat builds the size's image once more per layout with bootstat
-// added and boots each once, untimed (bootstat's sampling costs the guest a
-// little, and in the ELF layouts its own text comes from the disk too).
-func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nvbootFunc, lw *lineWriter) (map[string]*diag, error) {
+// runBootstat builds the size's image (in: its build options) once more per
+// layout with bootstat added and boots each once, untimed (bootstat's
+// sampling costs the guest a little, and in the ELF layouts its own text
+// comes from the disk too).
+func runBootstat(ctx context.Context, o *options, eng engine, sz size, in appliance.Options, dir string, lw *lineWriter) (map[string]*diag, error) {
 	cfg, err := bootstatConfig(sz.Config)
 	if err != nil {
 		return nil, err
@@ -117,24 +98,21 @@ func runBootstat(ctx context.Context, o *options, sz size, dir string, nvboot nv
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	cfgPath := filepath.Join(dir, "config.json")
-	if err := cfg.Write(cfgPath); err != nil {
-		return nil, err
-	}
-	bo, err := bootOptions(o)
+	prof, err := vm.Profile(o.Storage)
 	if err != nil {
 		return nil, err
 	}
+	bo := o.Machine.BootOptions(prof)
+	log := cli.NewProgress(lw)
 	out := map[string]*diag{}
 	for _, l := range o.Layouts {
 		img := filepath.Join(dir, l)
-		args := []string{"build", "-config", cfgPath, "-layout", l, "-o", img}
-		if o.Kernel != "" {
-			args = append(args, "-kernel", o.Kernel)
-		}
 		fmt.Fprintf(lw, "bootstat: building the %s image with bootstat added\n", l)
-		if _, err := nvboot(ctx, args, lw); err != nil {
-			return nil, fmt.Errorf("nvboot %s: %w", strings.Join(args, " "), err)
+		// The size's build (its kernel, the checkout) with bootstat added.
+		b := in
+		b.Config, b.Layout, b.Out, b.Logf = cfg, appliance.Layout(l), img, log.Printf
+		if _, err := eng.build(ctx, b); err != nil {
+			return nil, fmt.Errorf("building %s: %w", img, err)
 		}
 		d, err := bootstatBoot(ctx, img, bo)
 		if err != nil {

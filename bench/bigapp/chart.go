@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/measure"
 )
 
 // chart draws two panels, power_on_to_service and init_to_service: x the
@@ -22,26 +23,27 @@ func (r *report) chart() []byte {
 	for _, s := range sizes {
 		xmax = math.Max(xmax, mib(s.Text.Total))
 	}
-	xstep := niceStep(xmax)
+	xstep := measure.TickStep(xmax)
 	xmax = math.Ceil(xmax*1.05/xstep) * xstep
 	colors := map[string]string{"off2f": "#d62728", "elf": "#1f77b4", "dax-elf": "#2ca02c", "initramfs": "#9467bd"}
 	var b bytes.Buffer
-	w := 2 * panelW
-	h := panelH + 30
 	env := map[string]string{}
 	if len(sizes) > 0 {
 		env = sizes[0].Measure.Env
 	}
+	title := fmt.Sprintf("bench/bigapp: median of %d cold boots per layout and size (%s clock, %s)", r.Runs, env["clock"], env["storage"])
+	// As wide as the title needs: a long storage description is not cut off.
+	w := math.Ceil(math.Max(2*panelW, 10+measure.TextWidth(title, 14, false)+10))
+	h := panelH + 30
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14">bench/bigapp: median of %d cold boots per layout and size (%s clock, %s)</text>`+"\n",
-		r.Runs, html.EscapeString(env["clock"]), html.EscapeString(env["storage"]))
+	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14">%s</text>`+"\n", html.EscapeString(title))
 	for p, sp := range spans {
 		x0 := float64(p) * panelW
 		ymax := 1.0
 		for _, s := range sizes {
 			for _, l := range r.Layouts {
-				if v, ok := s.Measure.result(l + "." + sp); ok {
+				if v, ok := result(s.Measure, l+"."+sp); ok {
 					ymax = math.Max(ymax, v.Max)
 				}
 				if v, ok := scaledOf(s, r.Layouts)[s.Name+".scaled."+l+"."+sp]; ok {
@@ -49,7 +51,7 @@ func (r *report) chart() []byte {
 				}
 			}
 		}
-		ystep := niceStep(ymax)
+		ystep := measure.TickStep(ymax)
 		ymax = math.Ceil(ymax*1.05/ystep) * ystep
 		px := func(v float64) float64 { return x0 + left + v/xmax*(panelW-left-right) }
 		py := func(v float64) float64 { return top + 10 + (1-v/ymax)*(panelH-top-bottom) }
@@ -84,7 +86,7 @@ func (r *report) chart() []byte {
 			}
 			var pts bytes.Buffer
 			for _, s := range sizes {
-				v, ok := s.Measure.result(l + "." + sp)
+				v, ok := result(s.Measure, l+"."+sp)
 				if !ok {
 					continue
 				}
@@ -127,20 +129,4 @@ func scaledOf(s sizeResult, layouts []string) map[string]benchjson.Result {
 		m[r.Name] = r
 	}
 	return m
-}
-
-// niceStep is a tick step of 1, 2 or 5 times a power of ten that cuts
-// [0, max] into about five.
-func niceStep(max float64) float64 {
-	if max <= 0 {
-		return 1
-	}
-	raw := max / 5
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if raw <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
 }

@@ -5,10 +5,10 @@
 //	go run ./bench/bigapp [-configs A.json,B.json,...] [-layouts off2f,elf,dax-elf] [-runs 3]
 //	                      [-storage sd] [-clock device] [-chart FILE] [-work DIR] [-json]
 //
-// For each image config it runs `nvboot measure` in-process (the same code
-// as bin/nvboot measure: build each layout, one untimed first boot, then
-// interleaved cold boots) and reads the text size of the services from the
-// off2f image's image.json. The sizes by default are the three configs of
+// For each image config it measures with host/measure, the engine of
+// bin/nvboot measure (build each layout, one untimed first boot, then
+// interleaved cold boots), and reads the text size of the services from the
+// off2f image. The sizes by default are the three configs of
 // examples/: kv alone, the NATS server and kv, Caddy and kv (examples/big.json)
 // — real programs, nothing padded.
 //
@@ -35,5 +35,5 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c := &cli.Context{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Args: os.Args[1:]}
-	os.Exit(cli.ExitCode(run(ctx, c, nvbootInProcess), os.Stderr, "bench/bigapp"))
+	os.Exit(cli.ExitCode(run(ctx, c, hostEngine), os.Stderr, "bench/bigapp"))
 }

@@ -10,13 +10,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/host/image/appliance"
-	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -40,6 +42,9 @@ func TestFlags(t *testing.T) {
 		{name: "no runs", args: []string{"-runs", "0"}, usage: true},
 		{name: "bad clock", args: []string{"-clock", "sundial"}, usage: true},
 		{name: "bad storage", args: []string{"-storage", "tape"}, usage: true},
+		{name: "cpu rate on the wall clock", args: []string{"-clock", "wall", "-cpu-rate", "1e9"}, usage: true},
+		{name: "cpu rate not a number", args: []string{"-cpu-rate", "fast"}, usage: true},
+		{name: "cpu rate the counter cannot take", args: []string{"-cpu-rate", "3e8"}, usage: true},
 		{name: "bad scale", args: []string{"-scale", "12"}, usage: true},
 		{name: "scale on the wall clock", args: []string{"-scale", "16", "-clock", "wall"}, usage: true},
 		{name: "stray argument", args: []string{"extra"}, usage: true},
@@ -88,11 +93,7 @@ func TestFlags(t *testing.T) {
 // -h prints the help with examples on stdout and nothing else happens.
 func TestHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: []string{"-h"}},
-		func(context.Context, []string, *lineWriter) ([]byte, error) {
-			t.Fatal("-h ran nvboot")
-			return nil, nil
-		})
+	err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: []string{"-h"}}, unused(t))
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err %v", err)
 	}
@@ -103,59 +104,68 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// fakeNvboot stands for nvboot measure: it writes the off2f image.json into
-// -work, as a real measure leaves it, and prints measure's JSON with times
-// growing with the text for elf and dax-elf, not for off2f.
-func fakeNvboot(t *testing.T, calls *[]string) nvbootFunc {
-	return func(ctx context.Context, args []string, stderr *lineWriter) ([]byte, error) {
-		*calls = append(*calls, strings.Join(args, " "))
-		if args[0] != "measure" {
-			t.Fatalf("ran nvboot %v", args)
-		}
-		arg := func(name string) string {
-			for i, a := range args {
-				if a == name && i+1 < len(args) {
-					return args[i+1]
+// fakeEngine stands for nvboot's host code. Its measure returns an off2f
+// image whose text grows with the config (6 MiB of kv, and Caddy's 54 MiB
+// in big.json) and three boots per layout: off2f's service answers at
+// 200 ms + 0.5 ms per MiB of the image's text, the other layouts' at twice
+// that, so the ratio of power_on_to_service is 0.5; off2f's handover at a
+// fifth of its service time, the others' at 0, so that of init_to_service
+// is 0.4. It never builds.
+func fakeEngine(t *testing.T, calls *[]measure.Options) engine {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	return engine{
+		inputs: func(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error) {
+			cfg, err := config.Load(path)
+			return appliance.Options{Config: cfg, ConfigDir: filepath.Dir(path)}, err
+		},
+		measure: func(ctx context.Context, o measure.Options) (*measure.Report, error) {
+			*calls = append(*calls, o)
+			text := uint64(6 << 20)
+			im := &appliance.Image{Layout: appliance.OFF2F, TextBytes: 6<<20 + text,
+				Services: []appliance.ServiceInfo{{Name: "kv", TextBytes: text, ForwardPort: 8080}}}
+			if len(o.Image.Config.Packages) > 1 { // big.json: Caddy and kv
+				im.Services = append([]appliance.ServiceInfo{{Name: "caddy", TextBytes: 54 << 20, ForwardPort: 8081}}, im.Services...)
+				im.Services = append(im.Services, appliance.ServiceInfo{Name: "idle", TextBytes: 1 << 20, DontStart: true})
+				im.TextBytes += 55 << 20
+			}
+			o.Logf("building the off2f image")
+			r := &measure.Report{Storage: o.Storage, Accel: "tcg", Machine: o.Machine, Layouts: o.Layouts,
+				Runs: map[appliance.Layout][]*measure.Boot{}, Images: map[appliance.Layout]*appliance.Image{appliance.OFF2F: im}}
+			off2f := 200 + 0.5*float64(im.TextBytes>>20)
+			for _, l := range o.Layouts {
+				for _, d := range []float64{-5, 0, 5} {
+					service, handover := 2*(off2f+d), 0.0
+					if l == appliance.OFF2F {
+						service, handover = off2f+d, (off2f+d)/5
+					}
+					r.Runs[l] = append(r.Runs[l], &measure.Boot{Stages: map[string]time.Duration{measure.StageKernel: ms(handover / 2),
+						measure.StageHandover: ms(handover), measure.StageInit: ms(handover), measure.StageService: ms(service)}})
 				}
 			}
-			t.Fatalf("nvboot %v: no %s", args, name)
-			return ""
-		}
-		cfg, work := arg("-config"), arg("-work")
-		text := uint64(6 << 20)
-		im := &appliance.Image{Layout: appliance.OFF2F, TextBytes: 6<<20 + text,
-			Services: []appliance.ServiceInfo{{Name: "kv", TextBytes: text, ForwardPort: 8080}}}
-		if strings.HasSuffix(cfg, "big.json") {
-			im.Services = append([]appliance.ServiceInfo{{Name: "caddy", TextBytes: 54 << 20, ForwardPort: 8081}}, im.Services...)
-			im.Services = append(im.Services, appliance.ServiceInfo{Name: "idle", TextBytes: 1 << 20, DontStart: true})
-			im.TextBytes += 55 << 20
-		}
-		b, err := json.Marshal(im)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := filepath.Join(work, "off2f")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, outdir.ManifestFile), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(stderr, "[   0.0s] building the off2f image\n")
-		mb := float64(im.TextBytes >> 20)
-		m := measureOutput{Bench: "measure", Env: map[string]string{"clock": "device", "storage": "SD card", "cpu_rate": "1000000000", "accel": "tcg"},
-			Ratios: map[string]float64{"power_on_to_service.off2f_vs_elf": 0.5, "init_to_service.off2f_vs_elf": 0.4}}
-		for _, l := range strings.Split(arg("-layouts"), ",") {
-			slope := 4.0
-			if l == "off2f" {
-				slope = 0.5
-			}
-			for _, sp := range spans {
-				v := 200 + slope*mb
-				m.Results = append(m.Results, benchjson.Result{Name: l + "." + sp, Unit: "ms", Median: v, Min: v - 5, Max: v + 5, Runs: 3})
-			}
-		}
-		return json.Marshal(m)
+			return r, nil
+		},
+		build: func(ctx context.Context, o appliance.Options) (*appliance.Image, error) {
+			t.Fatalf("built %s", o.Out)
+			return nil, nil
+		},
+	}
+}
+
+// unused is an engine that fails the test when bigapp uses it.
+func unused(t *testing.T) engine {
+	return engine{
+		inputs: func(context.Context, string, string, io.Writer) (appliance.Options, error) {
+			t.Fatal("bigapp read a config's inputs")
+			return appliance.Options{}, nil
+		},
+		measure: func(context.Context, measure.Options) (*measure.Report, error) {
+			t.Fatal("bigapp measured")
+			return nil, nil
+		},
+		build: func(context.Context, appliance.Options) (*appliance.Image, error) {
+			t.Fatal("bigapp built")
+			return nil, nil
+		},
 	}
 }
 
@@ -165,18 +175,18 @@ func fakeNvboot(t *testing.T, calls *[]string) nvbootFunc {
 func TestRunJSONShape(t *testing.T) {
 	dir := t.TempDir()
 	chart := filepath.Join(dir, "charts", "bigapp.svg")
-	var calls []string
+	var calls []measure.Options
 	var stdout, stderr bytes.Buffer
 	args := []string{"-configs", "../../examples/big/small.json,../../examples/big.json", "-layouts", "off2f,elf,dax-elf",
 		"-runs", "3", "-bootstat=false", "-json", "-chart", chart, "-work", filepath.Join(dir, "work")}
-	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: args}, fakeNvboot(t, &calls)); err != nil {
+	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: args}, fakeEngine(t, &calls)); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	if len(calls) != 2 || !strings.Contains(calls[0], "-runs 3") || !strings.Contains(calls[0], "-clock device") ||
-		!strings.Contains(calls[1], filepath.Join(dir, "work", "big")) {
-		t.Errorf("nvboot calls: %q", calls)
+	if len(calls) != 2 || calls[0].Runs != 3 || calls[0].Machine.Clock != vm.ClockDevice || calls[0].Machine.CPURate != vm.DefaultCPURate ||
+		calls[0].Storage.Name != "sd" || len(calls[0].Layouts) != 3 || calls[1].Work != filepath.Join(dir, "work", "big") {
+		t.Errorf("measure calls: %+v", calls)
 	}
-	if !strings.Contains(stderr.String(), "[small] [   0.0s] building the off2f image") {
+	if !regexp.MustCompile(`(?m)^\[small\] \[ *[0-9.]+s\] building the off2f image$`).MatchString(stderr.String()) {
 		t.Errorf("progress lines are not prefixed with their size:\n%s", stderr.String())
 	}
 	var out output
@@ -224,10 +234,26 @@ func TestRunJSONShape(t *testing.T) {
 			t.Errorf("chart lacks %q", want)
 		}
 	}
+	// Beside it, a boot chart per size with every layout's lane group.
+	for _, size := range []string{"small", "big"} {
+		p := filepath.Join(dir, "charts", "bigapp-boot-"+size+".svg")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(b, new(struct{})); err != nil {
+			t.Errorf("%s is not XML: %v", p, err)
+		}
+		for _, want := range []string{"size " + size, `data-layout="off2f"`, `data-layout="elf"`, `data-layout="dax-elf"`} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("%s lacks %q", p, want)
+			}
+		}
+	}
 	// The table, without -json, names every size and layout.
 	stdout.Reset()
 	args = []string{"-configs", "../../examples/big.json", "-layouts", "off2f,elf", "-bootstat=false", "-work", filepath.Join(dir, "work")}
-	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: io.Discard, Args: args}, fakeNvboot(t, &calls)); err != nil {
+	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: io.Discard, Args: args}, fakeEngine(t, &calls)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"big", "caddy 54.0 + kv 6.0", "elf", "big.power_on_to_service.off2f_vs_elf"} {
@@ -244,11 +270,7 @@ func TestChartDirChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := run(context.Background(), &cli.Context{Stdout: io.Discard, Stderr: io.Discard,
-		Args: []string{"-configs", "../../examples/big.json", "-chart", filepath.Join(f, "chart.svg")}},
-		func(context.Context, []string, *lineWriter) ([]byte, error) {
-			t.Fatal("measured although the chart cannot be written")
-			return nil, nil
-		})
+		Args: []string{"-configs", "../../examples/big.json", "-chart", filepath.Join(f, "chart.svg")}}, unused(t))
 	if err == nil || !strings.Contains(err.Error(), "-chart") {
 		t.Fatalf("err %v", err)
 	}
@@ -338,7 +360,7 @@ func TestRunBoots(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	args := []string{"-configs", "../../examples/big/small.json", "-layouts", "off2f,elf", "-runs", "1", "-json"}
-	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: args}, nvbootInProcess); err != nil {
+	if err := run(context.Background(), &cli.Context{Stdout: &stdout, Stderr: &stderr, Args: args}, hostEngine); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	var out output

@@ -3,54 +3,62 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"path/filepath"
 	"sync"
 
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/host/image/appliance"
-	"github.com/nvboot/nvboot/host/nvbootcmd"
-	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/host/image/config"
+	kernelpkg "github.com/nvboot/nvboot/host/kernel"
+	"github.com/nvboot/nvboot/host/measure"
+	"github.com/nvboot/nvboot/internal/checkout"
 )
 
-// nvbootInProcess runs nvboot's own command line (measure, build): what a
-// user runs as bin/nvboot, without a second copy of its logic.
-func nvbootInProcess(ctx context.Context, args []string, stderr *lineWriter) ([]byte, error) {
-	var out bytes.Buffer
-	err := nvbootcmd.Execute(ctx, &cli.Context{Stdin: strings.NewReader(""), Stdout: &out, Stderr: stderr, Args: args})
-	return out.Bytes(), err
+// engine is what bigapp asks of nvboot's host code; the tests fake it.
+type engine struct {
+	// inputs are the build options of the image config at path: the
+	// config, its directory, the checkout and the kernel.
+	inputs  func(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error)
+	measure func(ctx context.Context, o measure.Options) (*measure.Report, error)
+	build   func(ctx context.Context, o appliance.Options) (*appliance.Image, error)
 }
 
-// measureOutput is `nvboot measure -json`.
-type measureOutput struct {
-	Bench   string             `json:"bench"`
-	Env     map[string]string  `json:"env"`
-	Ratios  map[string]float64 `json:"ratios"`
-	Results []benchjson.Result `json:"results"`
+// hostEngine is the real thing: the code of bin/nvboot build and measure.
+var hostEngine = engine{inputs: imageInputs, measure: measure.Run, build: appliance.Build}
+
+// imageInputs loads the config at path (absolute), prints its warnings to
+// log, and finds the kernel as nvboot measure does: kernel (-kernel), the
+// config's KernelPath (relative to the config), $NVBOOT_KERNEL, then
+// kernel-config/'s build in the checkout (built when missing).
+func imageInputs(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error) {
+	cfg, warnings, err := config.LoadWarn(path)
+	if err != nil {
+		return appliance.Options{}, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(log, "config %s: warning: %s\n", path, w)
+	}
+	root, err := checkout.Root(ctx, "")
+	if err != nil {
+		return appliance.Options{}, err
+	}
+	dir := filepath.Dir(path)
+	fromConfig := cfg.KernelPath
+	if fromConfig != "" && !filepath.IsAbs(fromConfig) {
+		fromConfig = filepath.Join(dir, fromConfig)
+	}
+	k, err := kernelpkg.Find(ctx, kernelpkg.Lookup{Paths: []kernelpkg.Source{{From: "-kernel", Path: kernel},
+		{From: path + "'s KernelPath", Path: fromConfig}}, Root: root, Build: true, Log: log})
+	if err != nil {
+		return appliance.Options{}, err
+	}
+	return appliance.Options{Config: cfg, Kernel: k, ModuleRoot: root, ConfigDir: dir}, nil
 }
 
-// parseMeasure reads measure's JSON and checks it is what it should be.
-func parseMeasure(b []byte) (*measureOutput, error) {
-	var m measureOutput
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("nvboot measure's JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("nvboot measure printed more than one JSON value")
-	}
-	if m.Bench != "measure" || len(m.Results) == 0 {
-		return nil, fmt.Errorf("nvboot measure's JSON: bench %q with %d results", m.Bench, len(m.Results))
-	}
-	return &m, nil
-}
-
-// result finds a result by name ("off2f.power_on_to_service").
-func (m *measureOutput) result(name string) (benchjson.Result, bool) {
+// result finds a result of m by name ("off2f.power_on_to_service").
+func result(m measure.Output, name string) (benchjson.Result, bool) {
 	for _, r := range m.Results {
 		if r.Name == name {
 			return r, true

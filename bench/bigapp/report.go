@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvboot/nvboot/format/benchjson"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 )
 
@@ -34,7 +35,8 @@ type report struct {
 type sizeResult struct {
 	size
 	Text     texts
-	Measure  *measureOutput
+	Measure  measure.Output          // the size's figures, as nvboot measure -json prints them
+	Report   *measure.Report         // its boots, for the boot chart
 	Bootstat map[string]*diag        // by layout; nil: not run
 	Scaled   map[string][]scaledBoot // by layout; nil: not run
 }
@@ -126,7 +128,7 @@ func (r *report) writeTable(w io.Writer) error {
 			}
 			row := []string{name, txt, l}
 			for _, sp := range spans {
-				if v, ok := s.Measure.result(l + "." + sp); ok {
+				if v, ok := result(s.Measure, l+"."+sp); ok {
 					row = append(row, fmt.Sprintf("%.0f (%.0f-%.0f)", v.Median, v.Min, v.Max))
 				} else {
 					row = append(row, "-")

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,15 +13,16 @@ import (
 
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
-const description = `Measures power-on to service of appliances of growing text size, each with
-'nvboot measure' (run in-process: every layout built, booted once untimed,
-then cold-booted -runs times, interleaved), and charts power_on_to_service
+const description = `Measures power-on to service of appliances of growing text size, each as
+'nvboot measure' does (the same code: every layout built, booted once
+untimed, then cold-booted -runs times, interleaved), and charts power_on_to_service
 and init_to_service of each layout against the text size of the services
 started at boot.
 
@@ -57,8 +60,11 @@ each other layout; with -json one object instead:
  or span>",...},{"name":"<size>.text_services","unit":"MiB",...},{"name":
  "<size>.<layout>.disk_read",...},{"name":"<size>.scaled.<layout>.<span>",...},...]}
 Progress goes to stderr, each line of a size's measure prefixed with its name.
-With -chart FILE it writes the chart (SVG, two panels) there; its directory
-is checked to be writable before anything is built.
+With -chart FILE it writes the chart (SVG, two panels) there, and beside it
+a boot chart per size (FILE without .svg, then -boot-<size>.svg: each
+layout's median boot, its stages in the order they happened, as nvboot
+measure -charts draws them); the directory is checked to be writable before
+anything is built.
 
 Long: with the defaults, 2 to 4 minutes per size on 2 shared cores, and as
 much again with -scale 16 (the first build of Caddy takes minutes more).
@@ -82,7 +88,8 @@ type options struct {
 	Runs    int
 	Storage string
 	Clock   string
-	CPURate string // "": measure's default
+	CPURate string          // "": measure's default
+	Machine measure.Machine // what Clock and CPURate resolve to
 	Kernel  string
 	Work    string // "": a temporary directory, removed
 	Chart   string // "": no chart
@@ -101,10 +108,6 @@ type size struct {
 	Name   string // the file's name without .json
 	Config string // its path, absolute
 }
-
-// nvbootFunc runs an nvboot command line (measure, build) and returns its
-// stdout; its progress goes to stderr.
-type nvbootFunc func(ctx context.Context, args []string, stderr *lineWriter) ([]byte, error)
 
 func parseFlags(c *cli.Context) (*options, error) {
 	fs := cli.FlagSet(c, "bigapp", "go run ./bench/bigapp [-configs A.json,...] [-layouts off2f,L,...] [-runs N] [-chart FILE] [-json]", description, examples)
@@ -141,10 +144,9 @@ func parseFlags(c *cli.Context) (*options, error) {
 	if _, err := vm.Profile(o.Storage); err != nil {
 		return nil, cli.Usagef("-storage: %v", err)
 	}
-	switch o.Clock {
-	case "device", "wall":
-	default:
-		return nil, cli.Usagef("-clock %q: want device or wall", o.Clock)
+	var err error
+	if o.Machine, err = machine(o.Clock, o.CPURate); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, l := range strings.Split(*layouts, ",") {
@@ -202,7 +204,7 @@ func parseFlags(c *cli.Context) (*options, error) {
 	return o, nil
 }
 
-func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
+func run(ctx context.Context, c *cli.Context, eng engine) error {
 	o, err := parseFlags(c)
 	if err != nil {
 		return err
@@ -227,51 +229,20 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 		return err
 	}
 	rep := &report{Layouts: o.Layouts, Runs: o.Runs, Storage: prof, Scale: o.Scale}
+	var layouts []appliance.Layout
+	for _, l := range o.Layouts {
+		layouts = append(layouts, appliance.Layout(l))
+	}
 	for i, sz := range o.Configs {
 		fmt.Fprintf(c.Stderr, "bigapp: size %d/%d: %s (%s), %.0f s so far\n", i+1, len(o.Configs), sz.Name, sz.Config, time.Since(start).Seconds())
 		dir := filepath.Join(work, sz.Name)
-		args := []string{"measure", "-config", sz.Config, "-layouts", strings.Join(o.Layouts, ","),
-			"-runs", strconv.Itoa(o.Runs), "-storage", o.Storage, "-clock", o.Clock, "-work", dir, "-json"}
-		if o.CPURate != "" {
-			args = append(args, "-cpu-rate", o.CPURate)
-		}
-		if o.Kernel != "" {
-			args = append(args, "-kernel", o.Kernel)
-		}
 		lw := &lineWriter{w: c.Stderr, prefix: "[" + sz.Name + "] "}
-		out, err := nvboot(ctx, args, lw)
+		res, err := measureSize(ctx, o, eng, sz, layouts, prof, dir, lw)
 		lw.Flush()
-		if err != nil {
-			return fmt.Errorf("size %s (%s): nvboot %s: %w", sz.Name, sz.Config, strings.Join(args, " "), err)
-		}
-		m, err := parseMeasure(out)
-		if err != nil {
-			return fmt.Errorf("size %s: %w", sz.Name, err)
-		}
-		im, err := appliance.ReadImage(filepath.Join(dir, string(appliance.OFF2F)))
-		if err != nil {
-			return fmt.Errorf("size %s: %w", sz.Name, err)
-		}
-		txt, err := textOf(im)
 		if err != nil {
 			return fmt.Errorf("size %s (%s): %w", sz.Name, sz.Config, err)
 		}
-		res := sizeResult{size: sz, Text: txt, Measure: m}
-		if o.Bootstat {
-			if res.Bootstat, err = runBootstat(ctx, o, sz, filepath.Join(dir, "bootstat"), nvboot, lw); err != nil {
-				lw.Flush()
-				return fmt.Errorf("size %s (%s): %w", sz.Name, sz.Config, err)
-			}
-			lw.Flush()
-		}
-		if o.Scale > 0 {
-			if res.Scaled, err = runScaled(ctx, o, dir, lw); err != nil {
-				lw.Flush()
-				return fmt.Errorf("size %s (%s): %w", sz.Name, sz.Config, err)
-			}
-			lw.Flush()
-		}
-		rep.Sizes = append(rep.Sizes, res)
+		rep.Sizes = append(rep.Sizes, *res)
 	}
 	fmt.Fprintf(c.Stderr, "bigapp: done in %.0f s\n", time.Since(start).Seconds())
 	if o.JSON {
@@ -286,7 +257,85 @@ func run(ctx context.Context, c *cli.Context, nvboot nvbootFunc) error {
 		return fmt.Errorf("-chart %s: %w (the results are printed above)", o.Chart, err)
 	}
 	fmt.Fprintf(c.Stderr, "bigapp: chart %s\n", o.Chart)
+	for _, s := range rep.Sizes {
+		p := bootChartPath(o.Chart, s.Name)
+		title := fmt.Sprintf("bench/bigapp, size %s: %s MiB of the services' text", s.Name, serviceList(s.Text))
+		if err := atomicfile.WriteFile(p, s.Report.Chart(title), 0o644); err != nil {
+			return fmt.Errorf("-chart %s: %w (the results are printed above)", p, err)
+		}
+		fmt.Fprintf(c.Stderr, "bigapp: boot chart %s\n", p)
+	}
 	return nil
+}
+
+// bootChartPath is where the boot chart of a size goes, beside the chart:
+// out/bigapp.svg, size big: out/bigapp-boot-big.svg.
+func bootChartPath(chart, size string) string {
+	return strings.TrimSuffix(chart, ".svg") + "-boot-" + size + ".svg"
+}
+
+// measureSize measures one size: its layouts (measure.Run), the text of
+// its off2f image, and as o asks the diagnostic boots and the time-scaled
+// device.
+func measureSize(ctx context.Context, o *options, eng engine, sz size, layouts []appliance.Layout, prof vm.Storage, dir string, lw *lineWriter) (*sizeResult, error) {
+	in, err := eng.inputs(ctx, sz.Config, o.Kernel, lw)
+	if err != nil {
+		return nil, err
+	}
+	log := cli.NewProgress(lw)
+	mo := measure.Options{Image: in, Layouts: layouts, Runs: o.Runs, Storage: prof, Machine: o.Machine, Work: dir, Logf: log.Printf}
+	m, err := eng.measure(ctx, mo)
+	if err != nil {
+		return nil, fmt.Errorf("measuring %s: %w", strings.Join(o.Layouts, ", "), err)
+	}
+	im := m.Images[appliance.OFF2F]
+	if im == nil {
+		return nil, errors.New("measuring: no off2f image")
+	}
+	txt, err := textOf(im)
+	if err != nil {
+		return nil, err
+	}
+	res := &sizeResult{size: sz, Text: txt, Measure: m.Output(), Report: m}
+	if o.Bootstat {
+		if res.Bootstat, err = runBootstat(ctx, o, eng, sz, in, filepath.Join(dir, "bootstat"), lw); err != nil {
+			return nil, err
+		}
+	}
+	if o.Scale > 0 {
+		if res.Scaled, err = runScaled(ctx, o, dir, lw); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// machine is the guest nvboot measure's -clock and -cpu-rate give, its
+// other flags at their defaults.
+func machine(clock, rate string) (measure.Machine, error) {
+	m := measure.Machine{Clock: clock, PmemAs: appliance.DefaultPmemAs, MemMiB: appliance.DefaultMemMiB}
+	switch clock {
+	case vm.ClockWall:
+		if rate != "" {
+			return m, cli.Usagef("-cpu-rate is for -clock device: the wall clock runs at the host's speed")
+		}
+		return m, nil
+	case vm.ClockDevice:
+	default:
+		return m, cli.Usagef("-clock %q: want device or wall", clock)
+	}
+	m.Accel, m.CPURate = "tcg", vm.DefaultCPURate
+	if rate != "" {
+		f, err := strconv.ParseFloat(rate, 64)
+		if err != nil || f != math.Trunc(f) || f <= 0 || f > math.MaxInt64 {
+			return m, cli.Usagef("-cpu-rate %q: want a whole number of instructions per second, e.g. 1e9 or 500000000", rate)
+		}
+		m.CPURate = int64(f)
+	}
+	if _, err := vm.ICountShift(m.CPURate); err != nil {
+		return m, cli.Usagef("-cpu-rate: %v", err)
+	}
+	return m, nil
 }
 
 // checkWritable creates dir and checks that a file can be written into it.

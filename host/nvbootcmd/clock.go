@@ -3,16 +3,17 @@ package nvbootcmd
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
-// machineFlags choose how the guest runs: -accel, -clock and -cpu-rate.
+// machineFlags choose how the guest runs (a measure.Machine): -accel,
+// -clock, -cpu-rate, -pmem, -append and -mem.
 type machineFlags struct {
 	fs       *flag.FlagSet
 	accel    *string
@@ -22,22 +23,6 @@ type machineFlags struct {
 	append   *string
 	mem      *int
 	defClock string // "" picks: the device clock unless KVM really works
-}
-
-// machine is what the flags resolve to.
-type machine struct {
-	Accel   string // "" lets vm pick (NVBOOT_ACCEL, else KVM when it works)
-	PmemAs  string // vm.PmemE820 or vm.PmemNVDIMM
-	Clock   string // vm.ClockWall or vm.ClockDevice
-	CPURate int64  // instructions per second of guest time; 0 on the wall clock
-	Append  string // appended to the image's kernel command line
-	MemMiB  int    // guest RAM
-}
-
-// boot is the BootOptions every boot of m on storage prof starts from.
-func (m machine) boot(prof vm.Storage) appliance.BootOptions {
-	return appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
-		ExtraCmdline: m.Append, MemMiB: m.MemMiB}
 }
 
 const clockHelp = `Clocks: -clock device runs QEMU under TCG with its instruction counter
@@ -66,30 +51,30 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 }
 
 // resolve checks the flags (and KVM, when asked for) before anything starts.
-func (f *machineFlags) resolve() (machine, error) {
+func (f *machineFlags) resolve() (measure.Machine, error) {
 	m, err := f.resolveClock()
 	if err != nil {
 		return m, err
 	}
 	if err := checkMem(*f.mem); err != nil {
-		return machine{}, err
+		return measure.Machine{}, err
 	}
 	m.Append, m.MemMiB = *f.append, *f.mem
 	switch *f.pmem {
 	case vm.PmemE820, vm.PmemNVDIMM:
 		m.PmemAs = *f.pmem
 	default:
-		return machine{}, cli.Usagef("-pmem %q: want e820 or nvdimm", *f.pmem)
+		return measure.Machine{}, cli.Usagef("-pmem %q: want e820 or nvdimm", *f.pmem)
 	}
 	return m, nil
 }
 
-func (f *machineFlags) resolveClock() (machine, error) {
+func (f *machineFlags) resolveClock() (measure.Machine, error) {
 	if *f.clock == vm.ClockDevice && *f.accel == "kvm" {
-		return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
+		return measure.Machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
 	}
 	if err := checkAccel(*f.accel); err != nil {
-		return machine{}, err
+		return measure.Machine{}, err
 	}
 	rateSet := false
 	f.fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "cpu-rate" })
@@ -99,7 +84,7 @@ func (f *machineFlags) resolveClock() (machine, error) {
 		if accel == "" {
 			var err error
 			if accel, _, err = vm.ChooseAccel("qemu-system-x86_64"); err != nil {
-				return machine{}, err
+				return measure.Machine{}, err
 			}
 		}
 		clock = vm.ClockDevice
@@ -110,38 +95,19 @@ func (f *machineFlags) resolveClock() (machine, error) {
 	switch clock {
 	case vm.ClockWall:
 		if rateSet {
-			return machine{}, cli.Usagef("-cpu-rate is for -clock device: the wall clock runs at the host's speed")
+			return measure.Machine{}, cli.Usagef("-cpu-rate is for -clock device: the wall clock runs at the host's speed")
 		}
-		return machine{Accel: *f.accel, Clock: vm.ClockWall}, nil
+		return measure.Machine{Accel: *f.accel, Clock: vm.ClockWall}, nil
 	case vm.ClockDevice:
 		if *f.accel == "kvm" {
-			return machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
+			return measure.Machine{}, cli.Usagef("-clock device with -accel kvm: the device clock is QEMU's instruction counter, which only TCG has")
 		}
 		if _, err := vm.ICountShift(f.rate.n); err != nil {
-			return machine{}, cli.Usagef("-cpu-rate: %v", err)
+			return measure.Machine{}, cli.Usagef("-cpu-rate: %v", err)
 		}
-		return machine{Accel: "tcg", Clock: vm.ClockDevice, CPURate: f.rate.n}, nil
+		return measure.Machine{Accel: "tcg", Clock: vm.ClockDevice, CPURate: f.rate.n}, nil
 	}
-	return machine{}, cli.Usagef("-clock %q: want device or wall", clock)
-}
-
-// String is the printout's description, e.g. "device clock at 1e9 instructions/s (TCG)".
-func (m machine) String(accel string) string {
-	if m.Clock == vm.ClockDevice {
-		return fmt.Sprintf("device clock, a %s in-order core (QEMU TCG -icount)", rateName(m.CPURate))
-	}
-	return fmt.Sprintf("wall clock (QEMU %s)", accel)
-}
-
-// rateName: 1000000000 -> "1-GIPS", 500000000 -> "500-MIPS".
-func rateName(r int64) string {
-	if r%1_000_000_000 == 0 {
-		return fmt.Sprintf("%d-GIPS", r/1_000_000_000)
-	}
-	if r%1_000_000 == 0 {
-		return fmt.Sprintf("%d-MIPS", r/1_000_000)
-	}
-	return fmt.Sprintf("%d-IPS", r)
+	return measure.Machine{}, cli.Usagef("-clock %q: want device or wall", clock)
 }
 
 // rateFlag is an instruction rate written as an integer or in e-notation

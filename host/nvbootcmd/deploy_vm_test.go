@@ -445,3 +445,5 @@ func TestDeployPowerCuts(t *testing.T) {
 		t.Logf("cut %d: all %d acknowledged writes read back", i, n)
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

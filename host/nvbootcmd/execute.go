@@ -41,7 +41,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 	err := cli.Dispatch(ctx, c, usage, map[string]cli.Command{
 		"build":    build,
 		"run":      runCmd,
-		"measure":  measure,
+		"measure":  measureCmd,
 		"powercut": powercut,
 		"flash":    flashCmd,
 		"deploy":   deployCmd,

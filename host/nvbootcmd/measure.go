@@ -1,16 +1,15 @@
 package nvbootcmd
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -47,8 +46,11 @@ power_on_to_service.off2f_vs_elf, init_to_service.off2f_vs_daxelf), and
 spread_max: over every stage of every layout, the largest (max - min) /
 median of its runs. With -json one object instead:
 {"bench":"measure","env":{...,"clock","cpu_rate"},"ratios":{...},"results":[...]}.
-With -charts DIR it then writes a boot chart (SVG) per layout into DIR
-(created, and checked to be writable, before anything is built or booted).
+With -charts DIR it then writes boot charts (SVG) into DIR (created, and
+checked to be writable, before anything is built or booted): one per layout,
+measure-<layout>.svg, and with more than one layout measure.svg, every
+layout in a lane group of its own. A chart draws one boot per layout, the
+median by power-on to service, its stages in the order they happened.
 
 ` + clockHelp + `
 Where KVM really works the wall clock on KVM is the default; elsewhere the
@@ -59,14 +61,14 @@ const measureExamples = `  nvboot measure -runs 5 -storage sd
   nvboot measure -layouts off2f,elf -runs 3 -charts out/charts
   nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
 
-func measure(ctx context.Context, c *cli.Context) error {
+func measureCmd(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot measure", "nvboot measure [-layouts L,...] [-runs N] [-storage P] [-json]", measureDescription, measureExamples)
 	layouts := fs.String("layouts", "off2f,elf,initramfs,dax-elf", "layouts to compare, comma-separated (off2f is compared with each other one)")
 	runs := fs.Int("runs", 5, "cold boots per layout")
 	storage := fs.String("storage", "sd", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
 	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
 	work := fs.String("work", "", "keep the images and runs in this `directory`; empty: a temporary one, removed")
-	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg) into this `directory`; empty: none")
+	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg, measure.svg) into this `directory`; empty: none")
 	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
 	mf := addMachineFlags(fs, "")
@@ -114,71 +116,13 @@ func measure(ctx context.Context, c *cli.Context) error {
 		if dir, err = filepath.Abs(dir); err != nil {
 			return fmt.Errorf("-work %s: %w", *work, err)
 		}
-	} else {
-		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
 	}
-	images := map[appliance.Layout]*appliance.Image{}
-	for _, l := range ls {
-		log.Printf("building the %s image", l)
-		im, err := appliance.Build(ctx, in.options(l, filepath.Join(dir, string(l)), nil))
-		if err != nil {
-			return fmt.Errorf("building the %s image: %w", l, err)
-		}
-		images[l] = im
-		// Its boots read it in place: no build replaces it meanwhile.
-		unlock, err := appliance.LockImage(filepath.Join(dir, string(l)))
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	rep, err := measure.Run(ctx, measure.Options{Image: in.options("", "", nil), Layouts: ls, Runs: *runs,
+		Storage: prof, Machine: mach, Work: dir, Logf: log.Printf})
+	if err != nil {
+		return err
 	}
-	for _, l := range ls {
-		log.Printf("%s: first boot, to create the service's state (not timed)", l)
-		if err := prepare(ctx, filepath.Join(dir, string(l)), images[l], filepath.Join(dir, "prepared", string(l)),
-			mach.boot(prof)); err != nil {
-			return fmt.Errorf("%s: %w", l, err)
-		}
-	}
-	for _, l := range ls {
-		if k, err := appliance.BootKernelOf(filepath.Join(dir, string(l)), images[l], pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l)))); err == nil {
-			log.Printf("%s: %s", l, k.Describe())
-		}
-	}
-	entries := map[appliance.Layout]time.Duration{}
-	if mach.Clock == vm.ClockDevice {
-		for _, l := range ls {
-			e, err := kernelEntry(ctx, filepath.Join(dir, string(l)), images[l], pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))))
-			if err != nil {
-				return fmt.Errorf("%s: %w", l, err)
-			}
-			entries[l] = e
-			log.Printf("%s: the firmware hands over to the kernel %.1f ms after power-on", l, ms(e))
-		}
-	}
-	log.Printf("%s; storage %s", mach.String(cmp.Or(mach.Accel, "chosen at start")), prof.About)
-	rep := &report{Storage: prof, Machine: mach, Layouts: ls, Runs: map[appliance.Layout][]*bootResult{}}
-	for r := 1; r <= *runs; r++ {
-		// Each round starts one layout further on, so no layout always
-		// boots first (or right after the same neighbour).
-		for i := range ls {
-			l := ls[(i+r-1)%len(ls)]
-			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
-			res, err := bootOnce(ctx, filepath.Join(dir, string(l)), images[l], runDir,
-				pmemIn(mach.boot(prof), filepath.Join(dir, "prepared", string(l))), entries[l], 3*time.Minute)
-			if err != nil {
-				return fmt.Errorf("%s boot %d: %w", l, r, err)
-			}
-			os.RemoveAll(runDir)
-			rep.Accel = res.Accel
-			rep.Runs[l] = append(rep.Runs[l], res)
-			log.Printf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, *runs,
-				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
-		}
-	}
-	return rep.emit(c.Stdout, *asJSON, *charts, log)
+	return emit(c.Stdout, rep, *asJSON, *charts, log)
 }
 
 // chartDir creates the -charts directory and checks that a file can be
@@ -196,25 +140,36 @@ func chartDir(dir string) error {
 }
 
 // emit prints the results (JSON or the table), then writes the boot charts
-// into charts ("": none): a chart that cannot be written loses no result.
-func (r *report) emit(w io.Writer, asJSON bool, charts string, log *cli.Progress) error {
+// into charts ("": none): measure-<layout>.svg per layout and, with more
+// than one, measure.svg with them all. A chart that cannot be written loses
+// no result.
+func emit(w io.Writer, r *measure.Report, asJSON bool, charts string, log *cli.Progress) error {
 	var err error
 	if asJSON {
-		err = cli.JSON(w, r.output())
+		err = cli.JSON(w, r.Output())
 	} else {
-		err = r.writeTable(w)
+		err = r.WriteTable(w)
 	}
 	if err != nil || charts == "" {
 		return err
 	}
+	type chart struct {
+		file    string
+		layouts []appliance.Layout
+	}
+	var cs []chart
 	for _, l := range r.Layouts {
-		p := filepath.Join(charts, "measure-"+string(l)+".svg")
-		if err := os.WriteFile(p, r.chart(l), 0o644); err != nil {
+		cs = append(cs, chart{"measure-" + string(l) + ".svg", []appliance.Layout{l}})
+	}
+	if len(r.Layouts) > 1 {
+		cs = append(cs, chart{"measure.svg", r.Layouts})
+	}
+	for _, c := range cs {
+		p := filepath.Join(charts, c.file)
+		if err := os.WriteFile(p, r.Chart("nvboot measure: boot chart", c.layouts...), 0o644); err != nil {
 			return fmt.Errorf("-charts %s: %w (the results are printed above)", charts, err)
 		}
 		log.Printf("boot chart: %s", p)
 	}
 	return nil
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

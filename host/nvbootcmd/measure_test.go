@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 )
 
@@ -50,7 +51,7 @@ func TestMeasureDeviceClock(t *testing.T) {
 			}
 		}
 	}
-	for _, st := range Stages {
+	for _, st := range measure.Stages {
 		if _, ok := median[st]; !ok {
 			t.Errorf("stage %s missing from %v", st, median)
 		}
@@ -59,8 +60,8 @@ func TestMeasureDeviceClock(t *testing.T) {
 	// between them: nvinit polls WaitFor every 5 ms and the answer every
 	// 1 ms, so the first answer can be marked before the readiness.
 	for _, chain := range [][]string{
-		{StageLoaded, StageKernel, StageHandover, StageInit, StageStore, StageState, StageReady},
-		{StageState, StageService},
+		{measure.StageLoaded, measure.StageKernel, measure.StageHandover, measure.StageInit, measure.StageStore, measure.StageState, measure.StageReady},
+		{measure.StageState, measure.StageService},
 	} {
 		for i := 1; i < len(chain); i++ {
 			if a, b := median[chain[i-1]], median[chain[i]]; b < a {
@@ -72,12 +73,12 @@ func TestMeasureDeviceClock(t *testing.T) {
 	// poll's dial and its hand-over to nvinit's main loop, which share the
 	// guest's CPU with the starting service (5.6 ms seen in CI): two polls
 	// bound it.
-	if d := median[StageReady] - median[StageService]; d > 10 {
+	if d := median[measure.StageReady] - median[measure.StageService]; d > 10 {
 		t.Errorf("the service answered %.1f ms before it was marked ready: more than two of nvinit's 5 ms WaitFor polls", d)
 	}
-	sp, ok := out.Ratios[RatioSpread]
+	sp, ok := out.Ratios[measure.RatioSpread]
 	if !ok || sp > 0.10 {
-		t.Errorf("%s = %v (present %v): three boots on the device clock differ by more than 10 %%\n%s", RatioSpread, sp, ok, stderr)
+		t.Errorf("%s = %v (present %v): three boots on the device clock differ by more than 10 %%\n%s", measure.RatioSpread, sp, ok, stderr)
 	}
 }
 

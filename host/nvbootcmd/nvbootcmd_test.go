@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
@@ -184,44 +185,6 @@ func TestBadKernel(t *testing.T) {
 	}
 }
 
-func TestReport(t *testing.T) {
-	boot := func(service, handover time.Duration) *bootResult {
-		return &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond,
-			StageHandover: handover, StageInit: handover + 10*time.Millisecond, StageService: service}}
-	}
-	r := &report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
-		Runs: map[appliance.Layout][]*bootResult{
-			appliance.OFF2F: {boot(1000*time.Millisecond, 800*time.Millisecond), boot(1200*time.Millisecond, 800*time.Millisecond), boot(1100*time.Millisecond, 800*time.Millisecond)},
-			appliance.ELF:   {boot(2200*time.Millisecond, 800*time.Millisecond), boot(2000*time.Millisecond, 800*time.Millisecond), boot(2400*time.Millisecond, 800*time.Millisecond)},
-		}}
-	rat := r.ratios()
-	if got := rat["power_on_to_service.off2f_vs_elf"]; got != 0.5 {
-		t.Errorf("power_on_to_service.off2f_vs_elf = %v, want 1100/2200", got)
-	}
-	if got := rat["init_to_service.off2f_vs_elf"]; got != 0.214 {
-		t.Errorf("init_to_service.off2f_vs_elf = %v, want 300/1400 rounded", got)
-	}
-	if got := rat[RatioSpread]; got != 0.1818 {
-		t.Errorf("%s = %v, want (1200-1000)/1100 rounded: the worst stage over both layouts", RatioSpread, got)
-	}
-	var found bool
-	for _, res := range r.results() {
-		if res.Name == "elf.service" {
-			found = res.Median == 2200 && res.Min == 2000 && res.Max == 2400 && res.Runs == 3 && res.Unit == "ms"
-		}
-	}
-	if !found {
-		t.Errorf("elf.service result missing or wrong: %+v", r.results())
-	}
-	var tab bytes.Buffer
-	if err := r.writeTable(&tab); err != nil || !strings.Contains(tab.String(), "power_on_to_service.off2f_vs_elf") {
-		t.Errorf("table: %v\n%s", err, tab.String())
-	}
-	if svg := string(r.chart(appliance.OFF2F)); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "ready") && !strings.Contains(svg, "service") {
-		t.Errorf("chart: %s", svg)
-	}
-}
-
 // measure checks -charts before building or booting anything: a path that
 // cannot be a directory fails at once, naming -charts; a new one is created.
 func TestMeasureChartsCheckedFirst(t *testing.T) {
@@ -243,18 +206,19 @@ func TestMeasureChartsCheckedFirst(t *testing.T) {
 }
 
 // The results are printed before the charts are written, so a chart that
-// cannot be written loses none; without -charts no chart is written.
+// cannot be written loses none; without -charts no chart is written; with
+// it, one per layout and one of them all.
 func TestMeasureEmit(t *testing.T) {
-	boot := &bootResult{Stages: map[string]time.Duration{StageKernel: 100 * time.Millisecond, StageHandover: 800 * time.Millisecond,
-		StageInit: 810 * time.Millisecond, StageService: time.Second}}
-	r := &report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
-		Runs: map[appliance.Layout][]*bootResult{appliance.OFF2F: {boot}, appliance.ELF: {boot}}}
+	boot := &measure.Boot{Stages: map[string]time.Duration{measure.StageKernel: 100 * time.Millisecond, measure.StageHandover: 800 * time.Millisecond,
+		measure.StageInit: 810 * time.Millisecond, measure.StageService: time.Second}}
+	r := &measure.Report{Storage: vm.Storage{Name: "sd"}, Accel: "tcg", Layouts: []appliance.Layout{appliance.OFF2F, appliance.ELF},
+		Runs: map[appliance.Layout][]*measure.Boot{appliance.OFF2F: {boot}, appliance.ELF: {boot}}}
 	dir := t.TempDir()
 	t.Chdir(dir)
 	var out, log bytes.Buffer
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
-	err := r.emit(&out, true, file, cli.NewProgress(&log))
+	err := emit(&out, r, true, file, cli.NewProgress(&log))
 	if err == nil || !strings.Contains(err.Error(), "-charts "+file) {
 		t.Errorf("charts into a file: %v", err)
 	}
@@ -263,7 +227,7 @@ func TestMeasureEmit(t *testing.T) {
 		t.Errorf("the JSON result was not printed first: %q", out.String())
 	}
 	out.Reset()
-	if err := r.emit(&out, false, "", cli.NewProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
+	if err := emit(&out, r, false, "", cli.NewProgress(&log)); err != nil || !strings.Contains(out.String(), "off2f") {
 		t.Errorf("table: %v %q", err, out.String())
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
@@ -271,13 +235,17 @@ func TestMeasureEmit(t *testing.T) {
 	}
 	charts := filepath.Join(dir, "charts")
 	os.Mkdir(charts, 0o755)
-	if err := r.emit(&out, false, charts, cli.NewProgress(&log)); err != nil {
+	if err := emit(&out, r, false, charts, cli.NewProgress(&log)); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range r.Layouts {
 		if b, err := os.ReadFile(filepath.Join(charts, "measure-"+string(l)+".svg")); err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
 			t.Errorf("chart of %s: %v", l, err)
 		}
+	}
+	b, err := os.ReadFile(filepath.Join(charts, "measure.svg"))
+	if err != nil || !bytes.Contains(b, []byte(`data-layout="off2f"`)) || !bytes.Contains(b, []byte(`data-layout="elf"`)) {
+		t.Errorf("measure.svg, both layouts on one chart: %v\n%s", err, b)
 	}
 }
 

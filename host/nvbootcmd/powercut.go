@@ -17,6 +17,7 @@ import (
 
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/measure"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/checkout"
 	"github.com/nvboot/nvboot/internal/cli"
@@ -169,7 +170,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		res: powercutResult{Seed: *seed}}
 	for i := 0; i <= *n; i++ {
 		last := i == *n
-		if err := pc.round(ctx, dir, im, pmemIn(mach.boot(prof), pm), last, i); err != nil {
+		if err := pc.round(ctx, dir, im, pmemIn(mach.BootOptions(prof), pm), last, i); err != nil {
 			return fmt.Errorf("boot %d: %w", i+1, err)
 		}
 		if !last {
@@ -273,11 +274,11 @@ type cutter struct {
 func (pc *cutter) round(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions, last bool, round int) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	sv, err := serveService(ctx, dir, im, pc.svc, o)
+	sv, err := measure.ServeService(ctx, dir, im, pc.svc, o)
 	if err != nil {
 		return err
 	}
-	m, base := sv.m, sv.base
+	m, base := sv.VM, sv.Base
 	defer m.Kill()
 	pc.res.Accel = m.Accel
 	client := &http.Client{Timeout: 10 * time.Second}

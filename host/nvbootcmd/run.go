@@ -100,7 +100,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	}
 	in, inject := io.Pipe()
 	go func() { io.Copy(inject, c.Stdin) }()
-	opts := mach.boot(prof)
+	opts := mach.BootOptions(prof)
 	opts.Forwards, opts.Console, opts.Stdin = fwd, c.Stdout, in
 	cfg, err := appliance.VMConfig(dir, im, opts)
 	if err != nil {

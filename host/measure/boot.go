@@ -1,4 +1,4 @@
-package nvbootcmd
+package measure
 
 import (
 	"context"
@@ -35,11 +35,11 @@ const (
 // Stages lists them in order.
 var Stages = []string{StageLoaded, StageKernel, StageHandover, StageInit, StageStore, StageState, StageReady, StageService}
 
-// bootResult is one cold boot up to the first answered request.
-type bootResult struct {
-	Stages  map[string]time.Duration // since power-on
-	Console string
-	Accel   string
+// Boot is one cold boot up to the first answered request.
+type Boot struct {
+	Stages  map[string]time.Duration // since power-on, by stage name
+	Console string                   // the serial console's output
+	Accel   string                   // the accelerator it ran on
 }
 
 // bootOnce boots the image with fresh copies of the pmem images in
@@ -56,7 +56,7 @@ type bootResult struct {
 //
 // entry is when the firmware handed over to the kernel (kernelEntry), for
 // the device clock; the wall clock takes it from the marks.
-func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, entry, timeout time.Duration) (*bootResult, error) {
+func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, entry, timeout time.Duration) (*Boot, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -70,11 +70,11 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	o.PmemDir = runDir
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sv, err := serve(ctx, dir, im, o)
+	sv, err := Serve(ctx, dir, im, o)
 	if err != nil {
 		return nil, err
 	}
-	m, svc, answered := sv.m, sv.svc, sv.answered
+	m, svc, answered := sv.VM, sv.Service, sv.Answered
 	defer m.Kill()
 	if o.CPURate == 0 {
 		// The marks printed before the answer are on their way; give them
@@ -89,7 +89,7 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	}
 	m.Kill()
 	m.Wait(context.Background())
-	res := &bootResult{Stages: map[string]time.Duration{}, Console: m.Console(), Accel: m.Accel}
+	res := &Boot{Stages: map[string]time.Duration{}, Console: m.Console(), Accel: m.Accel}
 	marks := m.Marks()
 	if len(marks) == 0 {
 		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", vm.LastLines(res.Console, 25))
@@ -200,43 +200,43 @@ func prepare(ctx context.Context, dir string, im *appliance.Image, dst string, o
 	o.PmemDir, o.Stdin = dst, in
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	sv, err := serve(ctx, dir, im, o)
+	sv, err := Serve(ctx, dir, im, o)
 	if err != nil {
 		return fmt.Errorf("first boot: %w", err)
 	}
-	defer sv.m.Kill()
+	defer sv.VM.Kill()
 	go inject.Write([]byte("poweroff\n"))
 	select {
-	case <-sv.m.Done():
+	case <-sv.VM.Done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("first boot: no power-off; console:\n%s", sv.m.ConsoleTail(25))
+		return fmt.Errorf("first boot: no power-off; console:\n%s", sv.VM.ConsoleTail(25))
 	}
 }
 
-// served is an appliance booted up to its service's first answer.
-type served struct {
-	m        *vm.Machine
-	svc      appliance.ServiceInfo // the service the request went to
-	base     string                // its URL on the host, http://127.0.0.1:PORT
-	answered time.Duration         // since power-on
+// Served is an appliance booted up to its service's first answer.
+type Served struct {
+	VM       *vm.Machine
+	Service  appliance.ServiceInfo // the service the request went to
+	Base     string                // its URL on the host, http://127.0.0.1:PORT
+	Answered time.Duration         // since power-on
 }
 
-// serve boots the image with the first forwarded service's port on a free
+// Serve boots the image with the first forwarded service's port on a free
 // host port and waits for its first HTTP answer. ctx bounds the boot (QEMU
 // dies with it); the caller kills the machine when done with it. Under the
 // device clock the guest times its own first answer and the host asks only
 // after that, so its requests add no work to the guest while it boots.
-func serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*served, error) {
+func Serve(ctx context.Context, dir string, im *appliance.Image, o appliance.BootOptions) (*Served, error) {
 	svc, err := probeService(dir, im)
 	if err != nil {
 		return nil, err
 	}
-	return serveService(ctx, dir, im, svc, o)
+	return ServeService(ctx, dir, im, svc, o)
 }
 
-// serveService is serve with svc's port forwarded and awaited.
-func serveService(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (*served, error) {
+// ServeService is Serve with svc's port forwarded and awaited.
+func ServeService(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (*Served, error) {
 	cfg, port, err := serveConfig(dir, im, svc, o)
 	if err != nil {
 		return nil, err
@@ -258,10 +258,10 @@ func serveService(ctx context.Context, dir string, im *appliance.Image, svc appl
 		m.Kill()
 		return nil, bootFailed(err, m)
 	}
-	return &served{m: m, svc: svc, base: base, answered: answered}, nil
+	return &Served{VM: m, Service: svc, Base: base, Answered: answered}, nil
 }
 
-// serveConfig is the machine serve boots: svc's port on a free host port
+// serveConfig is the machine Serve boots: svc's port on a free host port
 // and, under the device clock, nvboot.answer for that port, so nvinit
 // times the first answer.
 func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (vm.Config, int, error) {
@@ -332,4 +332,15 @@ func hasMark(marks []bootmark.Stamped, name, arg string) bool {
 		}
 	}
 	return false
+}
+
+// bootFailed is the error of a boot that did not get its service to answer
+// (err), m stopped: a kernel panic, which ended the boot at once, says so
+// with its likely cause; the console's last lines follow either way.
+func bootFailed(err error, m *vm.Machine) error {
+	var pe *vm.PanicError
+	if werr := m.Wait(context.Background()); errors.As(werr, &pe) {
+		err = pe
+	}
+	return fmt.Errorf("%w; console:\n%s", err, m.ConsoleTail(25))
 }

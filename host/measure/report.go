@@ -1,7 +1,6 @@
-package nvbootcmd
+package measure
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -12,19 +11,19 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
-
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/vm"
 )
 
-// report is a measure run: every boot of every layout.
-type report struct {
+// Report is a measurement: every boot of every layout.
+type Report struct {
 	Storage vm.Storage
-	Accel   string
-	Machine machine // the clock
+	Accel   string  // the accelerator the boots ran on
+	Machine Machine // the clock
 	Layouts []appliance.Layout
-	Runs    map[appliance.Layout][]*bootResult
+	Runs    map[appliance.Layout][]*Boot          // in the order they ran: Runs[l][i] is run i+1
+	Images  map[appliance.Layout]*appliance.Image // as built, in Run's work directory
 }
 
 // Spans are what the ratios compare: power-on to the first answer, and the
@@ -34,7 +33,8 @@ const (
 	SpanInit    = "init_to_service"
 )
 
-type output struct {
+// Output is the JSON object nvboot measure -json prints.
+type Output struct {
 	Bench   string             `json:"bench"`
 	Ratios  map[string]float64 `json:"ratios"`
 	Results []benchjson.Result `json:"results"`
@@ -43,7 +43,7 @@ type output struct {
 
 // values are the times of stage (or span) over the runs of l, in ms; a run
 // without that stage is left out.
-func (r *report) values(l appliance.Layout, what string) []float64 {
+func (r *Report) values(l appliance.Layout, what string) []float64 {
 	var v []float64
 	for _, b := range r.Runs[l] {
 		if d, ok := span(b, what); ok {
@@ -54,7 +54,7 @@ func (r *report) values(l appliance.Layout, what string) []float64 {
 }
 
 // span is a stage's time since power-on, or one of the spans.
-func span(b *bootResult, what string) (time.Duration, bool) {
+func span(b *Boot, what string) (time.Duration, bool) {
 	switch what {
 	case SpanPowerOn:
 		d, ok := b.Stages[StageService]
@@ -84,7 +84,7 @@ func round(v float64, digits int) float64 {
 
 func ratioName(l appliance.Layout) string { return strings.ReplaceAll(string(l), "-", "") }
 
-func (r *report) median(l appliance.Layout, what string) (float64, bool) {
+func (r *Report) median(l appliance.Layout, what string) (float64, bool) {
 	v := r.values(l, what)
 	if len(v) == 0 {
 		return 0, false
@@ -96,10 +96,10 @@ func (r *report) median(l appliance.Layout, what string) (float64, bool) {
 // layout, the largest (max - min) / median of its runs.
 const RatioSpread = "spread_max"
 
-// spread is RatioSpread, with the stage it came from ("layout.stage").
+// Spread is RatioSpread, with the stage it came from ("layout.stage").
 // Stages at less than a millisecond (the modeled load on unthrottled
 // storage, 0) are left out: their spread is noise around nothing.
-func (r *report) spread() (float64, string) {
+func (r *Report) Spread() (float64, string) {
 	worst, where := 0.0, ""
 	for _, l := range r.Layouts {
 		if len(r.Runs[l]) < 2 {
@@ -122,11 +122,12 @@ func (r *report) spread() (float64, string) {
 	return worst, where
 }
 
-// ratios compare off2f with every other layout measured, for both spans,
-// and give the spread of the runs.
-func (r *report) ratios() map[string]float64 {
+// Ratios compare off2f with every other layout measured, for both spans
+// ("<span>.off2f_vs_<layout>", the layout's dash dropped), and give the
+// spread of the runs (RatioSpread).
+func (r *Report) Ratios() map[string]float64 {
 	out := map[string]float64{}
-	if sp, where := r.spread(); where != "" {
+	if sp, where := r.Spread(); where != "" {
 		out[RatioSpread] = round(sp, 4)
 	}
 	for _, base := range r.Layouts {
@@ -144,7 +145,9 @@ func (r *report) ratios() map[string]float64 {
 	return out
 }
 
-func (r *report) results() []benchjson.Result {
+// Results are every stage and span of every layout ("<layout>.<stage>"),
+// in ms since power-on: median, min and max of the runs.
+func (r *Report) Results() []benchjson.Result {
 	var out []benchjson.Result
 	for _, l := range r.Layouts {
 		for _, st := range append(append([]string{}, Stages...), SpanPowerOn, SpanInit) {
@@ -156,13 +159,14 @@ func (r *report) results() []benchjson.Result {
 	return out
 }
 
-func (r *report) output() output {
-	return output{Bench: "measure", Ratios: r.ratios(), Results: r.results(),
-		Env: r.env()}
+// Output is the report as nvboot measure -json prints it.
+func (r *Report) Output() Output {
+	return Output{Bench: "measure", Ratios: r.Ratios(), Results: r.Results(),
+		Env: r.Env()}
 }
 
-// env describes how the boots ran: storage, accelerator and clock.
-func (r *report) env() map[string]string {
+// Env describes how the boots ran: storage, accelerator and clock.
+func (r *Report) Env() map[string]string {
 	e := map[string]string{"storage": r.Storage.About, "accel": r.Accel, "clock": r.Machine.Clock, "pmem": r.Machine.PmemAs}
 	if r.Machine.MemMiB != 0 {
 		e["mem_mib"] = strconv.Itoa(r.Machine.MemMiB)
@@ -170,7 +174,7 @@ func (r *report) env() map[string]string {
 	if r.Machine.Append != "" {
 		e["append"] = r.Machine.Append
 	}
-	if _, ok := appliance.GuestDiskLimit(r.Machine.boot(r.Storage)); ok {
+	if _, ok := appliance.GuestDiskLimit(r.Machine.BootOptions(r.Storage)); ok {
 		e["disk_model"] = fmt.Sprintf("io.max in the guest, a %d ms window (and QEMU's throttle)", contract.DiskLimitSlice)
 	}
 	if r.Machine.PmemAs == vm.PmemE820 {
@@ -182,8 +186,9 @@ func (r *report) env() map[string]string {
 	return e
 }
 
-// writeTable prints one row per stage, a column group per layout.
-func (r *report) writeTable(w io.Writer) error {
+// WriteTable prints one row per stage, a column per layout, then the
+// ratios.
+func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "nvboot measure: %s; %s; ms since power-on, median (min-max) of %d cold boots\n\n",
 		r.Storage.About, r.Machine.String(r.Accel), len(r.Runs[r.Layouts[0]]))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -211,7 +216,7 @@ func (r *report) writeTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	rat := r.ratios()
+	rat := r.Ratios()
 	keys := make([]string, 0, len(rat))
 	for k := range rat {
 		keys = append(keys, k)
@@ -221,7 +226,7 @@ func (r *report) writeTable(w io.Writer) error {
 	for _, k := range keys {
 		fmt.Fprintf(w, "%-42s %.3f", k, rat[k])
 		if k == RatioSpread {
-			_, where := r.spread()
+			_, where := r.Spread()
 			fmt.Fprintf(w, "   (%s)", where)
 		}
 		fmt.Fprintln(w)
@@ -229,49 +234,4 @@ func (r *report) writeTable(w io.Writer) error {
 	return nil
 }
 
-// chart draws the median boot of layout l as horizontal bars, one per stage
-// interval, on a millisecond axis.
-func (r *report) chart(l appliance.Layout) []byte {
-	type bar struct {
-		name       string
-		start, end float64
-	}
-	med := map[string]float64{}
-	for _, st := range Stages {
-		if v, ok := r.median(l, st); ok {
-			med[st] = v
-		}
-	}
-	var bars []bar
-	prev, prevName := 0.0, "power-on"
-	for _, st := range Stages {
-		t, ok := med[st]
-		if !ok {
-			continue
-		}
-		bars = append(bars, bar{prevName + " → " + st, prev, t})
-		prev, prevName = t, st
-	}
-	total := math.Max(prev, 1)
-	const width, left, rowH = 900.0, 190.0, 26.0
-	scale := (width - left - 20) / total
-	var b bytes.Buffer
-	h := 60 + rowH*float64(len(bars)+1)
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, h)
-	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14">nvboot measure: %s layout, median of %d cold boots (%s, %s)</text>`+"\n",
-		l, len(r.Runs[l]), r.Storage.Name, r.Machine.String(r.Accel))
-	colors := []string{"#8da0cb", "#66c2a5", "#fc8d62", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494"}
-	for i, br := range bars {
-		y := 40 + rowH*float64(i)
-		fmt.Fprintf(&b, `<text x="10" y="%.0f">%s</text>`+"\n", y+15, br.name)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="18" fill="%s"/>`+"\n",
-			left+br.start*scale, y+2, math.Max((br.end-br.start)*scale, 1), colors[i%len(colors)])
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f">%.0f ms</text>`+"\n", left+br.end*scale+4, y+15, br.end-br.start)
-	}
-	y := 40 + rowH*float64(len(bars))
-	fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n", left, y+5, left+total*scale, y+5)
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">0</text><text x="%.0f" y="%.0f" text-anchor="end">%.0f ms</text>`+"\n",
-		left, y+20, left+total*scale, y+20, total)
-	b.WriteString("</svg>\n")
-	return b.Bytes()
-}
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

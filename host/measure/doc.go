@@ -1,0 +1,73 @@
+// Package measure is the boot-time measuring engine: it builds an appliance
+// image per layout, cold-boots each in QEMU a number of times, turns the
+// serial boot markers into the time of every stage since power-on, and sums
+// the runs up into statistics, ratios, a table, the JSON object of
+// `nvboot measure -json` and a boot chart. The nvboot CLI's measure verb and
+// bench/bigapp call it; they parse flags, it measures.
+//
+// # The boots
+//
+// Run builds each layout, boots it once untimed and powers it off cleanly
+// (the first boot of a device: the service creates its state), then boots
+// each layout Runs times, interleaved, every round starting one layout
+// further on, so that no layout always boots first. Every measured boot
+// starts from a fresh copy of the pmem the first boot left, on the same
+// storage model, and ends at the first HTTP answer of the image's first
+// service with a ForwardPort.
+//
+// # The marks
+//
+// A boot's stages (Stages, in boot order) are times since power-on:
+//
+//   - loaded: the firmware's read of the kernel (and initramfs), modeled,
+//     since QEMU loads them from host files: from the kernel region on pmem
+//     at appliance.PmemReadBPS when the region holds the image's kernel,
+//     else at the storage model's read bandwidth. Every later stage is
+//     shifted by it.
+//   - kernel: the firmware hands over to the kernel.
+//   - handover, init, store, state: nvinit's serial marks (format/bootmark):
+//     the kernel runs init, nvinit's main, the text store mounted (or the
+//     fallback chosen), the state filesystem mounted.
+//   - ready: the service accepts connections (its WaitFor).
+//   - service: the first request is answered.
+//
+// # The clocks
+//
+// On the device clock (Machine.Clock vm.ClockDevice: QEMU TCG with its
+// instruction counter, CPURate instructions per second of guest time) every
+// stage is read from the guest's own clock (bootmark.PlaceGuest): nvinit
+// times the first answer from inside (nvboot.answer=PORT), the host's own
+// request only confirms it, and kernel comes from a separate boot of the
+// kernel whose first instruction reports the guest's clock (vm.KernelEntry).
+// The result is the same on any host, however busy. On the wall clock
+// (vm.ClockWall) the host times the answer and places the guest's marks by
+// their arrival (bootmark.Place); it is faithful only where the guest runs
+// at hardware speed (KVM).
+//
+// # The figures
+//
+// Results are the median, min and max of each stage and span over the runs
+// ("<layout>.<stage>", ms, to 0.1 ms); the spans are power_on_to_service
+// and init_to_service (handover to service: what init and the services
+// cost). Ratios compare off2f's median with every other layout's for both
+// spans ("<span>.off2f_vs_<layout>", the dash of the layout dropped), and
+// spread_max is the reproducibility figure: the largest (max - min) /
+// median of any stage of any layout, stages under 1 ms left out.
+//
+// # The chart
+//
+// Chart draws, per layout, one boot: the median by power-on to service
+// (MedianBoot), not the medians of the stages taken one by one, which need
+// not be in order (ready and service can come either way round: nvinit
+// polls readiness every 5 ms and the answer every 1 ms). Its stages are
+// drawn in the order that boot's marks came, each a bar from the mark
+// before, on a millisecond axis shared by every layout.
+//
+// # Limits
+//
+// The firmware's read of the kernel is a model, not a measurement. On the
+// device clock the throttled disk's waits pass on the host's clock while the
+// guest's time counts instructions, so a busy host stretches them; the
+// spread figure shows it. A boot that does not reach its first answer
+// within three minutes fails the run.
+package measure
