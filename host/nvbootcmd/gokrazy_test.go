@@ -14,7 +14,7 @@ import (
 func TestBuildGokrazyConfig(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	_, _, err := execute("build", "-config", "../host/image/config/testdata/gokrazy/gok-new.json", "-o", out)
+	_, _, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-o", out)
 	if err == nil || !strings.Contains(err.Error(), "GOARCH=arm64") {
 		t.Errorf("gok new's config: %v, want an error naming GOARCH=arm64", err)
 	}
