@@ -1,7 +1,6 @@
 // Package buildroot holds the checks of the BR2_EXTERNAL tree against the
 // vendored Buildroot release, and runs its board scripts on real inputs.
-//
-// Design: docs/DESIGN.md#builders
+// buildroot-ext/README.md describes the tree and its tests.
 package buildroot
 
 import (

@@ -1,7 +1,6 @@
 // Package kernelconfig holds the appliance kernel's config fragments; its test
 // checks that every option they set survives into the final .config.
-//
-// Design: docs/DESIGN.md#kernel.
+// kernel-config/README.md describes the kernel.
 package kernelconfig
 
 import (

@@ -1,12 +1,3 @@
-// Package off2f implements the OFF2F program format on Linux: an executable split
-// into a header file (a valid ELF whose PT_INTERP is ld-off2f, holding the ELF
-// header, the writable segments and an OFF2F note) and a text file (the read-only
-// segments, stored in a text store on persistent memory, named by content hash).
-//
-// The byte layouts below are shared with the loader (loader/off2f.h); the test
-// TestFormatFrozen pins every size and offset so a change cannot slip in.
-//
-// Design: docs/DESIGN.md#off2f-format-and-loader.
 package off2f
 
 import (

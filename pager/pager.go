@@ -1,20 +1,3 @@
-// Package pager is a user-level pager that keeps spatial locality: a
-// matrix larger than the memory it may use lives in a file on storage, its
-// pages stored in the order the program will walk them (the layout,
-// written once by CreateLayout and reused), and is served into a memory
-// region by userfaultfd within a fixed budget. A fault loads a whole run
-// of the walk with one read; eviction follows the walk (evict.go); pages
-// written are write-protect-tracked and written back before eviction and
-// at Sync. After the locality-aware memory management thesis (an 8 MiB
-// user-level "physical memory" and aligned data on the swap device), with
-// the writes its future work asked for.
-//
-// Without userfaultfd (a kernel without CONFIG_USERFAULTFD, or a process
-// that may not use it) New says why in Reason and Map falls back to a plain
-// shared mapping of the layout's pages, one mapping per page at its place
-// in the region; the kernel then pages it, with no budget of ours.
-//
-// Design: docs/DESIGN.md#pager.
 package pager
 
 import (
@@ -416,7 +399,7 @@ func (r *Region) Sync() error {
 // ReadAt copies region bytes at off into p, and WriteAt copies p into the
 // region. Both copy with a plain Go loop, never with copy (memmove is
 // assembly): a fault there could not be preempted by a stop-the-world
-// while it waits for the handler (see the Limits in docs/DESIGN.md#pager).
+// while it waits for the handler (see Limits in the package documentation).
 func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 	b := r.Bytes()
 	if off < 0 || off > int64(len(b)) {

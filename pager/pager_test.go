@@ -28,7 +28,7 @@ func ref(s Shape) []byte {
 // equal compares region memory (a) with b in plain Go, never in assembly
 // (bytes.Equal): a fault at an instruction the runtime cannot preempt
 // could wait for a handler that a stop-the-world holds (see Limits in
-// docs/DESIGN.md#pager).
+// the package documentation).
 // mapped lays the reference matrix of shape s out with hint h in a
 // temporary file, starts a pager with c and maps the layout: the pager (to
 // Close), the region, and the bytes the region must hold.

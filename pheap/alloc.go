@@ -17,8 +17,8 @@ import (
 // free merges the block with a free neighbour on either side, and gives
 // the space back to Top when it ends there, so no two free blocks are
 // ever adjacent and no free block ends at Top: after everything is freed
-// the arena is one piece again. docs/DESIGN.md ("Allocator and checksums") has the
-// argument and the alternatives.
+// the arena is one piece again. The package documentation has the
+// invariants and the alternatives rejected.
 //
 // Every change is made through the transaction: an allocator operation
 // first collects the headers, links, bin heads and counters it will change

@@ -97,7 +97,7 @@ func freeAll(t *testing.T, h *Heap, vs []Bytes) {
 	}
 }
 
-// Issue 19, item 2: a heap filled with 1 MiB values and emptied again takes
+// A heap filled with 1 MiB values and emptied again takes
 // values of any size, and they fill at least 90 % of the heap again; a
 // 1 MiB value does not take a 2 MiB block.
 func TestFreedSpaceReusableAtAnySize(t *testing.T) {

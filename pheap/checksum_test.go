@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 19, item 3: a bit flipped in a stored value or in the heap's
+// A bit flipped in a stored value or in the heap's
 // metadata is an error where it is read, never data. Each case flips one
 // bit of a small heap's image and says what must notice.
 func TestChecksumsCatchFlippedBits(t *testing.T) {

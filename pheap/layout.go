@@ -334,15 +334,15 @@ func decodeSuperblock(b []byte) (superblock, error) {
 	sb.Major = le.Uint16(b[sbMajor:])
 	sb.Minor = le.Uint16(b[sbMinor:])
 	if sb.Major == 1 {
-		return sb, fmt.Errorf("%w: format version %d.%d (undo log of pheap before the redo commit record), this program reads %d.x: "+
-			"open it with a pheap of format 1 (nvboot before branch pheap2), copy the data out and into a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
+		return sb, fmt.Errorf("%w: format version %d.%d (an undo log without redo commit records), this program reads %d.x: "+
+			"open it with a pheap that reads format 1, copy the data out and into a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
 	}
 	if sb.Major == 2 {
 		// Format 3's block headers are twice as long, so every object moves
 		// and every reference to it, in objects pheap cannot read the types
 		// of, would have to change: no migration in place.
-		return sb, fmt.Errorf("%w: format version %d.%d (size-class allocator without checksums, before branch pheap-alloc), this program reads %d.x: "+
-			"open it with a pheap of format 2 (nvboot before branch pheap-alloc), copy the data out and into a new heap; "+
+		return sb, fmt.Errorf("%w: format version %d.%d (a size-class allocator without checksums), this program reads %d.x: "+
+			"open it with a pheap that reads format 2, copy the data out and into a new heap; "+
 			"for kv, whose state can be rebuilt, move the file away and let kv create a new heap", ErrVersion, sb.Major, sb.Minor, MajorVersion)
 	}
 	if sb.Major != MajorVersion {

@@ -1,14 +1,3 @@
-// Package pmem makes stores to persistent memory durable: Flush writes the
-// cache lines of a range back towards the memory (CLWB, else CLFLUSHOPT,
-// else CLFLUSH) and Fence orders and completes those write-backs (SFENCE).
-// On arm64 the pair is DC CVAP (else DC CVAC) and DSB SY; that port is only
-// cross-compiled here, never run, and assumes 64-byte lines. Other
-// architectures have no user-space flush and Available reports false.
-//
-// The pair is only a durability point on memory mapped with MAP_SYNC from a
-// DAX filesystem (or on device DAX): there the CPU caches are the only
-// volatile layer. On a page-cache mapping the caller needs msync instead;
-// Available reports whether this architecture has user-space flushes at all.
 package pmem
 
 import "unsafe"

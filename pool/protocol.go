@@ -1,10 +1,3 @@
-// Package pool is the client and the parked side of poold, nvboot's process
-// pool: the wire protocol (this file), pool.Spawn and Process (client.go),
-// the init that parks a program started by poold until it is activated
-// (park.go), and Reusable, by which a program lets one process serve
-// activation after activation (reuse.go).
-//
-// Design: docs/DESIGN.md#poold.
 package pool
 
 import (

@@ -1,8 +1,7 @@
 // Package yocto holds the checks of meta-nvboot against the vendored
 // OpenEmbedded-Core and BitBake (Yocto 6.0.2): lint, parse, and the image
-// class's conversion step run on real inputs.
-//
-// Design: docs/DESIGN.md#builders
+// class's conversion step run on real inputs. yocto/README.md describes
+// the layer and its tests.
 package yocto
 
 import (

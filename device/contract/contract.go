@@ -1,16 +1,3 @@
-// Package contract is the device contract: where things are on an nvboot
-// appliance, and the configs `nvboot build` writes for nvinit and poold to
-// read. The host (host/image/appliance) and the device (nvinit, poold) both
-// import it, so neither imports the other; it imports only formats and
-// libraries (format/bootmark, off2f and pool for their default paths), no
-// host-side code, so what a device links stays small.
-//
-// The types here are data: JSON shapes with their defaults and one Validate
-// each, which reports every wrong field (errors.Join), named by its path
-// (Services[2].WaitFor), and changes nothing. What only the device can check
-// (that a user exists, a path is executable) is the reader's job.
-//
-// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package contract
 
 import (

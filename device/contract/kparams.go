@@ -71,7 +71,7 @@ func param(cmdline, name string) (string, bool) {
 // guest's own clock: under QEMU's instruction counter a request the guest
 // waits for while it computes costs what the model says, where QEMU's
 // throttle, which waits on the host's clock, charged only the instructions
-// that ran meanwhile (docs/DESIGN.md, "Device clock"). nvinit applies it.
+// that ran meanwhile (docs/DEVICE-CLOCK.md). nvinit applies it.
 type DiskLimit struct {
 	Disk                string // block device name in /sys/block, e.g. vda
 	ReadBPS, ReadIOPS   int64  // 0: unlimited

@@ -17,7 +17,7 @@ import (
 // EFI/BOOT/BOOTX64.EFI, a copy of slot A's UKI, for a board whose NVRAM
 // has no entry yet.
 //
-// Design: docs/DESIGN.md#update-the-whole-image-ab-with-a-test-boot.
+// docs/UPDATE.md has the A/B update as a whole.
 
 // The slots' partitions, in the order the disk holds them (vda1...).
 const (

@@ -11,7 +11,7 @@ import (
 // endpoint, as gokrazy's Update.HTTPPassword); every request carries it as
 // HTTP Basic authentication with the user name UpdateUser.
 //
-// Design: docs/DESIGN.md#deploy-one-service-without-a-reboot.
+// docs/UPDATE.md has the protocol and both sides of it.
 const (
 	// UpdateUser is the Basic authentication user name; the password is
 	// the config's Update.HTTPPassword.

@@ -1,10 +1,3 @@
-// Package efivar reads and writes the UEFI boot variables an A/B update
-// switches slots with: Boot#### load options, BootOrder and BootNext, as
-// Linux's efivarfs shows them. Byte layouts follow the UEFI specification
-// (2.10: 3.1.3 "Load Options", 10.3 "Device Path Nodes"); efivarfs's file
-// format follows the kernel's Documentation/filesystems/efivarfs.rst.
-//
-// Design: docs/DESIGN.md#update-the-whole-image-ab-with-a-test-boot.
 package efivar
 
 import (

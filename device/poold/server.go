@@ -1,7 +1,3 @@
-// Package poold is the process pool daemon: per-program pools of parked
-// processes, handed out over a unix socket API.
-//
-// Design: docs/DESIGN.md#poold.
 package poold
 
 import (

@@ -1,7 +1,3 @@
-// Package benchjson holds what every benchmark's -json output shares: the
-// raw figure of a result and how it is summed up from the runs.
-//
-// Design: docs/DESIGN.md#measuring-method.
 package benchjson
 
 import (

@@ -1,24 +1,3 @@
-// Package bootmark is the serial-console marker format that nvinit prints at
-// each boot stage and `nvboot measure` reads back: the role of Firecracker's
-// boot-time magic write, on the console every board has.
-//
-//	NVBOOT-MARK <name> [<arg>] <uptime_us>
-//
-// uptime_us is CLOCK_BOOTTIME in microseconds: time since the kernel started,
-// so the host can place the kernel's start on its own clock (the line's
-// arrival time minus the uptime) and split power-on-to-service into stages.
-//
-// The kernel-handover mark is stamped with the kernel log's clock instead
-// (the time of its "Run /sbin/nvinit as init process" record), which is
-// close to the uptime but not the same clock. Three more marks tie both to
-// power-on when QEMU counts instructions as time (the device clock, see
-// PlaceGuest):
-//
-//	NVBOOT-MARK tsc <ticks> <uptime_us>       the TSC and the uptime, read together
-//	NVBOOT-MARK kmsg-tsc <ticks> <log_us>     the TSC written into a kernel log record, and its time
-//	NVBOOT-MARK answered <port> <uptime_us>   the first HTTP answer from port, seen in the guest
-//
-// Design: docs/DESIGN.md#measuring-method.
 package bootmark
 
 import (

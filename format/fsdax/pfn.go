@@ -1,13 +1,3 @@
-// Package pmem builds images of persistent memory that Linux sees as fsdax
-// namespaces from the first boot, with no ndctl or sysfs step in the guest:
-// the NVDIMM_PFN_INFO block the kernel's libnvdimm would write (drivers/nvdimm/
-// pfn_devs.c, nd_pfn_init) is written on the host, followed by a filesystem at
-// the data offset it names.
-//
-// It serves label-less namespaces: QEMU's NVDIMM without label-size, or a
-// memmap=SIZE!START region, whose namespace uuid is all zeros.
-//
-// Design: docs/DESIGN.md#pmem-images-the-host-written-pfn-block.
 package fsdax
 
 import (

@@ -1,9 +1,3 @@
-// Package gpt writes disk images with a GUID partition table (UEFI 2.10,
-// chapter 5): a protective MBR, the primary header and entry array, the
-// partitions' contents, and the backup array and header at the end.
-//
-// Images are reproducible: GUIDs are derived from a seed and the partition
-// names, never random.
 package gpt
 
 import (

@@ -1,12 +1,3 @@
-// Package initramfs writes Linux initramfs archives: cpio in the "newc"
-// format (Documentation/driver-api/early-userspace/buffer-format.rst), which the
-// kernel unpacks into its rootfs before running /init (or rdinit=).
-//
-// Archives are reproducible: entries are written sorted by path with mtime 0,
-// uid/gid 0 and inode numbers in write order, so the same inputs give the same
-// bytes. Parent directories are added on demand. The records are written by
-// u-root's cpio package (github.com/u-root/u-root/pkg/cpio), which u-root's
-// own initramfs builder uses.
 package initramfs
 
 import (

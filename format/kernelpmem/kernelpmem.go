@@ -1,20 +1,3 @@
-// Package kernelpmem is the kernel region: a persistent-memory region that
-// holds the appliance's kernel uncompressed (the PVH vmlinux), so that the
-// firmware copies it from memory into place instead of reading a compressed
-// bzImage from the card and the kernel inflating it (docs/DESIGN.md,
-// "Kernel on pmem").
-//
-// Layout: a 4 KiB header, then the kernel's bytes.
-//
-//	0   8  magic "NVBKRN01"
-//	8   8  length of the kernel, little-endian
-//	16 32  SHA-256 of the kernel
-//	48     zeros up to 4096
-//
-// The header is written last and checked whole on every boot: a region cut
-// short while it was written, damaged, or blank has no valid header, and
-// the firmware boots the card's kernel instead. Nothing in it is trusted
-// before the hash matches.
 package kernelpmem
 
 import (

@@ -1,9 +1,3 @@
-// Package deploy is the host's side of the update endpoint nvinit serves
-// (device/contract names the endpoints and their messages): it asks which texts
-// the appliance holds, sends a program's header file and, when needed, its
-// text, hashed end to end, and reads how the appliance's trial ended.
-//
-// Design: docs/DESIGN.md#deploy-one-service-without-a-reboot.
 package deploy
 
 import (

@@ -11,8 +11,7 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 )
 
-// The A/B update's requests (`nvboot update`; design:
-// docs/DESIGN.md#update-the-whole-image-ab-with-a-test-boot).
+// The A/B update's requests (`nvboot update`; docs/UPDATE.md).
 
 // Partition is a partition image an update sends: Size bytes of R from
 // its start, which hash to SHA256 (hex), built for Arch.

@@ -9,7 +9,7 @@ import (
 )
 
 // Clock is a guest benchmark's -clock and -cpu-rate: how guest time
-// passes while it measures (docs/DESIGN.md#device-clock). On the device
+// passes while it measures (docs/DEVICE-CLOCK.md). On the device
 // clock QEMU counts guest instructions as time (-icount), so the figures
 // the guest takes with its own clock (time.Now inside the guest reads the
 // TSC, which then counts guest nanoseconds) are a device's and do not

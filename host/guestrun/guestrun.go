@@ -1,9 +1,3 @@
-// Package benchguest holds what a benchmark needs to run its own measurer
-// in a QEMU guest: the -guest flag's plan and the kernel (host/kernel),
-// a static build of the benchmark, an fsdax NVDIMM image with an empty
-// ext4, and the JSON the guest prints between markers. bench/omf, bench/pager and bench/pheap use it.
-//
-// Design: docs/DESIGN.md#measuring-method.
 package guestrun
 
 import (

@@ -1,9 +1,3 @@
-// Package kernel finds the appliance kernel (a bzImage) for the commands,
-// the tests and the benchmarks, in one order: an explicit path, then
-// $NVBOOT_KERNEL, then the build of kernel-config/ cached for the current
-// inputs, built now or not as the caller chooses.
-//
-// Design: docs/DESIGN.md#kernel.
 package kernel
 
 import (

@@ -1,15 +1,3 @@
-// Package vm boots the appliance kernel in QEMU the way nvboot's tests,
-// benchmarks and `nvboot run/measure/powercut` need it: emulated NVDIMMs backed
-// by files (their contents persist across boots: that is the pmem), virtio
-// disks with storage speed models, the serial console captured line by line
-// with the time since power-on, and SIGKILL of QEMU as a power cut. A guest
-// kernel panic ends the boot at once (PanicError), instead of leaving QEMU
-// running a guest that will never print again.
-//
-// QEMU runs with KVM only when KVM can really run a guest here (see
-// KVMUsable); otherwise with TCG.
-//
-// Design: docs/DESIGN.md#vm-runner-and-measuring.
 package vm
 
 import (

@@ -1,13 +1,3 @@
-// Package atomicfile replaces a file so that a crash, a full disk or a
-// kill leaves at its path either the whole new file or what was there
-// before, never a part: it writes a temporary file beside the path,
-// fsyncs it, renames it over the path and fsyncs the directory (the
-// rename is durable only then).
-//
-// github.com/google/renameio/v2 does the same up to the rename, but does
-// not fsync the directory and names its temporary files "." + name +
-// digits, which a text store's gc could not tell from a stranger's file;
-// this package is the one place for both.
 package atomicfile
 
 import (

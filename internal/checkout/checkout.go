@@ -1,6 +1,3 @@
-// Package checkout finds the nvboot checkout: the module the commands and
-// benchmarks build nvinit, ld-off2f and their guest programs from, and
-// whose kernel-config/ and examples/ they use.
 package checkout
 
 import (

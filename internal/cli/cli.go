@@ -1,6 +1,3 @@
-// Package cli holds what every nvboot command shares: the I/O context that makes
-// a command runnable in-process by tests, flag sets with newcomer-readable help,
-// and JSON output.
 package cli
 
 import (

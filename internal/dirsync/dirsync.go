@@ -1,6 +1,3 @@
-// Package dirsync makes a directory's entries durable: fsync of a file
-// created, renamed or removed there does not persist its name; fsync of the
-// directory does.
 package dirsync
 
 import (

@@ -1,5 +1,3 @@
-// Package filemode names a file's type in words, for errors that refuse a
-// path for being the wrong kind of file.
 package filemode
 
 import "io/fs"

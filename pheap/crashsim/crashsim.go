@@ -1,26 +1,3 @@
-// Package crashsim simulates power cuts on persistent memory for tests.
-//
-// A Recorder stands in for a mapping of persistent memory. The code under
-// test reads and writes Bytes directly, as it would a real mapping, and calls
-// Flush and Fence where it would issue CLWB and SFENCE. The recorder keeps a
-// shadow image of what is certainly durable and, at every fence, notes which
-// cache lines differ from it (stored to, maybe flushed, not yet fenced) and
-// which lines the fence makes durable (those flushed since the last fence).
-//
-// States then replays that trace and yields the images a power cut could have
-// left: for every fence, the durable image just before it plus a subset of the
-// lines still in flight, each either written back or not. All subsets are
-// enumerated when there are few lines in flight and random subsets from a
-// fixed seed otherwise, so a failure always reproduces. Options.Torn adds
-// states where lines are written back only in part, word by word. This is PMDK's
-// pmreorder idea (write mode under a store log, check mode on every state)
-// done in-process.
-//
-// Stores are found by comparing cache lines at each fence, not by trapping
-// each store, so a line written twice between fences has only its old and its
-// newest content as candidates; the intermediate value is not tried.
-//
-// Design: docs/DESIGN.md#pheap.
 package crashsim
 
 import (

@@ -1,25 +1,3 @@
-// Package appliance assembles an nvboot appliance image from an image config
-// (host/image/config): it builds the services and nvinit as static Go programs,
-// lays them out as the chosen layout asks (OFF2F with the text on pmem, plain
-// ELF, initramfs, or whole ELFs on the DAX filesystem), and writes the
-// artefacts a device or QEMU boots: a GPT disk image (EFI system partition
-// with a unified kernel image that UEFI firmware boots, the read-only root, a
-// data partition), the pmem images (text store, state) and image.json, which
-// says how to boot them.
-//
-// Every step is reproducible: the same inputs give the same bytes. The output
-// directory is written beside its final place (.NAME.build-PID-N, locked
-// while the build runs) and renamed into it at the end, so a failed build
-// leaves nothing behind, and what a killed one left the next build of NAME
-// removes.
-//
-// An output directory is marked by the file .nvboot-image (outdir.StampFile). A build
-// replaces an existing directory only when it holds nothing but the files a
-// build writes (outdir.OutputFiles), carries the stamp, and its image.json, if any,
-// is nvboot's. Anything else there, such as the user's own image config
-// named image.json beside their sources, is refused and left as it is.
-//
-// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package appliance
 
 import (
@@ -135,10 +113,10 @@ type Image struct {
 	StateSHA256 string `json:",omitempty"`
 	// Arch is the GOARCH the image's programs and kernel are built for.
 	Arch string `json:",omitempty"`
-	// Slots is 2 for a disk laid out for nvboot update (guest.SlotPartitions:
+	// Slots is 2 for a disk laid out for nvboot update (contract.SlotPartitions:
 	// two roots, two boot partitions each with its slot's UKI); 0: one root.
 	Slots int `json:",omitempty"`
-	// ID names the image (guest.ImageIDPath on its root): what the
+	// ID names the image (contract.ImageIDPath on its root): what the
 	// appliance reports once it runs it. Slots 2 only.
 	ID string `json:",omitempty"`
 	// RootBytes is the root filesystem's size, the start of each root

@@ -127,8 +127,8 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 
 // GuestDiskLimit is the storage model nvinit applies inside the guest under the
 // device clock, where QEMU's throttle alone charges a wait the guest
-// computes through by its instructions only (docs/DESIGN.md, "Device
-// clock"). QEMU's throttle stays: it paces the reads before nvinit runs
+// computes through by its instructions only (docs/DEVICE-CLOCK.md).
+// QEMU's throttle stays: it paces the reads before nvinit runs
 // (the kernel's root mount, nvinit's own pages), and it seldom binds
 // after, since guest time never runs ahead of the host's.
 func GuestDiskLimit(o BootOptions) (contract.DiskLimit, bool) {

@@ -62,8 +62,8 @@ func (b *builder) kernelRegion(im *Image) error {
 // overstates the copy, never understates it.
 const PmemReadBPS = 1 << 30
 
-// BootKernel is what the image's firmware boots (docs/DESIGN.md, "Kernel
-// on pmem").
+// BootKernel is what the image's firmware boots (see "Kernel on pmem" in
+// the package documentation).
 type BootKernel struct {
 	Path string // the kernel QEMU loads: the vmlinux or the bzImage
 	// From is contract.KernelFromPmem or contract.KernelFromCard; "" for an

@@ -11,7 +11,7 @@ import (
 // directories (each kept in git by an empty .empty file, as Buildroot's
 // system/skeleton does) and files every root filesystem starts from. nvboot
 // build, Buildroot's post-build script and the Yocto class all install it,
-// so the three builders share one description (docs/DESIGN.md#builders).
+// so the three builders share one description (buildroot-ext/README.md, yocto/README.md).
 const SkeletonDir = "rootfs/skeleton"
 
 // installSkeleton copies the skeleton under moduleRoot into root: its

@@ -23,7 +23,7 @@ import (
 // command, and links them all into one binary that runs the command its
 // argv[0] names. nvboot runs makebb as a tool, from the module proxy, at
 // the version u-root's go.mod requires; it copies none of its code.
-// docs/DESIGN.md, "u-root userland".
+// The package documentation has the reasons ("u-root userland").
 const (
 	urootModule = "github.com/u-root/u-root"
 	urootCore   = urootModule + "/cmds/core"

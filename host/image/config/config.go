@@ -1,11 +1,3 @@
-// Package config is the nvboot image configuration: what `nvboot build`
-// reads. Its schema is gokrazy's config.Struct (Hostname, Packages,
-// PackageConfig with flags, environment and readiness...), so a gokrazy
-// user reads it without a manual and nvboot builds a gokrazy instance's
-// config.json unchanged (gokrazy.go); nvboot's own parts (pmem sizes, the
-// text store) have their own fields.
-//
-// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package config
 
 import (

@@ -19,8 +19,8 @@ import (
 // UpdateStruct, PackageConfig, MountDevice, InternalCompatibilityFlags),
 // whose fields nvboot has not already are the embedded Gokrazy and
 // GokrazyPackage. Every field is either honoured or named once in a
-// warning saying why it does not apply (Ignored); docs/DESIGN.md has the
-// table, field by field.
+// warning saying why it does not apply (Ignored); the package
+// documentation has the table, field by field.
 //
 // As gokrazy (which decodes with json.Unmarshal), an unknown key is not an
 // error: it is a warning. A config that uses any of nvboot's own fields

@@ -1,11 +1,3 @@
-// Package derive makes the device's configs (device/contract) from an image
-// config (host/image/config): what nvinit and poold of an image read. It is the
-// one place the host's shape of a service (config.PackageConfig) is turned
-// into the device's (contract.Service, contract.Program); it lives apart from
-// device/contract so that the device side, which imports device/contract, does not
-// link the host's config.
-//
-// Design: docs/DESIGN.md#appliance-image-and-boot-path.
 package derive
 
 import (
@@ -109,8 +101,8 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 }
 
 // URootShell is the command of the u-root userland nvinit runs on the
-// console: gosh, built without its line editor (docs/DESIGN.md, "u-root
-// userland").
+// console: gosh, built without its line editor (host/image/appliance's
+// package documentation, "u-root userland").
 const URootShell = "gosh"
 
 // Service is the nvinit service called name, nil if there is none.

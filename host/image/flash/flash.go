@@ -1,19 +1,3 @@
-// Package flash writes an appliance disk image onto a device (an SD card,
-// eMMC, a USB stick, or a regular file standing in for one) and verifies it.
-//
-// It is careful in the ways dd is not: the target is checked before a byte
-// is written (kind, size, not mounted, not claimed by the kernel, a block
-// device only when confirmed, a regular file only when it is new, empty or
-// already a disk image unless confirmed, never a file of an image
-// directory); the old partition tables are wiped first and the new one
-// written last, so an interrupted flash leaves a device without a table,
-// never one whose table points at half-written partitions; a regular file is
-// written to a temporary file beside it that replaces it only once written
-// and verified, so an interrupted flash leaves the old file as it was; the
-// GPT backup moves to the end of a bigger device; and what was written is
-// read back past the page cache and compared.
-//
-// Design: docs/DESIGN.md#flashing.
 package flash
 
 import (

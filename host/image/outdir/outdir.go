@@ -1,7 +1,3 @@
-// Package outdir names the files of an image directory, what
-// `nvboot build -o DIR` writes: the builder (host/image/appliance) writes
-// them, and the flasher (host/image/flash) and the CLI read them, without
-// importing each other.
 package outdir
 
 // The files of an output directory.

@@ -1,4 +1,3 @@
-// Package vmtest is what tests that boot QEMU share: finding the kernel.
 package vmtest
 
 import (

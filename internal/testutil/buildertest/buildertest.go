@@ -1,10 +1,3 @@
-// Package buildertest is what the Buildroot and Yocto tests share: the
-// nvboot checkout, the appliance's real programs built as nvboot build
-// builds them, the host tools the builders' hooks run, a target directory
-// like the one Buildroot's TARGET_DIR or Yocto's IMAGE_ROOTFS would be, and
-// running as an unprivileged user (BitBake refuses root).
-//
-// Design: buildroot-ext/README.md and yocto/README.md.
 package buildertest
 
 import (

@@ -1,5 +1,3 @@
-// Package buildtest is what tests that build appliance images share: the
-// host tools a build runs, and a stand-in kernel.
 package buildtest
 
 import (

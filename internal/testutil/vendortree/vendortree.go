@@ -1,10 +1,3 @@
-// Package vendortree gives tests the vendored release trees of Buildroot,
-// OpenEmbedded-Core and BitBake (../shared/vendor beside the checkout, or
-// $NVBOOT_VENDOR): each tarball is checked against SHA256SUMS and unpacked
-// once into a cache outside the checkout, keyed by its hash, and never
-// edited there.
-//
-// Design: buildroot-ext/README.md and yocto/README.md.
 package vendortree
 
 import (

@@ -7,7 +7,7 @@
 # image type "nvboot" deploys pmem-text.img and pmem-state.img; the GPT disk
 # comes from wic (files/wic/nvboot.wks).
 #
-# Design: docs/DESIGN.md#builders
+# yocto/README.md (in the nvboot checkout) describes the layer.
 
 # Target paths of the programs to convert, PID 1 first: its loader mounts
 # the text store. Each must be a static executable.

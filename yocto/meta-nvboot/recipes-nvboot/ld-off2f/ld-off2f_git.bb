@@ -22,7 +22,7 @@ do_install() {
 }
 
 # It is linked without libc and stripped by its Makefile, by design: it
-# runs before anything could relocate it (docs/DESIGN.md#off2f-format-and-loader).
+# runs before anything could relocate it (docs/OFF2F.md).
 # nooelint: oelint.vars.insaneskip
 INSANE_SKIP:${PN} = "ldflags already-stripped"
 COMPATIBLE_HOST = "x86_64.*-linux"

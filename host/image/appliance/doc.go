@@ -1,0 +1,243 @@
+// Package appliance assembles an nvboot appliance image from an image config
+// (host/image/config): it builds the services and nvinit as static Go
+// programs, lays them out as the chosen layout asks, and writes the files a
+// device or QEMU boots. It also says how to boot an image in QEMU
+// (VMConfig), playing the board's firmware, and writes images from a root
+// tree another build system filled (Assemble).
+//
+// # Layouts
+//
+//	layout     nvinit                  services             text store (pmem0)
+//	off2f      OFF2F, its note names   OFF2F                their texts, MANIFEST
+//	           the store device
+//	elf        ELF on the root         ELF on the root      empty
+//	initramfs  ELF in an initramfs     ELF in it            empty
+//	dax-elf    ELF on the root         whole ELFs in        the executables,
+//	                                   /nv/text/bin         MANIFEST
+//
+// off2f is the product; the others are what nvboot measure compares it with.
+//
+// # Build
+//
+// BuildImage runs in phases with a file each: prepare.go (staging trees,
+// the skeleton from rootfs/skeleton, the device configs from
+// host/image/derive, checked before anything is compiled), programs.go (go
+// build, ld-off2f), place.go (programs, manifests and configs on the root
+// tree), store.go (the text store), state.go (the state and its template),
+// disk.go (root filesystem or initramfs, ESP, GPT disk), uki.go, gobuild.go,
+// fsimage.go, tools.go.
+//
+// Outputs: disk.img, a GPT disk (protective MBR, both tables, GUIDs derived
+// from a seed) with an EFI system partition holding only
+// EFI/BOOT/BOOTX64.EFI, the root filesystem (erofs, uncompressed, or ext4
+// with RootFS; absent in the initramfs layout) and a 16 MiB ext4 data
+// partition nothing mounts yet; pmem-text.img and pmem-state.img (fsdax
+// images, format/fsdax); pmem-kernel.img (the kernel region,
+// format/kernelpmem) with vmlinux; bzImage; initrd.cpio (initramfs layout);
+// image.json (what was built and how to boot it); the stamp .nvboot-image.
+// With Slots: 2 the disk holds two roots and two XBOOTLDR boot partitions,
+// one UKI each (slots.go; docs/UPDATE.md), and no kernel region.
+//
+// The text store is ext4 with 4 KiB blocks and 2 MiB clusters (mke2fs -O
+// bigalloc -C 2097152 -d), so every file starts on a 2 MiB boundary of the
+// device and text laid out 2 MiB-congruent lands 2 MiB-aligned on pmem. Its
+// size is the files' bytes plus 2 MiB a file plus 16 MiB, a quarter more,
+// rounded to 2 MiB (or TextStoreMiB). A pmem image is its filesystem plus 2
+// MiB, rounded up to 128 MiB (the kernel adds pmem in memory sections). The
+// root also carries the store image and a gzip state template, from which
+// nvinit provisions blank or stale pmem (docs/OFF2F.md).
+//
+// # Output directory
+//
+// A build writes into .NAME.build-PID-N beside the output, holds an flock
+// on it, and renames it into place at the end; the next build of NAME
+// removes what a killed build left. An existing directory is replaced only
+// when it holds nothing but files a build writes (outdir.OutputFiles),
+// carries the stamp, and any image.json there is nvboot's: a user's project
+// directory with their own image.json config is refused and left as it is.
+// An image directory has one user at a time (LockImage: the same flock,
+// held by a VM booted from it or a build replacing it; the holder is named
+// from /proc/locks). A rebuild keeps pmem-state.img when a device has
+// written it (its hash differs from image.json's StateSHA256) and the new
+// state has the same size and format, and refuses otherwise
+// (ErrStateNotKept) unless DiscardState; an unchanged text store keeps the
+// file the device left.
+//
+// # Reproducible
+//
+// The same inputs give the same bytes: go build -trimpath -buildvcs=false
+// -ldflags='-s -w -buildid=' with CGO_ENABLED=0; file times pinned to the
+// epoch before each filesystem is made; mke2fs with E2FSPROGS_FAKE_TIME and
+// a uuid and hash seed derived from the layout and hostname, debugfs
+// setting the inode times mke2fs copied; mkfs.erofs -T0 --all-root;
+// mkfs.vfat --invariant with a derived volume id; the pmem info block's
+// uuid from the filesystem's SHA-256; the initramfs sorted with mtime 0;
+// the UKI's PE time stamp (objcopy ignores SOURCE_DATE_EPOCH) set to 0 and
+// its checksum recomputed.
+//
+// The host tools a build runs are listed once, each with its Debian package
+// (config.Config.Tools); CheckTools adds the layout's own before anything is
+// compiled, and a missing tool is named with its apt-get install line.
+//
+// # Kernel command line
+//
+// root=/dev/vda2 rootfstype=erofs ro init=/sbin/nvinit quiet (rdinit=
+// in the initramfs layout), then BootTrims unless NoBootTrims, then
+// KernelCmdline and a gokrazy config's KernelExtraArgs. The UKI adds
+// console=ttyS0,115200 first, the VM runner console=ttyS0; a console= in
+// KernelCmdline comes later and wins. Measured with initcall_debug under TCG
+// (docs/BENCHMARKS.md), BootTrims take power-on to service from about 2.9 s
+// to about 1.8 s: acpi=noirq (ACPI PCI link objects cost about 230 ms per
+// virtio device), i8042.noaux i8042.nokbd (the PS/2 probe, about 600 ms
+// before the root mount), no_timer_check (11 ms of busy waiting on the
+// device clock). NoBootTrims keeps them for boards whose PCI interrupts
+// need ACPI routing. kernel-config/README.md has the kernel's own trims.
+//
+// # Boot path
+//
+// UEFI firmware boots the disk's removable-media path EFI/BOOT/BOOTX64.EFI
+// with no arguments. That file is a unified kernel image: systemd's EFI stub
+// (Debian's systemd-boot-efi) with sections added by objcopy: .osrel
+// (NAME=nvboot, the hostname), .cmdline, .initrd (initramfs layout), .linux
+// (the bzImage), each on a page after the stub's last one.
+//
+//   - A UKI over the bare EFI-stub kernel: the kernel's stub takes its
+//     command line only from the firmware's load options, and firmware
+//     booting removable media passes none; booted through OVMF the bare
+//     kernel got an empty command line and panicked before the console.
+//   - Over CONFIG_CMDLINE: one built-in command line per kernel, where the
+//     cached kernel serves every image, layout and KernelCmdline.
+//   - Over a boot entry: an efibootmgr entry lives in the board's NVRAM,
+//     which nvboot flash cannot write and a card moved to another board
+//     does not carry.
+//   - systemd's stub over one of our own: it is the field's UKI loader,
+//     packaged in Debian and what distributions sign for Secure Boot
+//     (ukify itself is not in Debian 12).
+//
+// In QEMU (VMConfig) the kernel is booted directly with the image's command
+// line, which is what the UKI hands over; the disk is vda, the text store
+// pmem0, the state pmem1, the kernel region pmem2. The pmem is given as
+// e820 regions by default (DefaultPmemAs): emulated NVDIMMs cost the kernel
+// about 40 ms of a 1-GIPS boot in QEMU's ACPI methods. Such a board needs
+// no ACPI, so VMConfig asks the VM runner for none and adds
+// nvboot.off=reset. On the device clock the storage model is also applied
+// inside the guest (GuestDiskLimit, docs/DEVICE-CLOCK.md). With BootDisk the
+// firmware boots disk.img through OVMF, as a board would.
+//
+// # Kernel on pmem
+//
+// The kernel is read-only code like the services' text and is kept the
+// same way: uncompressed (the PVH vmlinux, host/kernel), in a raw pmem
+// region (format/kernelpmem). ChooseKernel is the firmware's choice: the
+// region's kernel when its header is valid, its bytes hash to the header's
+// SHA-256 and that hash is the image's (image.json UncompressedSHA256);
+// otherwise the card's bzImage. A region left by another image or damaged
+// is never booted; the command line says which was taken
+// (nvboot.kernel=pmem|card), and after a card boot nvinit rewrites the
+// region from the root's copy once every service is ready. Only the direct
+// boot of an e820 board has this firmware (BootKernelOf); UEFI boots and
+// NVDIMM boards get neither the region nor the parameter. QEMU copies the
+// kernel by fw_cfg DMA, which the instruction counter does not see, so
+// nvboot measure charges the copy at PmemReadBPS (1 GiB/s over the
+// segments' in-memory size), a byte-at-a-time copy on the 1-GIPS core: it
+// errs long.
+//
+// # gokrazy instance configs
+//
+// A gokrazy instance's config.json builds as it is (gokrazy.go): a package
+// outside nvboot's module is built in the instance's builddir/<pkg> (the
+// nearest directory up holding a go.mod, as gokrazy looks), else in a
+// module of its own made with go get; ExtraFilePaths (PATH_amd64.tar, then
+// PATH.tar, then PATH) and ExtraFileContents are placed through os.Root, so
+// nothing lands outside the root or replaces a file the build placed. A
+// config with gokrazy fields also gets what gokrazy's packer puts in every
+// root unless an extra file does: /etc/hosts, /etc/hostname,
+// /etc/ssl/ca-bundle.pem (the build host's CA certificates) and /var ->
+// /perm/var. Every image has /perm -> /nv/state (rootfs/skeleton).
+//
+// # u-root userland
+//
+// With Userland "u-root" the image carries u-root's core commands
+// (cmds/core/* at the version nvboot's go.mod requires) built in busybox
+// mode, one OFF2F program /bbin/bb and a link per command, and gosh on the
+// console. nvboot runs gobusybox's makebb as a tool, in a module of its own
+// that requires u-root at that version (so makebb and x/tools are the
+// versions u-root pins, which build with the Go in use), after listing the
+// commands with go list and pinning them with go mod tidy. Nothing of
+// u-root's or gobusybox's code is copied. The binary is the same bytes from
+// build to build and is cached under $NVBOOT_CACHE/userland (else the
+// user's cache directory), keyed by the Go version, go.mod, go.sum, the
+// generated tools.go and the tags: makebb takes about a minute on two
+// cores, a cached build a second.
+//
+//   - Left out of core: init (nvinit is init), poweroff and shutdown (they
+//     call reboot(2) at once; nvinit's commands stop the services and
+//     unmount first; /sbin/poweroff, reboot and start are links to nvinit).
+//   - gosh is built with the tag goshsmall: its line editor puts the
+//     terminal in raw mode and waits for answers to colour and cursor
+//     queries that a serial console fed by a pipe never sends, so gosh
+//     waited for ever. goshsmall falls back to a line reader (no editing
+//     or completion; the kernel's line discipline still gives backspace and
+//     Ctrl-U). u-root's rush reads lines too but is experimental and
+//     outside core.
+//   - /bbin apart from /bin, as u-root names it, so no service's name can
+//     clash with a command's.
+//
+// # Other builders
+//
+// Assemble (nvboot assemble) takes a root tree that Buildroot or Yocto
+// filled (programs converted in place by rootfs/off2f-programs.sh, texts in
+// /lib/off2f, the MANIFEST, nvinit's config) and writes the images with
+// Build's own phases: for the same tree the same bytes. InPlace writes the
+// provisioning images into the tree and only the pmem images out, for a
+// builder that makes the disk itself (Yocto's wic). buildroot-ext/README.md
+// and yocto/README.md describe the builders.
+//
+// # Invariants
+//
+//   - The same inputs give the same bytes: TestBuildIsReproducible. Each
+//     layout's image reads back (e2fsck -fn, cpio, the configs inside, the
+//     ESP through mtools, the UKI's sections): TestLayouts. The UKI:
+//     TestWriteUKI, TestPEChecksumMatchesTheToolchain (our PE checksum is
+//     the one GNU ld and objcopy write), TestPinPERejects.
+//   - The output directory is never someone else's: TestBuildOutputDirectory,
+//     TestBuildRefusesProjectDirectory, TestBuildRefusesFileAsOutput,
+//     TestCheckOutAcceptsBuilds, TestRemoveStale, TestBuildInterrupted,
+//     TestBuildBadInput, TestBuildRelativePaths, TestLockImage,
+//     TestBuildRefusesLockedImage. A rebuild never drops a device's state:
+//     TestRebuildKeepsState, TestStateCompatible,
+//     TestApplianceRebuildKeepsState (QEMU).
+//   - Tools are checked first, each named with its package: TestCheckTools.
+//     A library package is refused as a program: TestGoBuildRefusesLibrary.
+//     A truncated disk is refused before it boots: TestCheckDisk,
+//     TestApplianceTruncatedDisk (QEMU).
+//   - The firmware boots only this image's intact region: TestChooseKernel;
+//     a blanked region boots the card, nvinit rewrites it, the next boot
+//     takes pmem: TestKernelRegionRewritten (QEMU). The board:
+//     TestVMConfigBoard. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
+//   - gokrazy: TestPlaceGokrazy, TestPlaceGokrazyRefuses, TestImportDir,
+//     TestApplianceGokrazyPrograms (QEMU). The skeleton and the other
+//     builders' config: TestInstallSkeleton, TestRootfsApplianceConfig
+//     (NVBOOT_UPDATE=1 regenerates rootfs/appliance).
+//   - Booted in QEMU: TestApplianceLifecycle (blank, damaged and stale
+//     stores, state kept), TestApplianceStateProvisioning,
+//     TestApplianceRepairsDamagedText, TestAppliancePooledService,
+//     TestApplianceUserland (each userland; with u-root, commands typed on
+//     the console run from text mapped from /nv/text, and poweroff in gosh
+//     reaches nvinit), TestUEFIBootsTheDisk (OVMF, no -kernel: kv answers).
+//
+// # Limits
+//
+//   - amd64 only (programs, loader, kernel).
+//   - The board firmware that boots the kernel region is modelled, not
+//     shipped: a real board boots the card's UKI.
+//   - The UKI is unsigned (no Secure Boot); only OVMF in QEMU is tested,
+//     not a real board's firmware.
+//   - The disk's data partition has no use yet.
+//   - With a u-root userland, nvboot run's Ctrl-C goes to nvboot, which
+//     powers off, so a command in the guest shell cannot be interrupted
+//     from there; lines typed before the shell starts may be lost. Only
+//     nvboot build builds a userland (the Buildroot and Yocto builders
+//     install none).
+//   - The bigalloc store spends up to 2 MiB of pmem per file.
+package appliance

@@ -1,0 +1,94 @@
+// Package config is the nvboot image configuration: what nvboot build, run
+// and measure read. Its schema is gokrazy's instance config (Hostname,
+// Packages, PackageConfig with GoBuildFlags, Environment,
+// CommandLineFlags, WaitFor, DontStart...), so a gokrazy user reads it
+// without a manual and nvboot builds a gokrazy instance's config.json
+// unchanged; nvboot's own parts have their own fields: ForwardPort, Pool,
+// Checker (for nvboot powercut), KernelPath, NoBootTrims, KernelCmdline,
+// TextStoreMiB, StateMiB, Interfaces, RootFS, Userland, Slots and
+// TestBootDeadline. gokrazy's Update (HTTPPort, HTTPPassword, HTTPSPort,
+// UseTLS) sets the endpoint nvboot deploy and nvboot update talk to
+// (docs/UPDATE.md).
+//
+// # Design
+//
+//   - gokrazy's schema over one of our own: no manual to read for gokrazy
+//     users, and their configs build as they are.
+//   - Unknown keys: in a config that sets one of nvboot's own fields
+//     (NvbootOnly) they are errors, since a misspelt field must not pass
+//     silently; in any other they are warnings naming the key by its path
+//     (PackageConfig["x"].Nice), as gokrazy's json.Unmarshal ignores them.
+//     Keys are matched as encoding/json matches them; null for a list or
+//     map is an empty one.
+//   - Every gokrazy field nvboot does not apply is named once, with the
+//     reason (Ignored); build, run and measure print the warnings before
+//     building (LoadWarn).
+//   - Load runs every check that needs no compiling: the fields (named by
+//     their path in every error), the paths (each local package a
+//     directory, KernelPath a file, each extra file found; relative to the
+//     config file), and the host tools every build runs, each listed once
+//     with its Debian package (Tools, CheckTools). Defaults come from
+//     XOrDefault methods.
+//
+// # gokrazy fields
+//
+//	Hostname            the appliance's hostname
+//	Packages            built and started in order; outside nvboot's module
+//	                    built in the instance's builddir (its go.mod pins),
+//	                    else fetched with go get; a pattern (.../cmd/...) is
+//	                    an error: list each program
+//	Environment         go build's environment; GOOS other than linux or
+//	                    GOARCH other than amd64 is an error naming it
+//	SerialConsole       ttyS0,115200 is there anyway; another is console=;
+//	                    disabled/off warned (markers need the console)
+//	KernelExtraArgs     on the kernel command line, after KernelCmdline
+//	MountDevices        /dev/... sources mounted by nvinit before the
+//	                    services, gokrazy's option split; others warned
+//	Update              the update endpoint; Hostname, NoPassword, CertPEM
+//	                    and KeyPEM warned (no password, no endpoint; nvboot
+//	                    makes and pins its own certificate)
+//	DeviceType, KernelPackage, FirmwarePackage, EEPROMPackage,
+//	BootloaderExtraLines, BootloaderExtraEEPROM, GokrazyPackages,
+//	InternalCompatibilityFlags
+//	                    warned: board parts and gokrazy's system services
+//	                    (nvinit sets the network up, the kernel reads the
+//	                    RTC and seeds its random pool)
+//	PackageConfig       per package: CommandLineFlags and Environment (the
+//	                    service's), GoBuildFlags, GoBuildTags (after the
+//	                    gokrazy tag, as gokrazy builds), GoBuildEnvironment,
+//	                    ExtraFilePaths (PATH_amd64.tar, PATH.tar, PATH, in
+//	                    gokrazy's order) and ExtraFileContents (never under
+//	                    /perm or over nvboot's paths), Basename, DontStart,
+//	                    WaitForClock, WaitFor (a list as in gokrazy, or
+//	                    nvboot's "tcp:PORT"; clock, net-route, net-online
+//	                    hold the first start); a key not in Packages is
+//	                    warned, its extra files placed all the same
+//
+// gokrazy has no ForwardPort: nvboot run boots a gokrazy config as it is,
+// but QEMU gives a guest with no forwarded port no network device, so
+// forward one (-port); nvboot measure needs a service with ForwardPort.
+//
+// # Invariants
+//
+//   - The demo config is valid and round-trips: TestDemoIsValidAndRoundTrips.
+//   - Validation names the field: TestValidateNamesTheField,
+//     TestValidateInterfaces (a gateway on the interface's network, the
+//     device's own rule), TestValidateChecker, TestLoadUserland,
+//     TestUpdateConfig, TestUpdateTLS, TestGokrazyValidateNamesTheField.
+//   - Unknown fields: errors in nvboot's configs, warnings in gokrazy's:
+//     TestLoadRejectsUnknownFields, TestGokrazyUnknownKeysWarn.
+//   - Paths and tools are checked at load, tools named with their package:
+//     TestLoadChecksPaths, TestToolsNameTheirPackages.
+//   - gokrazy: TestGokrazyArm64IsAnErrorNamingIt, TestGokNewConfig (what gok
+//     new writes), TestGokrazyEveryField (every field of the schema, each
+//     warning once), TestGokrazyWritesAndReadsBack, TestWaitForForms,
+//     TestGokrazyNullsAreEmpty, TestExtraFileSource.
+//   - Parse never panics on any input: FuzzParse.
+//
+// # Limits
+//
+//   - amd64 only: a gokrazy config with GOARCH=arm64 (what gok new writes)
+//     is refused, naming it.
+//   - gokrazy's board support, web interface, update protocol and system
+//     services are not built; their fields are warned about.
+package config

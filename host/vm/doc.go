@@ -1,0 +1,121 @@
+// Package vm boots the appliance kernel in QEMU the way nvboot's tests,
+// benchmarks and nvboot run, measure and powercut need it: pmem backed by
+// files (their contents persist across boots: that is the pmem), virtio
+// disks with storage speed models, the serial console captured line by line
+// with the time since power-on, and SIGKILL of QEMU as a power cut. It
+// also probes whether KVM really runs a guest, measures when the firmware
+// hands over to the kernel (KernelEntry), and runs small busybox script
+// guests for tests (Script, FsdaxShell). host/nvbootcmd drives it for the
+// commands; docs/DEVICE-CLOCK.md describes the device clock.
+//
+// # The machine
+//
+// -machine pc,smm=off,vmport=off (nvdimm=on with NVDIMMs, acpi=off with
+// NoACPI), -nodefaults, -no-reboot (a reboot ends QEMU), the serial console
+// on QEMU's stdio, the kernel booted directly (-kernel, -append after
+// console=ttyS0) by qboot where installed, else SeaBIOS, or another
+// firmware (Config.Firmware); with Config.BootDisk no -kernel at all: the
+// firmware boots the first disk (OVMF: the disk's UKI). virtio-blk disks
+// with the storage model's throttling, user networking with host ports
+// forwarded on 127.0.0.1, virtio-rng (Go's runtime wants getrandom
+// early). CPU model host under KVM and max under TCG, which emulates CLWB
+// and CLFLUSHOPT for pheap. QEMU gets Pdeathsig SIGKILL and a process group
+// of its own, so it never outlives the test or tool. Kill is the power cut:
+// SIGKILL, nothing flushed. A guest kernel panic ends the boot at once
+// (PanicError) instead of leaving QEMU running a guest that will never print
+// again; a board that halts ("reboot: System halted") is ended cleanly.
+//
+// Each pmem image is a memory-backend-file with share=on, given to the
+// guest one of two ways (Config.PmemAs, pmem.go):
+//
+//   - nvdimm: an emulated NVDIMM (ACPI NFIT; sizes a multiple of 2 MiB).
+//     The way with BootDisk, whose command line has no memmap=.
+//   - e820: RAM after the guest's RAM that the kernel is told is persistent
+//     (memmap=SIZE!OFFSET, e820 type 12, CONFIG_X86_PMEM_LEGACY), as a board
+//     with persistent RAM describes it. Sizes a multiple of 128 MiB, RAM and
+//     regions under 3 GiB. The appliance's default: the NFIT driver spends
+//     37 ms of a 1-GIPS boot evaluating QEMU's _FIT and _DSM AML, and the
+//     kernel hands over about 40 ms sooner without it.
+//
+// libnvdimm serves both the same way: a label-less namespace per region,
+// /dev/pmem0, pmem1 in order, the fsdax personality from the PFN info block
+// on the media.
+//
+// A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
+// boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,
+// and the kernel skips its ACPI interpreter, the PM timer's check and ACPI's
+// PnP probe (about 17 ms of a 1-GIPS boot); the interrupt routing comes from
+// the firmware's MP table and PCI devices use MSI-X. Such a machine cannot
+// power off, so nvinit ends it with a reset, which -no-reboot turns into
+// QEMU's exit. NVDIMMs (found through the NFIT) and BootDisk keep ACPI; vm
+// refuses NoACPI with either. No ACPI PCI hotplug: ACPI init up to PCI
+// probing went from about 500 ms to about 300 ms under TCG.
+//
+// Storage models (storage.go), QEMU block throttling: sd (UHS-I A1:
+// 40 MiB/s and 1500 IOPS read, 15 MiB/s and 500 IOPS write), emmc, nvme,
+// hdd (a 7200 rpm disk: 120 MiB/s, 150 IOPS) and host (unthrottled).
+// Latency follows from the request ceiling: at 1500 IOPS each read waits at
+// least about 0.7 ms.
+//
+// # KVM probe
+//
+// QEMU uses KVM only when KVM really runs a guest here (accel.go). An
+// openable /dev/kvm is not enough, nor is a QEMU that starts with -accel
+// kvm: a host may expose KVM for one paravirtual guest type only, where a
+// VM and a vCPU can be created and a paused QEMU quits cleanly, but a real
+// guest never executes an instruction. KVMUsable checks /dev/kvm as far as
+// KVM_GET_API_VERSION, KVM_CREATE_VM and KVM_CREATE_VCPU, then boots a guest
+// of its own: a 64 KiB firmware whose reset vector writes 0x31 to
+// isa-debug-exit and halts. QEMU exits with status 99 only if the guest ran;
+// any other end, or none within 15 s, means KVM is not usable, and the
+// reason is kept. The answer is remembered per QEMU binary for the life of
+// the process. ChooseAccel picks the accelerator when Config.Accel is
+// empty: $NVBOOT_ACCEL when set (tcg; kvm, an error when the probe fails),
+// else kvm when usable and tcg with the reason otherwise. A boot whose
+// console stays empty says which accelerator ran it and how to choose the
+// other (SilentHint).
+//
+// # Device clock
+//
+// With Config.CPURate QEMU runs with -icount shift=N,sleep=on: every guest
+// instruction takes 2^N ns of guest time, the TSC counts guest nanoseconds
+// from reset, and under TCG vm adds noapictimer (TCG has no TSC-deadline
+// timer, and calibrating the APIC timer against the PIT would busy-wait
+// 100 ms). KernelEntry boots the same machine with a copy of the kernel
+// whose first instruction reads the TSC and exits: the firmware's handover
+// time, measured.
+//
+// # Invariants
+//
+//   - The QEMU command line for each board, pmem kind and firmware:
+//     TestArgs, TestArgsE820, TestBootArgs, TestFirmwareArgs,
+//     TestDeviceClockArgs, TestICountShift.
+//   - The probe: TestProbeFirmwareRunsUnderTCG (the firmware really runs
+//     and exits through the port), TestProbeSilentGuestIsNotUsable (a
+//     stand-in QEMU that never runs the guest),
+//     TestProbeCleanExitWithoutGuestIsNotUsable, TestChooseAccelFromEnv,
+//     TestSilentHint, TestKVMUsableAnswers.
+//   - A power cut keeps what the guest wrote to pmem, and the fsdax
+//     namespace the guest set up is found again, with both pmem kinds:
+//     TestFsdaxPersistsAcrossPowerCut. Scripts report their status and
+//     console: TestScriptStatusAndConsole. A panic ends the boot:
+//     TestKernelPanicEndsBoot.
+//   - The device clock: TestKernelEntryAndRate (a CPU-bound stretch doubles
+//     when the rate halves), TestEntryKernelRefusesOtherFiles,
+//     TestStorageModelUnderDeviceClock (how far QEMU's throttle alone is from
+//     the model on guest time).
+//
+// Tests that boot QEMU get the kernel from vmtest.Kernel and skip under
+// -short or when $NVBOOT_KERNEL is unset.
+//
+// # Limits
+//
+//   - A power cut of QEMU loses no cache line (QEMU writes guest stores to
+//     the backing file directly): flush and fence ordering is tested by
+//     pheap's crash simulator, not here.
+//   - QEMU's throttles count bytes and requests, not a card's latency curve,
+//     and wait on the host's clock (docs/DEVICE-CLOCK.md for what that costs
+//     under -icount).
+//   - Timer and idle behaviour is QEMU's pc machine's, not a board's.
+//   - x86-64 guests only.
+package vm

@@ -1,0 +1,9 @@
+// Package vmtest is what tests that boot QEMU share: finding the kernel
+// (Kernel) and building a static program for a guest (StaticProgram).
+//
+// Kernel returns host/kernel's Find without a checkout, so a test never
+// builds a kernel and a plain go test boots nothing unless asked to: it
+// skips under -short, when $NVBOOT_KERNEL is unset (make test sets it) or a
+// tool it needs is missing, and fails when $NVBOOT_KERNEL names no
+// bzImage.
+package vmtest

@@ -1,0 +1,120 @@
+// Package off2f implements the OFF2F program format on Linux: a static
+// executable split into a header file (a valid ELF whose PT_INTERP is
+// ld-off2f, holding the ELF header, the writable segments and an OFF2F note)
+// and a text file (the read-only segments, stored in a text store on
+// persistent memory, named by content hash). This package is the Go side:
+// the byte formats, the converter, the parsers and the text store.
+// docs/OFF2F.md describes the format, the loader (loader/ld-off2f.c) and
+// the store on pmem; host/off2fcmd is the off2f command.
+//
+// # API
+//
+//   - Convert splits a static executable (Options: loader path, store and
+//     fallback directories, the device the loader may mount the store from,
+//     prefault). Install is the one install sequence (nvboot build, off2f
+//     convert and bench/exec use it): convert, Store.Put the text into every
+//     store, then write the header file last; when a step fails it removes
+//     the text it added, so no header file names missing text and no new
+//     text stays without its header file.
+//   - ParseHeader and ParseText read and check the two files; Header.CheckText
+//     ties a text to a header (what the loader checks); Unpack rebuilds the
+//     original loadable segments from the pair.
+//   - Store is a directory of texts named by the 64 hex digits of their hash
+//     (mode 0444); Put, List, GC; ReadManifest, ParseManifest and
+//     WriteManifest handle the MANIFEST that lists, sorted, the hashes an
+//     image needs.
+//
+// The byte layouts (note, text header, segment table) are field lists in
+// format.go, shared with the loader's loader/off2f.h and pinned by
+// TestFormatFrozen.
+//
+// # Converter design
+//
+//   - The data's image goes with the text (dataGoesToText) when the program
+//     has exactly one writable segment, on a page boundary above its text,
+//     with no program header holding file bytes inside it: Go's static
+//     programs. It is the text file's last segment, rw-, page-aligned,
+//     without bss; the header file's writable PT_LOAD keeps its memory size
+//     with no file bytes, the kernel maps it anonymous, and the loader maps
+//     the image over its start. Kept in the header file it is read from the
+//     boot disk at every start (Caddy's 1.3 MiB: up to 33 ms on the sd
+//     model); from the store it is mapped copy-on-write from pmem. On the
+//     big appliance this made off2f 0.956× of dax-elf from power-on
+//     (docs/BENCHMARKS.md). A static-pie (PT_DYNAMIC and RELRO in the data)
+//     and gcc's static programs (data mid-page) keep their data in the
+//     header file.
+//   - The header segment (ELF header, program headers, interpreter path,
+//     note) is one small read-only PT_LOAD with a PT_PHDR: below the program
+//     for ET_EXEC, so the writable segment stays the last PT_LOAD; above it
+//     for a static-pie, which starts at vaddr 0, aligned to the program's
+//     largest alignment so 2 MiB text mappings stay possible.
+//   - Segments of 2 MiB and more start at a file offset congruent to their
+//     vaddr modulo 2 MiB, the rest modulo 4 KiB; padding is holes. DAX maps
+//     a 2 MiB extent with one page-table entry only when offset and vaddr
+//     agree modulo 2 MiB: 349 minor faults per start of a 22 MiB program
+//     from the store against about 5260 from tmpfs (bench/exec).
+//   - The hash covers the original program header fields, the segment table
+//     and every segment's bytes (the data image too), so the same bytes at
+//     other addresses, or with other data, are a different text; identical
+//     text is stored once.
+//   - Static programs only: a dynamic program's text is spread over shared
+//     libraries the kernel does not map for the loader. The error says how
+//     to link statically.
+//
+// # Store design
+//
+//   - Writes are atomic (WriteFileAtomic, through internal/atomicfile): a
+//     temporary file .NAME.off2f-tmp-<16 hex digits> in the same directory,
+//     fsynced, renamed into place, the directory fsynced. A crash or a full
+//     disk leaves the whole file or none. internal/atomicfile over
+//     github.com/google/renameio/v2 because renameio does not fsync the
+//     directory and names its temporary files .NAME<digits>, which GC could
+//     not tell from a stranger's (IsLeftover).
+//   - Put keeps an existing file with the right size and header page.
+//   - GC removes only what it knows: texts no manifest lists and the
+//     leftovers of interrupted writes. It checks the whole directory first
+//     and removes nothing when a manifest lists no hash, when every text
+//     would go, when a file is neither a text named by its hash, MANIFEST
+//     nor a leftover (not a store), or when a hash-named file lacks the text
+//     magic.
+//
+// # Invariants
+//
+//   - The formats do not change by accident: TestFormatFrozen.
+//   - The parsers refuse what the loader refuses and never panic:
+//     TestNoteRejects, FuzzParseHeader, FuzzParseText, FuzzConvert,
+//     FuzzParseManifest, TestParseManifestLongLine (a long line is an error,
+//     not the end of the manifest), TestNotELFSaysWhatItIs.
+//   - A converted program behaves like its original (stdout, stderr, exit
+//     status, signals, /proc/self/exe, args, environment, goroutines, TLS)
+//     for Go ET_EXEC and static-pie, gcc -static and -static-pie, busybox
+//     applets and a libc-less program, and sees its original program
+//     headers: TestConvertedBehavesLikeOriginal, TestPrefaultRunsIdentically,
+//     TestConvertedSeesOriginalProgramHeaders.
+//   - Dynamic executables, shared objects, other machines and converted
+//     files are refused with the reason: TestRejectsDynamicAndOtherInputs.
+//   - Unpack gives back every loadable segment byte for byte:
+//     TestUnpackRoundTrip. The data image is in the text, the header has no
+//     data bytes, two runs give the same text: TestDataImageInText.
+//     TestIdenticalTextStoredOnce, TestLayoutAlignsHugeSegments.
+//   - The loader's failure paths, size and robustness: TestLoaderFailurePaths,
+//     TestLoaderRunDirectly, TestLoaderSurvivesCorruptNotes,
+//     TestLoaderIsSmall.
+//   - Store writes are whole or absent: TestStorePutFullDisk,
+//     TestStorePutKilled (SIGKILL at random moments), TestWriteFileAtomicErrors,
+//     TestWriteFileAtomicLeftoverNames, TestStorePutRejectsBadName; GC:
+//     TestStoreGC, TestStoreGCRefuses; Install: TestInstall.
+//   - In the appliance kernel with an emulated NVDIMM the text is mapped
+//     from the store mounted dax=always, its extents 2 MiB-aligned (FIEMAP),
+//     and the page cache does not grow by it: TestTextMappedFromDAXPmem.
+//
+// # Limits
+//
+//   - Static executables only; x86-64 only (the format is arch-neutral, the
+//     loader is not).
+//   - Section headers, symbols and debug info are not kept: Unpack restores
+//     what runs.
+//   - Nothing re-hashes a text on the hot path: the loader checks the header
+//     page only. A text damaged in its body is found by off2f verify, or by
+//     nvinit when a service fails in a way damaged text causes.
+package off2f
