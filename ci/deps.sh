@@ -1,7 +1,36 @@
 #!/usr/bin/env bash
 # Installs what the build and the tests need on a fresh Debian 12 machine.
 # Idempotent and quiet when everything is there already.
+# "ci/deps.sh lint-tools" installs only the Go linters ci/lint.sh runs and
+# prints the directory that holds them.
 set -euo pipefail
+cache=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}
+
+# The Go linters, pinned (ci/lint.sh runs them), in a directory keyed by
+# the Go version too: staticcheck must be built by a Go at least as new as
+# the code it checks.
+staticcheck_version=v0.8.2 # staticcheck 2026.2.2
+xtools_version=v0.52.0     # golang.org/x/tools, for deadcode
+lint_tools() {
+	command -v go >/dev/null || { echo "deps: Go is not installed; install Go 1.26 or newer from https://go.dev/dl" >&2; exit 1; }
+	local gover dir bin pkg
+	gover=$(go env GOVERSION)
+	dir=$cache/golint-$gover-staticcheck-$staticcheck_version-xtools-$xtools_version
+	for pkg in honnef.co/go/tools/cmd/staticcheck@$staticcheck_version golang.org/x/tools/cmd/deadcode@$xtools_version; do
+		bin=${pkg##*/}
+		bin=${bin%@*}
+		if [ ! -x "$dir/$bin" ]; then
+			echo "deps: installing $pkg into $dir" >&2
+			# go install writes the binary last: a cut-short install is redone.
+			(cd / && GOBIN=$dir GOFLAGS='' go install "$pkg") >&2
+		fi
+	done
+	echo "$dir"
+}
+if [ "${1:-}" = lint-tools ]; then
+	lint_tools
+	exit 0
+fi
 pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-dev
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
 	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
@@ -31,7 +60,7 @@ if ! locale -a 2>/dev/null | grep -qix 'en_US.utf-\?8'; then
 fi
 # oelint-adv, pinned: yocto/yocto_test.go checks the layer with exactly this version.
 oelint_version=9.11.2
-oelint=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}/oelint-adv-$oelint_version
+oelint=$cache/oelint-adv-$oelint_version
 if [ ! -x "$oelint/bin/oelint-adv" ]; then
 	echo "deps: installing oelint-adv $oelint_version into $oelint" >&2
 	# In place (a venv cannot be moved); bin/oelint-adv appears last, so a
@@ -42,12 +71,12 @@ if [ ! -x "$oelint/bin/oelint-adv" ]; then
 fi
 # kas, pinned: yocto/yocto_test.go validates yocto/kas/nvboot.yml against its schema.
 kas_version=5.5
-kas=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}/kas-$kas_version
+kas=$cache/kas-$kas_version
 if [ ! -x "$kas/bin/kas" ]; then
 	echo "deps: installing kas $kas_version into $kas" >&2
 	rm -rf "$kas"
 	/usr/bin/python3 -m venv "$kas"
 	"$kas/bin/pip" install -q "kas==$kas_version" >&2 || { rm -rf "$kas"; exit 1; }
 fi
-command -v go >/dev/null || { echo "deps: Go is not installed; install Go 1.26 or newer from https://go.dev/dl" >&2; exit 1; }
+lint_tools >/dev/null
 go mod download

@@ -61,7 +61,6 @@ type Pager struct {
 	buf      []byte // staging for reads, run pages
 	done     chan struct{}
 	closed   bool
-	err      error // the handler's first error: every later fault would hang, so it is fatal
 }
 
 type pageRef struct {
@@ -97,7 +96,6 @@ type Region struct {
 	spill  int32
 	lo, hi int32 // no resident page below lo or above hi
 	wp     bool  // pages are installed write-protected to track writes
-	direct bool  // the layout is open O_DIRECT
 
 	// The read-ahead of a region walked once (serve.go, adapt).
 	pass       uint32   // passes over the walk so far: a fault behind the last starts one
@@ -112,10 +110,6 @@ func directFlag(on bool) int {
 	}
 	return 0
 }
-
-// Direct reports whether the region's layout is read and written around
-// the page cache (O_DIRECT).
-func (r *Region) Direct() bool { return r.direct }
 
 // New starts a pager. When userfaultfd is not available it still succeeds
 // in fallback mode (Mode "mmap"; Reason says why).
@@ -258,13 +252,12 @@ func (p *Pager) mapLayout(path string) (*Region, error) {
 	direct := p.uffd >= 0 && !p.cfg.Buffered
 	f, err := os.OpenFile(path, os.O_RDWR|directFlag(direct), 0)
 	if direct && errors.Is(err, unix.EINVAL) {
-		direct = false
 		f, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
-	r := &Region{pg: p, f: f, path: path, direct: direct}
+	r := &Region{pg: p, f: f, path: path}
 	ok := false
 	defer func() {
 		if !ok {
@@ -407,6 +400,7 @@ func (r *Region) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n := min(len(p), len(b)-int(off))
 	src := b[off : int(off)+n]
+	//lint:ignore S1001 a Go loop, not copy: see above
 	for i := range src {
 		p[i] = src[i]
 	}
@@ -423,6 +417,7 @@ func (r *Region) WriteAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("pager: write %s at %d+%d: outside the %d-byte region", r.path, off, len(p), len(b))
 	}
 	dst := b[off : int(off)+len(p)]
+	//lint:ignore S1001 a Go loop, not copy: see ReadAt
 	for i := range p {
 		dst[i] = p[i]
 	}

@@ -126,7 +126,8 @@ func TestReadsMatchReference(t *testing.T) {
 }
 
 // TestWritesSurviveSyncAndReopen: stores to the region, some evicted
-// before Sync and some not, are in the layout after Sync and a new Map.
+// before Sync and some not, are in the layout after Sync and a new Map,
+// which reads the shape and hint the layout was made with.
 func TestWritesSurviveSyncAndReopen(t *testing.T) {
 	modes(t, func(t *testing.T, c Config) {
 		for _, sh := range shapes {
@@ -159,6 +160,9 @@ func TestWritesSurviveSyncAndReopen(t *testing.T) {
 			}
 			if !equal(r.Bytes(), want) {
 				t.Fatalf("%v %v: the reopened region differs", sh.s, sh.h)
+			}
+			if r.Shape() != sh.s || r.Hint() != sh.h {
+				t.Errorf("reopened %v %v: Shape %v, Hint %v", sh.s, sh.h, r.Shape(), r.Hint())
 			}
 			st := p.Stats()
 			p.Close()

@@ -409,17 +409,6 @@ func (tx *Tx) markNew(off, n uint64) {
 	}
 }
 
-// saveAll saves (offset, length) pairs and fences once.
-func (tx *Tx) saveAll(ranges ...uint64) error {
-	for i := 0; i+1 < len(ranges); i += 2 {
-		if err := tx.save(ranges[i], ranges[i+1]); err != nil {
-			return err
-		}
-	}
-	tx.sync()
-	return nil
-}
-
 // largestFree returns the largest payload one allocation can take now and
 // the bytes free in all (headers included). It reads the bins' heads and
 // the list of the highest bin that has a block, no more.

@@ -207,7 +207,7 @@ func (tx *Tx) commit() {
 		i = j
 	}
 	if tx.logTail+size > tx.logEnd {
-		tx.commitSlow(lines)
+		tx.commitSlow()
 		return
 	}
 	pos := tx.logTail
@@ -255,12 +255,12 @@ func (tx *Tx) commit() {
 
 // commitSlow commits a transaction whose full record does not fit: the
 // data is made durable first, then a record without runs says so.
-func (tx *Tx) commitSlow(lines []uint64) {
+func (tx *Tx) commitSlow() {
 	h := tx.h
 	if err := tx.materialize(); err != nil {
 		panic(fmt.Sprintf("pheap: saving deferred lines, for which log space was kept: %v", err))
 	}
-	lines = tx.sortedLines()
+	lines := tx.sortedLines() // materialize changes the lines' kinds
 	h.flushLines(lines, tx.kinds, true)
 	for _, r := range tx.big {
 		h.mem.Flush(int(r.first*lineSize), int((r.end-r.first)*lineSize))

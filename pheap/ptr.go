@@ -20,9 +20,6 @@ type Ref interface {
 	free(tx *Tx) error
 }
 
-// PtrAt makes a Ptr from an offset obtained with Offset.
-func PtrAt[T any](off uint64) Ptr[T] { return Ptr[T]{off} }
-
 // Offset returns the offset of the object in the heap; 0 for nil.
 func (p Ptr[T]) Offset() uint64 { return p.off }
 
@@ -142,9 +139,3 @@ func (p Ptr[T]) Modify(tx *Tx) (*T, error) {
 	}
 	return v, nil
 }
-
-// Get returns a copy of *p; see Ptr.Get.
-func Get[T any](r Reader, p Ptr[T]) T { return p.Get(r) }
-
-// Set stores v in *p through the transaction; see Ptr.Set.
-func Set[T any](tx *Tx, p Ptr[T], v T) error { return p.Set(tx, v) }

@@ -6,9 +6,64 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 )
+
+// TestSpawnFindsEnvSocket: pool.Spawn dials $NVBOOT_POOLD_SOCKET and asks
+// for the program with the argv and env given, the caller's working
+// directory and three descriptors (nil ones /dev/null); the process's end
+// is the Exited poold sends. A fake poold answers.
+func TestSpawnFindsEnvSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv(EnvSocket, sock)
+	asked := make(chan *Msg, 1)
+	served := make(chan error, 1)
+	go func() {
+		served <- func() error {
+			uc, err := ln.AcceptUnix()
+			if err != nil {
+				return err
+			}
+			c := Conn{uc}
+			defer c.Close()
+			m, files, err := c.Recv()
+			closeAll(files)
+			if err != nil {
+				return err
+			}
+			m.NFiles = len(files)
+			asked <- m
+			if err := c.Send(&Msg{Type: TypeStarted, Pid: 7}, nil); err != nil {
+				return err
+			}
+			return c.Send(&Msg{Type: TypeExited, Status: 5 << 8}, nil)
+		}()
+	}()
+
+	p, err := Spawn(context.Background(), "hello", []string{"hello", "-v"}, []string{"A=1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || p.Pid != 7 || st.ExitCode() != 5 {
+		t.Errorf("pid %d, %v %v; want pid 7, exit 5 from poold's Exited", p.Pid, st, err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	m := <-asked
+	if m.Type != TypeSpawn || m.Name != "hello" || !slices.Equal(m.Argv, []string{"hello", "-v"}) ||
+		!slices.Equal(m.Env, []string{"A=1"}) || m.Dir != wd || m.NFiles != 3 {
+		t.Errorf("poold was asked %+v; want a spawn of hello with the argv, env, %s and 3 files", m, wd)
+	}
+}
 
 // TestClientEndPipeStaleExited: on a kept connection, a spawn whose end
 // came by the end pipe may still be followed by poold's Exited for it (its

@@ -8,9 +8,6 @@ import (
 	"github.com/nvboot/nvboot/format/benchjson"
 )
 
-// result is one raw figure (docs/DEVICE-CLOCK.md#measuring-method).
-type result = benchjson.Result
-
 // output is the -json object: the ratios the issue names, the raw figures,
 // and the environment they were taken in.
 type output = benchjson.Output
@@ -19,8 +16,6 @@ type output = benchjson.Output
 type samples = benchjson.Samples
 
 func newSamples() *samples { return benchjson.NewSamples() }
-
-var stats = benchjson.Stats
 
 func writeJSON(w io.Writer, o output) error { return benchjson.WriteJSON(w, o) }
 

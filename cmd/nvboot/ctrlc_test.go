@@ -80,8 +80,8 @@ func buildNvboot(t *testing.T) string {
 // ctrlC runs "nvboot run -accel tcg ARGS" as a terminal would: nvboot in a process
 // group of its own, the foreground one, which Ctrl-C sends SIGINT to as a
 // whole. Once the console shows ready, it sends SIGINT to the group, and
-// returns nvboot's exit error, its console (stdout) and stderr.
-func ctrlC(t *testing.T, bin string, args []string, ready string, env ...string) (error, string, string) {
+// returns its console (stdout), its stderr and nvboot's exit error.
+func ctrlC(t *testing.T, bin string, args []string, ready string, env ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "-accel", "tcg"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -127,7 +127,7 @@ func ctrlC(t *testing.T, bin string, args []string, ready string, env ...string)
 	if !sent {
 		t.Fatalf("no %q on the console (exit %v):\n%s\nstderr:\n%s", ready, err, console.String(), stderr.String())
 	}
-	return err, console.String(), stderr.String()
+	return console.String(), stderr.String(), err
 }
 
 type syncBuffer struct {
@@ -185,7 +185,7 @@ func TestRunCtrlC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, console, stderr := ctrlC(t, bin, []string{fakeImage(t)}, "fake guest: up", vm.QEMUEnv+"="+self, fakeQEMUEnv+"=1")
+	console, stderr, err := ctrlC(t, bin, []string{fakeImage(t)}, "fake guest: up", vm.QEMUEnv+"="+self, fakeQEMUEnv+"=1")
 	if err != nil {
 		t.Errorf("nvboot run: %v", err)
 	}
@@ -218,7 +218,7 @@ func TestRunCtrlCGuest(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	err, console, stderr := ctrlC(t, bin, []string{"-port", fmt.Sprintf("%d:8080", port), dir}, "NVBOOT-MARK service-ready", "NVBOOT_ACCEL=tcg")
+	console, stderr, err := ctrlC(t, bin, []string{"-port", fmt.Sprintf("%d:8080", port), dir}, "NVBOOT-MARK service-ready", "NVBOOT_ACCEL=tcg")
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatal(err)

@@ -105,19 +105,6 @@ func (a *Archive) CharDev(name string, perm fs.FileMode, major, minor uint32) er
 	return a.add(name, entry{mode: modeChr | uint32(perm.Perm()), rdev: [2]uint32{major, minor}})
 }
 
-// Busybox adds a static busybox at bin/busybox and a symlink for each applet.
-func (a *Archive) Busybox(src string, applets ...string) error {
-	if err := a.CopyFile("bin/busybox", src); err != nil {
-		return err
-	}
-	for _, ap := range applets {
-		if err := a.Symlink("bin/"+ap, "busybox"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // WriteTo writes the archive, entries sorted by path, ending with the
 // TRAILER!!! record, through u-root's newc writer
 // (github.com/u-root/u-root/pkg/cpio): its records are what ours were,

@@ -14,6 +14,12 @@ import (
 // EnvVar names the kernel for every tool and test that boots one.
 const EnvVar = "NVBOOT_KERNEL"
 
+// NoBuildEnv, when set to anything, makes Find refuse to build the kernel
+// (a cached one included): make test-short sets it, so a test that would
+// otherwise run kernel-config/build.sh (about ten minutes on a fresh
+// machine) fails at once, naming the variable, on every machine.
+const NoBuildEnv = "NVBOOT_NO_KERNEL_BUILD"
+
 // ErrNone is Find's error when no place names a kernel and Root is empty.
 var ErrNone = errors.New("no kernel: $" + EnvVar + " unset")
 
@@ -60,6 +66,9 @@ func Find(ctx context.Context, l Lookup) (string, error) {
 			return "", fmt.Errorf("no kernel: $%s unset and %s (%v)", EnvVar, strings.TrimSpace(stderr.String()), err)
 		}
 		return checked(out)
+	}
+	if v := os.Getenv(NoBuildEnv); v != "" {
+		return "", fmt.Errorf("no kernel: $%s unset, none given, and $%s=%s forbids building one (a test under -short must pass a kernel or skip)", EnvVar, NoBuildEnv, v)
 	}
 	log := l.Log
 	if log == nil {

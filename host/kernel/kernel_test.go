@@ -47,9 +47,10 @@ func TestCheckKernel(t *testing.T) {
 // Find takes the first path given, then $NVBOOT_KERNEL; each must be a
 // bzImage, the error naming where it came from. With no Root it looks no
 // further (ErrNone); with one it asks kernel-config/build.sh, and only with
-// Build may the script build.
+// Build may the script build, and not while $NVBOOT_NO_KERNEL_BUILD is set.
 func TestFind(t *testing.T) {
 	ctx := context.Background()
+	t.Setenv(NoBuildEnv, "") // make test-short sets it
 	good := buildtest.FakeKernel(t)
 	text := filepath.Join(t.TempDir(), "notes.txt")
 	os.WriteFile(text, []byte("not a kernel"), 0o644)
@@ -73,18 +74,31 @@ func TestFind(t *testing.T) {
 	if _, err := Find(ctx, Lookup{}); !errors.Is(err, ErrNone) {
 		t.Errorf("nothing set, no root: %v, want ErrNone", err)
 	}
-	// A stand-in build.sh: it says whether it was told -cached-only.
+	// A stand-in build.sh: it says whether it was told -cached-only, and
+	// leaves a mark when it builds.
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "kernel-config"), 0o755)
 	kdir := filepath.Dir(good)
-	script := "#!/bin/sh\nif [ \"$1\" = -cached-only ]; then echo 'not built' >&2; exit 3; fi\necho " + kdir + "\n"
+	built := filepath.Join(root, "built")
+	script := "#!/bin/sh\nif [ \"$1\" = -cached-only ]; then echo 'not built' >&2; exit 3; fi\ntouch " + built + "\necho " + kdir + "\n"
 	os.WriteFile(filepath.Join(root, "kernel-config", "build.sh"), []byte(script), 0o755)
 	if _, err := Find(ctx, Lookup{Root: root}); err == nil || !strings.Contains(err.Error(), "not built") {
 		t.Errorf("cached only: %v, want the script's reason", err)
 	}
+	t.Setenv(NoBuildEnv, "1")
+	if k, err := Find(ctx, Lookup{Root: root, Build: true}); k != "" || err == nil || !strings.Contains(err.Error(), NoBuildEnv) {
+		t.Errorf("build with $%s set: %q, %v, want an error naming it", NoBuildEnv, k, err)
+	}
+	if _, err := os.Stat(built); err == nil {
+		t.Errorf("build.sh built with $%s set", NoBuildEnv)
+	}
+	t.Setenv(NoBuildEnv, "")
 	var log strings.Builder
 	if k, err := Find(ctx, Lookup{Root: root, Build: true, Log: &log}); k != good || err != nil || !strings.Contains(log.String(), "build.sh") {
 		t.Errorf("build: %q, %v, log %q", k, err, log.String())
+	}
+	if _, err := os.Stat(built); err != nil {
+		t.Errorf("build.sh did not build: %v", err)
 	}
 }
 

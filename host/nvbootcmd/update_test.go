@@ -24,15 +24,14 @@ import (
 // and efivarfs as a directory; a reboot is played by after, which says
 // what the next boot runs (a new endpoint, as a new boot's nvinit).
 type fakeAppliance struct {
-	t       *testing.T
-	dir     string
-	vars    efivar.Vars
-	mu      sync.Mutex
-	cur     *nvinit.UpdateServer
-	boots   int
-	after   func(n int) (slot, image string, committed bool)
-	srv     *httptest.Server
-	written map[string][]byte
+	t     *testing.T
+	dir   string
+	vars  efivar.Vars
+	mu    sync.Mutex
+	cur   *nvinit.UpdateServer
+	boots int
+	after func(n int) (slot, image string, committed bool)
+	srv   *httptest.Server
 }
 
 const updatePassword = "sesame"

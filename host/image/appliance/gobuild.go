@@ -20,7 +20,8 @@ import (
 // gokrazy build directory or a module of its own (importDir). env is added
 // to go's environment, after nvboot's (so it wins).
 func (b *builder) goBuild(ctx context.Context, name, pkg string, flags, env []string, dst string) error {
-	dir, target := b.ModuleRoot, pkg
+	var dir string
+	target := pkg
 	if !config.IsLocal(pkg) {
 		var err error
 		if dir, err = b.importDir(ctx, name, pkg); err != nil {

@@ -70,12 +70,11 @@ func main() {
 	}
 	say("cached_before_kib", before)
 	say("cached_after_kib", after)
-	for _, m := range maps {
-		path := strings.Fields(m)[0]
+	if len(maps) > 0 { // the first map's extents
+		path := strings.Fields(maps[0])[0]
 		for _, e := range extents(path) {
 			say("extent", fmt.Sprintf("%s logical=%d physical=%d length=%d", filepath.Base(path), e[0], e[1], e[2]))
 		}
-		break
 	}
 	say("done", time.Now().Unix() > 0)
 }
