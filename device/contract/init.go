@@ -90,7 +90,9 @@ type Service struct {
 	Env []string `json:",omitempty"`
 	// WaitFor marks the service ready when it answers: a TCP "host:port",
 	// "tcp:PORT" (127.0.0.1:PORT, as the image config writes it) or an
-	// absolute unix socket path; empty: ready once started.
+	// absolute unix socket path; empty: ready once started. A TCP port is
+	// the service's alone: no other service's WaitFor, nor the update
+	// endpoint, may have it.
 	WaitFor string `json:",omitempty"`
 	// Restart is "always" (default), "on-failure" or "never".
 	Restart string `json:",omitempty"`
@@ -270,12 +272,11 @@ func (c *InitConfig) Validate() error {
 		}
 		if !filepath.IsAbs(s.Path) {
 			v.badf("%s.Path %q: want an absolute path", at, s.Path)
+		} else if err := CheckExecString(s.Path); err != nil {
+			v.badf("%s.Path %.80q: %v", at, s.Path, err)
 		}
-		for _, e := range s.Env {
-			if i := strings.IndexByte(e, '='); i <= 0 {
-				v.badf("%s.Env %q: want KEY=VALUE", at, e)
-			}
-		}
+		checkExec(&v, at+".Args", s.Args)
+		checkEnv(&v, at+".Env", s.Env)
 		if s.WaitFor != "" && !validWaitFor(s.WaitFor) {
 			v.badf("%s.WaitFor %q: want a TCP host:port or an absolute unix socket path", at, s.WaitFor)
 		}
@@ -290,6 +291,7 @@ func (c *InitConfig) Validate() error {
 			v.badf("%s.Restart %q: want always, on-failure or never", at, s.Restart)
 		}
 	}
+	c.validatePorts(&v)
 	if c.Shell != "" && !filepath.IsAbs(c.Shell) {
 		v.badf("Shell %q: want an absolute path", c.Shell)
 	}
@@ -368,6 +370,53 @@ func (c *InitConfig) Validate() error {
 		}
 	}
 	return v.err()
+}
+
+// validatePorts refuses two listeners on one TCP port: the update
+// endpoint's (nvinit listens on every address) and each service's, known
+// by its TCP WaitFor. A WaitFor's port is taken whatever its address: the
+// service may well listen on ":PORT", every address. Of two on one port
+// the second cannot bind, and nvinit's readiness dial of it is answered by
+// the first: a service that never started looks ready.
+func (c *InitConfig) validatePorts(v *validator) {
+	owner := map[int]string{}
+	claim := func(port int, field string) {
+		if first, taken := owner[port]; taken {
+			v.badf("%s: port %d is also %s: two listeners cannot share a port", field, port, first)
+			return
+		}
+		owner[port] = field
+	}
+	if u := c.Update; u != nil && u.Port >= 0 && u.Port <= 65535 {
+		field := fmt.Sprintf("Update.Port %d", u.Port)
+		if u.Port == 0 {
+			field = fmt.Sprintf("Update.Port (unset: %d)", DefaultUpdatePort)
+		}
+		claim(u.PortOrDefault(), field+", the update endpoint's")
+	}
+	for i, s := range c.Services {
+		if port, ok := waitForPort(s.WaitFor); ok {
+			claim(port, fmt.Sprintf("Services[%d].WaitFor %q", i, s.WaitFor))
+		}
+	}
+}
+
+// waitForPort is the TCP port of a WaitFor; ok false for none, a unix
+// socket or a malformed one (Validate says what is wrong with it).
+func waitForPort(w string) (int, bool) {
+	if w == "" {
+		return 0, false
+	}
+	network, addr := WaitForAddr(w)
+	if network != "tcp" {
+		return 0, false
+	}
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(p)
+	return n, err == nil && n > 0 && n < 65536
 }
 
 // Validate checks an interface setting; the error starts with the field's

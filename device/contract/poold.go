@@ -215,7 +215,11 @@ func (c *PooldConfig) Validate() error {
 		}
 		if !filepath.IsAbs(p.Path) {
 			v.badf("%s.Path %q: want an absolute path", at, p.Path)
+		} else if err := CheckExecString(p.Path); err != nil {
+			v.badf("%s.Path %.80q: %v", at, p.Path, err)
 		}
+		checkExec(&v, at+".Args", p.Args)
+		checkEnv(&v, at+".Env", p.Env)
 		if p.MinIdle < 0 || p.MaxIdle < 0 {
 			v.badf("%s: MinIdle %d, MaxIdle %d: want ≥ 0", at, p.MinIdle, p.MaxIdle)
 		} else if p.MaxIdle != 0 && p.MaxIdle < p.MinIdle {

@@ -206,29 +206,52 @@ func (s *heapStore) Get(key string) (val []byte, err error) {
 }
 
 // Keys lists the keys with the prefix. A stored key whose bytes fail
-// their checksum cannot be named, nor compared with the prefix: it is left
-// out (a -check-on-open start reports it in /stats).
-func (s *heapStore) Keys(prefix string) (keys []string) {
-	s.h.View(func(tx *pheap.ViewTx) error {
-		m, err := s.kvMap(tx)
-		if err != nil {
-			return err
-		}
-		for k := range m.All(tx) {
-			if ks, err := k.Lookup(tx); err == nil && strings.HasPrefix(ks, prefix) {
-				keys = append(keys, ks)
+// their checksum cannot be named, nor compared with the prefix: it is
+// left out, and counted in damaged.
+func (s *heapStore) Keys(prefix string) (keys []string, damaged int, err error) {
+	err = s.h.View(func(tx *pheap.ViewTx) error {
+		var err error
+		damaged, err = s.walk(tx, func(k string) {
+			if strings.HasPrefix(k, prefix) {
+				keys = append(keys, k)
 			}
-		}
-		return nil
+		})
+		return err
 	})
 	slices.Sort(keys)
-	return keys
+	return keys, damaged, err
+}
+
+// walk calls f with every stored key that reads and returns how many do
+// not (their bytes fail their checksum, or their reference is bad); an
+// error when the map itself is damaged.
+func (s *heapStore) walk(r pheap.Reader, f func(key string)) (damaged int, err error) {
+	m, err := s.kvMap(r)
+	if err != nil {
+		return 0, err
+	}
+	// All panics on a damaged map; Objects reads the same table and says
+	// so as an error.
+	if _, err := m.Objects(r); err != nil {
+		return 0, fmt.Errorf("state heap %s: the key map: %w", s.path, err)
+	}
+	for k := range m.All(r) {
+		if ks, err := k.Lookup(r); err != nil {
+			damaged++
+		} else {
+			f(ks)
+		}
+	}
+	return damaged, nil
 }
 
 // Stats reports the heap's use and what can still be allocated:
 // heap_free (bytes, headers included, in free blocks and unused arena)
 // and heap_largest_alloc (the largest object one allocation can take: a
-// put needs its value's bytes there, and a key's elsewhere).
+// put needs its value's bytes there, and a key's elsewhere); keys counts
+// the entries, keys_damaged those whose stored key fails its checksum
+// (every key is read for it: the time grows with the keys), keys_error
+// says why neither is known when the map itself is damaged.
 func (s *heapStore) Stats() map[string]any {
 	out := map[string]any{"state": s.path, "mode": "pheap/" + s.h.Mode()}
 	s.h.View(func(tx *pheap.ViewTx) error {
@@ -239,8 +262,12 @@ func (s *heapStore) Stats() map[string]any {
 		out["heap_objects"] = st.LiveObjects
 		out["heap_free"] = st.FreeBytes
 		out["heap_largest_alloc"] = st.LargestAlloc
-		if m, err := s.kvMap(tx); err == nil {
-			out["keys"] = m.Len(tx)
+		// walk checks the map first: Len panics on a damaged one.
+		if damaged, err := s.walk(tx, func(string) {}); err != nil {
+			out["keys_error"] = err.Error()
+		} else {
+			out["keys"] = s.kv(tx).Len(tx)
+			out["keys_damaged"] = damaged
 		}
 		return nil
 	})

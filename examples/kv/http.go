@@ -83,14 +83,32 @@ func (h *kvHandler) list(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("prefix %q: %v", prefix, err), http.StatusBadRequest)
 		return
 	}
+	keys, damaged, err := h.st.Keys(prefix)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("listing prefix %q: %v", prefix, err), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if damaged > 0 {
+		// Not a 200: the listing is not whole. The keys that read follow
+		// the line that says so: nothing readable is withheld.
+		w.Header().Set(headerDamaged, strconv.Itoa(damaged))
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusInternalServerError)
+		if r.Method != http.MethodHead {
+			fmt.Fprintf(w, "listing prefix %q: %d stored key(s) left out: damaged (they fail their checksum), so neither named nor compared with the prefix; the keys that read follow, one a line\n", prefix, damaged)
+		}
+	}
 	if r.Method == http.MethodHead {
 		return
 	}
-	for _, k := range h.st.Keys(prefix) {
+	for _, k := range keys {
 		fmt.Fprintln(w, k)
 	}
 }
+
+// headerDamaged counts the damaged keys a listing left out.
+const headerDamaged = "X-Kv-Damaged"
 
 // key answers the requests for one key; rawKey is the escaped path after
 // "/kv/".
@@ -162,6 +180,11 @@ func (h *kvHandler) put(w http.ResponseWriter, r *http.Request, key string) {
 	val, err := readValue(r.Body, n)
 	if errors.Is(err, errTooLarge) {
 		tooLarge(w, -1)
+		return
+	}
+	if isTimeout(err) {
+		// Let go (server.go): the reservation is given back.
+		http.Error(w, fmt.Sprintf("the value of %q did not arrive in time (-body-timeout): not stored; send it again", key), http.StatusRequestTimeout)
 		return
 	}
 	if err != nil {

@@ -33,6 +33,7 @@ func parseKey(rawPath string) (string, error) {
 		return "", fmt.Errorf("empty key: want /kv/KEY")
 	}
 	segs := strings.Split(rawPath, "/")
+	at := 0 // where seg starts in rawPath
 	for i, seg := range segs {
 		switch {
 		case seg == "":
@@ -40,6 +41,10 @@ func parseKey(rawPath string) (string, error) {
 		case strings.Contains(strings.ToUpper(seg), "%2F"):
 			return "", fmt.Errorf("key %q has %%2F: / is the separator only, written as it is", rawPath)
 		}
+		if j := escapeError(seg); j >= 0 {
+			return "", fmt.Errorf("key %q: %s", rawPath, escapeRule(at+j))
+		}
+		at += len(seg) + 1
 		dec, err := url.PathUnescape(seg)
 		if err != nil {
 			return "", fmt.Errorf("key %q: %w", rawPath, err)
@@ -71,4 +76,24 @@ func checkText(s string) error {
 		}
 	}
 	return nil
+}
+
+// escapeError is the byte of s where a % starts no escape of two hex
+// digits, -1 if there is none.
+func escapeError(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
+// escapeRule says what is wrong with the % at byte i.
+func escapeRule(i int) string {
+	return fmt.Sprintf("the %% at byte %d starts no escape of two hex digits (%%XX); a %% in a key is written %%25", i)
 }

@@ -94,7 +94,7 @@ func testAPI(t *testing.T, open func(string) (store, error)) {
 		t.Fatal(err)
 	}
 	defer st2.Close()
-	if got := st2.Keys(""); fmt.Sprint(got) != "[a/2 b]" {
+	if got := keysOf(t, st2, ""); fmt.Sprint(got) != "[a/2 b]" {
 		t.Errorf("after reopen: keys %v", got)
 	}
 	if v, err := st2.Get("b"); string(v) != "bumble bee" || err != nil {
@@ -125,7 +125,7 @@ func TestHeapReusesSpace(t *testing.T) {
 			delete(live, k)
 		}
 	}
-	if n := len(st.Keys("k")); n != len(live) {
+	if n := len(keysOf(t, st, "k")); n != len(live) {
 		t.Fatalf("%d keys, want %d", n, len(live))
 	}
 }
@@ -244,8 +244,8 @@ func TestTornTail(t *testing.T) {
 		st.Put("after", []byte("x"))
 		st.Close()
 		st, err = openLogStore(path)
-		if err != nil || len(st.Keys("")) != 2 {
-			t.Fatalf("cut at %d, after a new put: %v %v", cut, st.Keys(""), err)
+		if err != nil || len(keysOf(t, st, "")) != 2 {
+			t.Fatalf("cut at %d, after a new put: %v %v", cut, keysOf(t, st, ""), err)
 		}
 		st.Close()
 	}
@@ -302,7 +302,7 @@ func TestLogCorruptLength(t *testing.T) {
 			st, err := openLogStore(path)
 			if err == nil {
 				st.Close()
-				t.Errorf("record %d, length %d: opened with keys %v", rec, n, st.Keys(""))
+				t.Errorf("record %d, length %d: opened with keys %v", rec, n, keysOf(t, st, ""))
 			} else if want := fmt.Sprintf("offset %d", offs[rec]); !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
 				t.Errorf("record %d, length %d: %v; want the file and %q named", rec, n, err, want)
 			}
@@ -347,7 +347,7 @@ func TestLogRefusesForeignFiles(t *testing.T) {
 		st, err := openLogStore(path)
 		if err == nil {
 			st.Close()
-			t.Errorf("%s: opened, %d keys", name, len(st.Keys("")))
+			t.Errorf("%s: opened, %d keys", name, len(keysOf(t, st, "")))
 		} else if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a kv log") {
 			t.Errorf("%s: %v; want the file named, not a kv log", name, err)
 		}
@@ -368,7 +368,7 @@ func TestLogRefusesForeignFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if got := st.Keys(""); fmt.Sprint(got) != "[key0 key1 key2 key3]" {
+	if got := keysOf(t, st, ""); fmt.Sprint(got) != "[key0 key1 key2 key3]" {
 		t.Errorf("legacy log with the header prepended: keys %v", got)
 	}
 }
@@ -424,6 +424,9 @@ func TestRunUsage(t *testing.T) {
 		{"-listen", "127.0.0.1:0", "-state", log, "-check-on-open"},
 		{"-listen", "127.0.0.1:0", "-state", ""},
 		{"-listen", "127.0.0.1:0", "-heap", ""},
+		{"-listen", "127.0.0.1:0", "-heap", heap, "-body-timeout", "0s"},
+		{"-listen", "127.0.0.1:0", "-heap", heap, "-header-timeout", "-1s"},
+		{"-listen", "127.0.0.1:0", "-heap", heap, "-idle-timeout", "soon"},
 		{"-bogus"},
 	} {
 		err := run(context.Background(), args, io.Discard)
@@ -707,4 +710,14 @@ func TestListenProbeAcceptsNothing(t *testing.T) {
 		}
 		ln.Close()
 	}
+}
+
+// keysOf is st.Keys(prefix) of a state none of whose keys is damaged.
+func keysOf(t *testing.T, st store, prefix string) []string {
+	t.Helper()
+	keys, damaged, err := st.Keys(prefix)
+	if damaged != 0 || err != nil {
+		t.Fatalf("listing %q: %d damaged keys, %v", prefix, damaged, err)
+	}
+	return keys
 }

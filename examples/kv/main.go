@@ -10,15 +10,27 @@
 //	                     naming the key if the stored value fails its
 //	                     checksum
 //	DELETE /kv/<key>     204, or 404
-//	GET    /kv?prefix=P  the keys starting with P, one a line
-//	GET    /stats        JSON: keys, heap size and use, what can still be
-//	                     allocated (heap_free, heap_largest_alloc), mode, "check":
-//	                     "ok", the failure, or "off" (see -check-on-open)
+//	GET    /kv?prefix=P  the keys starting with P, one a line; when stored
+//	                     keys are damaged (they fail their checksum, so
+//	                     they can be neither named nor compared with P),
+//	                     500 with X-Kv-Damaged: N and a first line saying
+//	                     N were left out, then the keys that read
+//	GET    /stats        JSON: keys, keys_damaged, heap size and use, what
+//	                     can still be allocated (heap_free,
+//	                     heap_largest_alloc), mode, "check": "ok", the
+//	                     failure, or "off" (see -check-on-open)
 //	GET    /healthz      200 "ok" (readiness)
 //
 // A key is /-separated segments of up to 64 KiB in all, none empty, "." or
-// "..", of UTF-8 without control characters (key.go has the grammar); a
-// key outside it is a 400 that says why. No request is redirected.
+// "..", of UTF-8 without control characters, a % only as an escape %XX
+// (key.go has the grammar); a key outside it is a 400 that says why. No
+// request is redirected.
+//
+// A client holds what kv gives it for a bounded time: its request's
+// headers must arrive within -header-timeout, a PUT's value within
+// -body-timeout (else 408, and the bytes it reserved of -inflight are
+// given back), an answer be taken within -body-timeout, and a kept-alive
+// connection is closed after -idle-timeout without a request.
 //
 // kv listens only once its state is open, so an open port means it can
 // serve (nvinit's WaitFor tcp:PORT relies on it); a state it cannot open
@@ -43,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -79,17 +92,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	state := fs.String("state", "", "keep the state in this append-only log `file` instead of a heap")
 	inflight := sizeFlag(defaultInflight)
 	fs.Var(&inflight, "inflight", "`bytes` of request bodies held in memory at once (suffix KiB, MiB, GiB); a PUT past it gets 503 and Retry-After")
+	headerTimeout := fs.Duration("header-timeout", defaultTimeouts.header, "how long a request's line and headers may take to arrive")
+	bodyTimeout := fs.Duration("body-timeout", defaultTimeouts.body, "how long a request's body may take to arrive (a late PUT gets 408 and gives back what it reserved of -inflight), and an answer to be taken")
+	idleTimeout := fs.Duration("idle-timeout", defaultTimeouts.idle, "how long a kept-alive connection may wait for its next request")
 	checkOnOpen := fs.Bool("check-on-open", false, "check the whole heap at start (every block, bin and counter, every value's checksum; leaks) and report it in GET /stats; its time grows with the data")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-inflight 16MiB] [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
+		fmt.Fprintf(stderr, `Usage: kv [-listen ADDR] [-inflight 16MiB] [-header-timeout 10s] [-body-timeout 1m] [-idle-timeout 2m]
+          [-heap FILE [-size 64MiB] [-check-on-open] | -state FILE]
 
 An HTTP key-value store whose every acknowledged write survives a power cut
 (the nvboot demo service). PUT /kv/KEY stores the body and answers 204 once
 it is durable; GET (HEAD) /kv/KEY, DELETE /kv/KEY, GET /kv?prefix=P,
 GET /stats, GET /healthz. A KEY is /-separated segments, none empty, "."
 or "..", of UTF-8 without control characters, 64 KiB at most (%%2F is
-refused: / is written as it is); a value is 1 MiB at most. kv listens once
-its state is open.
+refused: / is written as it is; a %% is written %%25); a value is 1 MiB at
+most. kv listens once its state is open; a client that is too slow is let
+go (-header-timeout, -body-timeout, -idle-timeout).
 
 Flags:
 `)
@@ -122,6 +140,14 @@ Examples:
 		}
 	} else if *heapPath == "" {
 		return cli.Usagef("-heap: want a file")
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"header-timeout", *headerTimeout}, {"body-timeout", *bodyTimeout}, {"idle-timeout", *idleTimeout}} {
+		if f.d <= 0 {
+			return cli.Usagef("-%s %v: want a duration above 0, such as 30s", f.name, f.d)
+		}
 	}
 	if inflight < maxValue {
 		return cli.Usagef("-inflight %s: want at least %s, the largest value, or no PUT of it could ever be stored", inflight.String(), sizeText(maxValue))
@@ -166,10 +192,16 @@ Examples:
 		return fmt.Errorf("-listen %s: %w", *listen, err)
 	}
 	defer ln.Close()
-	srv := &http.Server{Handler: handler(st, int64(inflight))}
+	srv := newServer(st, int64(inflight), timeouts{header: *headerTimeout, body: *bodyTimeout, idle: *idleTimeout})
 	go func() { <-ctx.Done(); srv.Shutdown(context.Background()) }()
-	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys)\n", ln.Addr(), where, len(st.Keys("")))
-	if err := srv.Serve(ln); err != http.ErrServerClosed {
+	keys, damaged, err := st.Keys("")
+	if err != nil {
+		// Served all the same, as a heap that fails -check-on-open is:
+		// the listing and /stats say what is wrong.
+		fmt.Fprintf(stderr, "kv: listing the keys: %v\n", err)
+	}
+	fmt.Fprintf(stderr, "kv: serving on %s, state %s (%d keys, %d damaged)\n", ln.Addr(), where, len(keys)+damaged, damaged)
+	if err := srv.Serve(kvListener(ln)); err != http.ErrServerClosed {
 		return err
 	}
 	return nil

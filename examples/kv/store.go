@@ -17,8 +17,11 @@ type store interface {
 	Get(key string) ([]byte, error)
 	// Delete removes key durably, or returns errNotFound.
 	Delete(key string) error
-	// Keys returns the keys starting with prefix, sorted.
-	Keys(prefix string) []string
+	// Keys returns the keys starting with prefix, sorted, and how many
+	// stored keys are damaged: they fail their checksum, so they can be
+	// neither named nor compared with prefix, and each is counted
+	// whatever prefix is. err: the listing could not be read at all.
+	Keys(prefix string) (keys []string, damaged int, err error)
 	// Stats describes the state for GET /stats.
 	Stats() map[string]any
 	Close() error

@@ -30,7 +30,7 @@ const (
 	makebbPkg   = "github.com/u-root/gobusybox/src/cmd/makebb"
 	// urootBinary is the multi-call binary's name in contract.UserlandDir;
 	// every command there is a link to it.
-	urootBinary = "bb"
+	urootBinary = config.URootBinary
 	// urootTags: goshsmall builds gosh without its line editor, which
 	// waits for a terminal's answers a serial console never gives (see
 	// the design doc); gosh then reads and runs one line at a time.

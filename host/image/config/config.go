@@ -102,6 +102,8 @@ type PackageConfig struct {
 	WaitFor WaitFor `json:",omitempty"`
 	// ForwardPort is the guest TCP port `nvboot run` and `measure` forward
 	// from the host and probe for the first successful request; 0: none.
+	// Like WaitFor's port it is this service's alone: no other service's,
+	// nor the update endpoint's (validatePorts).
 	ForwardPort int `json:",omitempty"`
 	// DontStart builds and installs the program without starting it.
 	DontStart bool `json:",omitempty"`
@@ -271,23 +273,27 @@ func (c *Config) Validate() error {
 			bad("Packages[%d] %q: program name %q is also %q's", i, p, n, other)
 		}
 		names[n] = p
+		if what, ok := reservedNames[n]; ok {
+			if b := c.PackageConfig[p].Basename; b != "" {
+				bad("PackageConfig[%q].Basename %q: reserved: the name is %s", p, b, what)
+			} else {
+				bad("Packages[%d] %q: program name %q is reserved: the name is %s (give the service another with Basename)", i, p, n, what)
+			}
+		}
 	}
 	keys := make([]string, 0, len(c.PackageConfig))
 	for k := range c.PackageConfig {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	ports := map[int]string{}
 	var checkers []string
 	for _, k := range keys {
 		// A key not in Packages is a warning (Ignored), as in gokrazy,
 		// whose own `gok new` writes one for its randomd.
-		pc := c.PackageConfig[k]
-		for _, e := range pc.Environment {
-			if i := strings.IndexByte(e, '='); i <= 0 {
-				bad("PackageConfig[%q].Environment %q: want KEY=VALUE", k, e)
-			}
-		}
+		pc, at := c.PackageConfig[k], fmt.Sprintf("PackageConfig[%q]", k)
+		checkExec(at+".CommandLineFlags", pc.CommandLineFlags, bad)
+		checkEnv(at+".Environment", pc.Environment, bad)
+		checkExec(at+".GoBuildFlags", pc.GoBuildFlags, bad)
 		if pl := pc.Pool; pl != nil {
 			if pl.MinIdle < 0 || pl.MaxIdle < 0 || pl.MaxUses < 0 {
 				bad("PackageConfig[%q].Pool: MinIdle, MaxIdle and MaxUses want ≥ 0", k)
@@ -305,20 +311,23 @@ func (c *Config) Validate() error {
 			checkers = append(checkers, k)
 			validateChecker(k, ch, pc.ForwardPort, bad)
 		}
-		if pc.ForwardPort != 0 {
-			if pc.ForwardPort < 1 || pc.ForwardPort > 65535 {
-				bad("PackageConfig[%q].ForwardPort %d: not a TCP port", k, pc.ForwardPort)
-			} else if other, dup := ports[pc.ForwardPort]; dup {
-				bad("PackageConfig[%q].ForwardPort %d: also %q's", k, pc.ForwardPort, other)
-			}
-			ports[pc.ForwardPort] = k
+		if pc.ForwardPort != 0 && (pc.ForwardPort < 1 || pc.ForwardPort > 65535) {
+			bad("PackageConfig[%q].ForwardPort %d: not a TCP port", k, pc.ForwardPort)
 		}
 	}
 	if len(checkers) > 1 {
 		bad("PackageConfig: %q all have a Checker; nvboot powercut checks one service, keep one", checkers)
 	}
-	if pkg, ok := names[PooldName]; ok && c.Pooled() {
-		bad("Packages: %q has the program name %q, which is poold's (an image with a Pool carries it)", pkg, PooldName)
+	c.validatePorts(bad)
+	// The kernel command line is a C string too: a NUL would end it there.
+	for i, a := range append([]string{c.KernelCmdline}, c.KernelExtraArgs...) {
+		if j := strings.IndexByte(a, 0); j >= 0 {
+			at := "KernelCmdline"
+			if i > 0 {
+				at = fmt.Sprintf("KernelExtraArgs[%d]", i-1)
+			}
+			bad("%s %.80q: a NUL at byte %d would end the kernel command line there", at, a, j)
+		}
 	}
 	if c.TextStoreMiB < 0 || (c.TextStoreMiB > 0 && c.TextStoreMiB%2 != 0) {
 		bad("TextStoreMiB %d: a positive multiple of 2 (or 0: fitted)", c.TextStoreMiB)
@@ -378,6 +387,46 @@ func validateChecker(k string, ch *Checker, port int, bad func(string, ...any)) 
 		bad("PackageConfig[%q].Checker.Check %q: want a URL path such as /stats", k, ch.Check)
 	case len(ch.Command) != 0 && ch.Command[0] == "":
 		bad("PackageConfig[%q].Checker.Command: empty program name", k)
+	}
+	checkExec(fmt.Sprintf("PackageConfig[%q].Checker.Command", k), ch.Command, bad)
+}
+
+// reservedNames are the program names the image keeps for its own
+// programs, each with whose it is. A service may not take one: its program
+// is built beside them and placed beside them (a service called nvinit was
+// built over nvinit, and the image ran it as PID 1). Each is refused
+// whether or not this image carries the program, so that a Pool or a
+// Userland added later does not make a working config fail.
+var reservedNames = map[string]string{
+	path.Base(contract.Init):   "nvinit's, the image's PID 1 (" + contract.Init + ")",
+	PooldName:                  "poold's, the process pool an image with a Pool carries",
+	"poolctl":                  "poolctl's, poold's client",
+	"ld-off2f":                 "the OFF2F loader's (" + contract.Loader + ")",
+	path.Base(contract.Loader): "the OFF2F loader's file (" + contract.Loader + ")",
+	URootBinary:                "the u-root userland's multi-call binary (" + contract.UserlandDir + "/" + URootBinary + ", Userland u-root)",
+}
+
+// URootBinary is the name of the u-root userland's multi-call binary, in
+// contract.UserlandDir; every command there is a link to it.
+const URootBinary = "bb"
+
+// checkExec reports through bad each string of list that execve would
+// refuse (contract.CheckExecString), named field[i].
+func checkExec(field string, list []string, bad func(string, ...any)) {
+	for i, s := range list {
+		if err := contract.CheckExecString(s); err != nil {
+			bad("%s[%d] %.80q: %v", field, i, s, err)
+		}
+	}
+}
+
+// checkEnv reports through bad each entry of env that is no environment
+// entry (contract.CheckEnv), named field[i].
+func checkEnv(field string, env []string, bad func(string, ...any)) {
+	for i, e := range env {
+		if err := contract.CheckEnv(e); err != nil {
+			bad("%s[%d] %.80q: %v", field, i, e, err)
+		}
 	}
 }
 

@@ -140,3 +140,89 @@ func TestValidateChecker(t *testing.T) {
 		t.Error("the demo has a Checker")
 	}
 }
+
+// Issue 26: what builds but cannot run on the device is refused at build,
+// each error naming the field (both fields of a clash) and the reason.
+func TestValidateRefusesWhatCannotRun(t *testing.T) {
+	kv := func(pc PackageConfig) map[string]PackageConfig { return map[string]PackageConfig{"x/kv": pc} }
+	update := func(port string) Gokrazy { return Gokrazy{Update: &Update{HTTPPort: port, HTTPPassword: "pw"}} }
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want []string // each in the error; none: valid
+	}{
+		// Ports: the update endpoint's, the services' (WaitFor tcp:PORT,
+		// ForwardPort) and each other's.
+		{"service on the update port", Config{Packages: []string{"x/kv"}, Gokrazy: update("8080"),
+			PackageConfig: kv(PackageConfig{WaitFor: WaitFor{"tcp:8080"}, ForwardPort: 8080})},
+			[]string{`PackageConfig["x/kv"].ForwardPort 8080`, `Update.HTTPPort "8080"`, "port 8080"}},
+		{"waitfor on the default update port", Config{Packages: []string{"x/kv"}, Gokrazy: update(""),
+			PackageConfig: kv(PackageConfig{WaitFor: WaitFor{"tcp:80"}})},
+			[]string{`PackageConfig["x/kv"].WaitFor "tcp:80"`, "Update.HTTPPort (unset: 80)"}},
+		{"service on the TLS update port", Config{Packages: []string{"x/kv"},
+			Gokrazy:       Gokrazy{Update: &Update{HTTPSPort: "8443", UseTLS: UseTLSSelfSigned, HTTPPassword: "pw"}},
+			PackageConfig: kv(PackageConfig{ForwardPort: 8443})},
+			[]string{`PackageConfig["x/kv"].ForwardPort 8443`, `Update.HTTPSPort "8443"`}},
+		{"two services, one port", Config{Packages: []string{"a/one", "b/two"},
+			PackageConfig: map[string]PackageConfig{"a/one": {WaitFor: WaitFor{"tcp:9000"}}, "b/two": {ForwardPort: 9000}}},
+			[]string{`PackageConfig["b/two"].ForwardPort 9000`, `PackageConfig["a/one"].WaitFor "tcp:9000"`}},
+		{"two forward ports", Config{Packages: []string{"a/one", "b/two"},
+			PackageConfig: map[string]PackageConfig{"a/one": {ForwardPort: 9000}, "b/two": {ForwardPort: 9000}}},
+			[]string{`PackageConfig["b/two"].ForwardPort 9000`, `PackageConfig["a/one"].ForwardPort`}},
+		{"one service, its port twice", Config{Packages: []string{"x/kv"}, Gokrazy: update("8081"),
+			PackageConfig: kv(PackageConfig{WaitFor: WaitFor{"tcp:8080"}, ForwardPort: 8080})}, nil},
+		{"TLS leaves HTTPPort free", Config{Packages: []string{"x/kv"},
+			Gokrazy:       Gokrazy{Update: &Update{HTTPPort: "8080", HTTPSPort: "8443", UseTLS: UseTLSSelfSigned, HTTPPassword: "pw"}},
+			PackageConfig: kv(PackageConfig{ForwardPort: 8080})}, nil},
+		{"no password, no endpoint", Config{Packages: []string{"x/kv"}, Gokrazy: Gokrazy{Update: &Update{HTTPPort: "8080"}},
+			PackageConfig: kv(PackageConfig{ForwardPort: 8080})}, nil},
+
+		// Names the image keeps for its own programs.
+		{"basename nvinit", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{GokrazyPackage: GokrazyPackage{Basename: "nvinit"}})},
+			[]string{`PackageConfig["x/kv"].Basename "nvinit"`, "reserved", "PID 1"}},
+		{"package named nvinit", Config{Packages: []string{"x/nvinit"}}, []string{`Packages[0] "x/nvinit"`, `"nvinit"`, "reserved"}},
+		{"poold without a pool", Config{Packages: []string{"x/poold"}}, []string{`Packages[0] "x/poold"`, "reserved", "poold"}},
+		{"poolctl", Config{Packages: []string{"x/poolctl"}}, []string{`"poolctl"`, "reserved"}},
+		{"ld-off2f", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{GokrazyPackage: GokrazyPackage{Basename: "ld-off2f"}})},
+			[]string{`Basename "ld-off2f"`, "reserved", "loader"}},
+		{"the loader's file name", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{GokrazyPackage: GokrazyPackage{Basename: "ld-off2f.so.1"}})},
+			[]string{`Basename "ld-off2f.so.1"`, "reserved"}},
+		{"the userland's binary", Config{Packages: []string{"x/bb"}, Userland: UserlandURoot}, []string{`Packages[0] "x/bb"`, "reserved", "u-root"}},
+
+		// Bytes execve refuses, and environment entries that are none.
+		{"NUL in a flag", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{CommandLineFlags: []string{"-listen", ":80\x00"}})},
+			[]string{`PackageConfig["x/kv"].CommandLineFlags[1]`, `":80\x00"`, "NUL", "byte 3"}},
+		{"NUL in the environment", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{Environment: []string{"A=1", "B=\x002"}})},
+			[]string{`PackageConfig["x/kv"].Environment[1]`, "NUL", "byte 2"}},
+		{"NUL in a name", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{Environment: []string{"A\x00=1"}})},
+			[]string{`PackageConfig["x/kv"].Environment[0]`, "NUL", "byte 1"}},
+		{"empty name", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{Environment: []string{"=1"}})},
+			[]string{`PackageConfig["x/kv"].Environment[0] "=1"`, "KEY=VALUE"}},
+		{"no =", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{Environment: []string{"A"}})},
+			[]string{`PackageConfig["x/kv"].Environment[0] "A"`, "KEY=VALUE"}},
+		{"NUL in the build environment", Config{Packages: []string{"x/kv"}, Gokrazy: Gokrazy{Environment: []string{"GOFLAGS=\x00"}}},
+			[]string{`Environment[0]`, "NUL"}},
+		{"NUL in a build flag", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{GoBuildFlags: []string{"-tags=a\x00"}})},
+			[]string{`PackageConfig["x/kv"].GoBuildFlags[0]`, "NUL"}},
+		{"NUL in a checker command", Config{Packages: []string{"x/kv"}, PackageConfig: kv(PackageConfig{ForwardPort: 8080,
+			Checker: &Checker{Values: "/kv/", Command: []string{"./check", "a\x00"}}})},
+			[]string{`PackageConfig["x/kv"].Checker.Command[1]`, "NUL"}},
+		{"NUL in a kernel argument", Config{Packages: []string{"x/kv"}, Gokrazy: Gokrazy{KernelExtraArgs: []string{"quiet", "a\x00b"}}},
+			[]string{`KernelExtraArgs[1]`, "NUL at byte 1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to say %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -78,7 +78,9 @@ type GokrazyPackage struct {
 	// ExtraFileContents maps a path on the root filesystem to the file's
 	// text (mode 0644).
 	ExtraFileContents map[string]string `json:",omitempty"`
-	// Basename overrides the program name (the path's last element).
+	// Basename overrides the program name (the path's last element),
+	// which may not be one the image keeps for its own programs
+	// (reservedNames: nvinit, poold, poolctl, ld-off2f...).
 	Basename string `json:",omitempty"`
 	// WaitForClock: start the service only once the clock is set (as
 	// WaitFor "clock").
@@ -270,20 +272,18 @@ func reserved(p string) string {
 // validateGokrazy checks the fields of gokrazy's schema; names are the
 // program names by Packages entry.
 func (c *Config) validateGokrazy(bad func(string, ...any)) {
-	checkEnv := func(at string, env []string) {
-		for _, e := range env {
-			k, v, ok := strings.Cut(e, "=")
-			switch {
-			case !ok || k == "":
-				bad("%s %q: want KEY=VALUE", at, e)
+	buildEnv := func(at string, env []string) {
+		checkEnv(at, env, bad)
+		for i, e := range env {
+			switch k, v, _ := strings.Cut(e, "="); {
 			case k == "GOOS" && v != SupportedGOOS:
-				bad("%s %q: nvboot builds linux images only", at, e)
+				bad("%s[%d] %q: nvboot builds linux images only", at, i, e)
 			case k == "GOARCH" && v != SupportedGOARCH:
-				bad("%s %q: nvboot builds for amd64 (x86-64) only; %s is not built yet (the loader, the OFF2F converter and the kernel fragments are x86-64): set GOARCH=amd64 or leave it out", at, e, v)
+				bad("%s[%d] %q: nvboot builds for amd64 (x86-64) only; %s is not built yet (the loader, the OFF2F converter and the kernel fragments are x86-64): set GOARCH=amd64 or leave it out", at, i, e, v)
 			}
 		}
 	}
-	checkEnv("Environment", c.Environment)
+	buildEnv("Environment", c.Environment)
 	for i, p := range c.Packages {
 		if strings.HasSuffix(p, "/...") {
 			// gokrazy expands a pattern to its main packages; nvboot names
@@ -295,12 +295,13 @@ func (c *Config) validateGokrazy(bad func(string, ...any)) {
 	gateway := slices.ContainsFunc(c.InterfacesOrDefault(), func(in Interface) bool { return in.Gateway != "" })
 	for _, k := range sortedKeys(c.PackageConfig) {
 		pc, at := c.PackageConfig[k], fmt.Sprintf("PackageConfig[%q]", k)
-		checkEnv(at+".GoBuildEnvironment", pc.GoBuildEnvironment)
+		buildEnv(at+".GoBuildEnvironment", pc.GoBuildEnvironment)
 		for _, tag := range pc.GoBuildTags {
 			if tag == "" || strings.ContainsAny(tag, ", \t") {
 				bad("%s.GoBuildTags %q: one tag a list entry", at, tag)
 			}
 		}
+		checkExec(at+".GoBuildTags", pc.GoBuildTags, bad)
 		if b := pc.Basename; b != "" && (b != path.Base(b) || b == "." || b == ".." || strings.ContainsAny(b, " \t")) {
 			bad("%s.Basename %q: a program name, no '/' or blanks", at, b)
 		}

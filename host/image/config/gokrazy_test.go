@@ -28,7 +28,7 @@ func load(t *testing.T, p string) (*Config, []string) {
 
 func TestGokrazyArm64IsAnErrorNamingIt(t *testing.T) {
 	_, _, err := LoadWarn("testdata/gokrazy/gok-new.json")
-	if err == nil || !strings.Contains(err.Error(), `Environment "GOARCH=arm64"`) || !strings.Contains(err.Error(), "amd64") {
+	if err == nil || !strings.Contains(err.Error(), `Environment[1] "GOARCH=arm64"`) || !strings.Contains(err.Error(), "amd64") {
 		t.Fatalf("GOARCH=arm64: %v, want an error naming it", err)
 	}
 	for _, env := range [][]string{{"GOOS=darwin"}, {"GOARCH=riscv64"}, {"GOARCH"}} {
@@ -38,7 +38,7 @@ func TestGokrazyArm64IsAnErrorNamingIt(t *testing.T) {
 		}
 	}
 	c := Config{Packages: []string{"x"}, PackageConfig: map[string]PackageConfig{"x": {GokrazyPackage: GokrazyPackage{GoBuildEnvironment: []string{"GOARCH=arm"}}}}}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `PackageConfig["x"].GoBuildEnvironment "GOARCH=arm"`) {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `PackageConfig["x"].GoBuildEnvironment[0] "GOARCH=arm"`) {
 		t.Errorf("GoBuildEnvironment GOARCH=arm: %v", err)
 	}
 }

@@ -83,8 +83,6 @@ func TestFromImage(t *testing.T) {
 	}
 }
 
-// TestFromImageValidates: what the device would refuse is refused here,
-// naming the config and the field.
 // TestUserlandShell: a u-root image's nvinit runs gosh on the console; the
 // default (and "none") has no shell, so nvinit keeps reading the console.
 func TestUserlandShell(t *testing.T) {
@@ -101,11 +99,33 @@ func TestUserlandShell(t *testing.T) {
 	}
 }
 
+// TestFromImageValidates: what the device would refuse is refused here,
+// naming the config and the field.
 func TestFromImageValidates(t *testing.T) {
 	cfg := config.Demo()
 	cfg.Interfaces = []config.Interface{{Name: "eth0", Address: "10.0.2.15"}}
 	_, err := FromImage(cfg, Options{})
 	if err == nil || !strings.Contains(err.Error(), "nvinit config: Network[0].Address") {
 		t.Errorf("bad address: %v", err)
+	}
+}
+
+// TestFromImageRefusesWhatCannotRun: an image config that skipped its own
+// Validate still gets no device config nvinit would load and fail to run:
+// a service whose readiness port is the update endpoint's (nvinit's own
+// endpoint would answer for it), an argument with a NUL.
+func TestFromImageRefusesWhatCannotRun(t *testing.T) {
+	cfg := config.Demo()
+	cfg.Update = &config.Update{HTTPPort: "8080", HTTPPassword: "pw"}
+	_, err := FromImage(cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), `nvinit config: Services[0].WaitFor "tcp:8080"`) || !strings.Contains(err.Error(), "Update.Port 8080") {
+		t.Errorf("kv on the update port: %v", err)
+	}
+	cfg = config.Demo()
+	pc := cfg.PackageConfig[cfg.Packages[0]]
+	pc.CommandLineFlags = append([]string{"-x\x00"}, pc.CommandLineFlags...)
+	cfg.PackageConfig[cfg.Packages[0]] = pc
+	if _, err := FromImage(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "Services[0].Args[0]") || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("a NUL in an argument: %v", err)
 	}
 }
