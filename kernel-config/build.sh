@@ -42,7 +42,11 @@ if [ ! -f "$tarball" ]; then
 fi
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 ccver=$(gcc --version | head -1)
-key=$( { cat "$frag_arch" "$frag_common" "$0"; echo "$srcver"; echo "$ccver"; echo "$arch"; } | sha256sum | cut -c1-16)
+# The key covers what the build does, not how it is explained: comments and
+# blank lines are left out (a fragment's "# CONFIG_X is not set" is kept: it
+# is an input), so rewording a comment does not cost a ten-minute rebuild.
+significant() { sed -E '/^# CONFIG_[A-Za-z0-9_]+ is not set$/b; /^[[:space:]]*#/d; /^[[:space:]]*$/d' "$@"; }
+key=$( { significant "$frag_arch" "$frag_common" "$0"; echo "$srcver"; echo "$ccver"; echo "$arch"; } | sha256sum | cut -c1-16)
 if [ "$print_key" = 1 ]; then echo "$key"; exit 0; fi
 
 cache=${NVBOOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvboot}

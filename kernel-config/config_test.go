@@ -73,3 +73,59 @@ func readConfig(t *testing.T, path string) map[string]string {
 	}
 	return m
 }
+
+// TestKeyIgnoresComments: the cache key changes with what the build does
+// (an option, a "# CONFIG_X is not set", the script's commands) and not with
+// a reworded comment, which must not cost a kernel rebuild.
+func TestKeyIgnoresComments(t *testing.T) {
+	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil {
+		t.Skip("linux-source-6.1 not installed (build.sh -print-key would install it)")
+	}
+	key := func(edit func(dir string)) string {
+		t.Helper()
+		dir := t.TempDir()
+		for _, f := range []string{"build.sh", "check.sh", "common.config", "x86_64.config"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		edit(dir)
+		out, err := exec.Command(filepath.Join(dir, "build.sh"), "-print-key").Output()
+		if err != nil {
+			t.Fatalf("build.sh -print-key: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	appendTo := func(name, text string) func(string) {
+		return func(dir string) {
+			f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteString(text); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	base := key(func(string) {})
+	for _, tc := range []struct {
+		name string
+		edit func(string)
+		same bool
+	}{
+		{"a comment in a fragment", appendTo("common.config", "\n# a reworded comment\n\n"), true},
+		{"a comment in the script", appendTo("build.sh", "\n  # a note\n"), true},
+		{"an option", appendTo("common.config", "CONFIG_PRINTK_TIME=y\n"), false},
+		{"an option turned off", appendTo("x86_64.config", "# CONFIG_PRINTK_TIME is not set\n"), false},
+		{"a command in the script", appendTo("build.sh", "true\n"), false},
+	} {
+		if got := key(tc.edit); (got == base) != tc.same {
+			t.Errorf("%s: key %s, unchanged key %s: want the same %v", tc.name, got, base, tc.same)
+		}
+	}
+}
