@@ -7,11 +7,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/format/bootmark"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -28,7 +30,7 @@ func writeConfig(t *testing.T, json string) string {
 func marks(out string) []string {
 	var got []string
 	for _, l := range strings.Split(out, "\n") {
-		if m, ok := ParseMark(l); ok {
+		if m, ok := bootmark.Parse(l); ok {
 			got = append(got, m.Key())
 		}
 	}
@@ -172,5 +174,15 @@ func TestExecuteNotPID1(t *testing.T) {
 	out, err := run("-host", "-config", good)
 	if got := strings.Join(marks(out), " "); err != nil || got != "init mounts store service-start:hello service-ready:hello shutdown" {
 		t.Errorf("-host: %v, marks %q\n%s", err, got, out)
+	}
+}
+
+func TestCanPowerOff(t *testing.T) {
+	dir := t.TempDir()
+	if !canPowerOff(dir) {
+		t.Error("with ACPI: cannot power off")
+	}
+	if got, want := canPowerOff(filepath.Join(dir, "missing")), runtime.GOARCH != "amd64" && runtime.GOARCH != "386"; got != want {
+		t.Errorf("without ACPI on %s: %v, want %v", runtime.GOARCH, got, want)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nvboot/nvboot/device/bootprof"
 )
 
 // Console is the serial console: nvinit's log, the markers and every
@@ -23,6 +25,15 @@ func (c *Console) Line(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	io.WriteString(c.W, s+"\n")
+}
+
+// Mark prints the marker line of stage name (with an optional argument,
+// the service name), stamped with Uptime.
+func (c *Console) Mark(name, arg string) { c.marker().Mark(name, arg) }
+
+// marker prints marks on c.
+func (c *Console) marker() bootprof.Marker {
+	return bootprof.Marker{Line: c.Line, Uptime: c.Uptime}
 }
 
 // Logf writes "nvinit: " and the message.

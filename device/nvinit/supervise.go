@@ -93,7 +93,7 @@ type Supervisor struct {
 	Texts TextChecker
 	// AllReady is called on Run's goroutine once every supervised service
 	// has been marked ready at least once: what an A/B test boot commits
-	// on (testboot.go). nil: nothing waits for it.
+	// on (update.SlotState.AllReady). nil: nothing waits for it.
 	AllReady func()
 	// Holds checks a StartAfter condition; nil: on this machine
 	// (conditionHolds). CondPoll is how often; 0: condPoll.
@@ -315,6 +315,27 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 		case <-t.C:
 		}
 	}
+}
+
+// marked runs what waits for sv's ready mark: its deploy trial, and the
+// boot's wait for every service (AllReady).
+func (s *Supervisor) marked(sv *svc) {
+	if sv.trial != nil {
+		s.trialReady(sv)
+	}
+	sv.everReady = true
+	if s.AllReady == nil || s.allReady {
+		return
+	}
+	for _, o := range s.svcs {
+		// A DontStart service starts only when asked: the test boot
+		// does not wait for it.
+		if !o.everReady && !o.DontStart {
+			return
+		}
+	}
+	s.allReady = true
+	s.AllReady()
 }
 
 func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {

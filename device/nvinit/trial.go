@@ -7,31 +7,18 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/update"
 )
 
-// A trial is the supervisor's side of a deploy: stop the service, switch
-// its program, start it, and keep the new program only if it becomes ready
-// within a deadline; otherwise stop it, switch back, start the old one.
-// All of it runs on Run's goroutine, like every other change to a service,
-// so a trial and the restart logic never race; the store's side (the
-// links) is TrialOps.
+// A trial is the supervisor's side of a deploy (update.Supervisor.Replace):
+// stop the service, switch its program, start it, and keep the new program
+// only if it becomes ready within a deadline; otherwise stop it, switch
+// back, start the old one. All of it runs on Run's goroutine, like every
+// other change to a service, so a trial and the restart logic never race;
+// the store's side (the links) is update.TrialOps.
 
-// TrialOps are the store's steps of a trial, each called on Run's
-// goroutine with the service stopped (Keep: running and ready).
-type TrialOps struct {
-	Path   string       // what the service starts from during and after the trial (its link)
-	Switch func() error // make Path name the new program
-	Keep   func() error // the new program stays
-	Revert func() error // make Path name the old program again
-}
-
-// TrialResult is how a trial ended.
-type TrialResult struct {
-	Result          string // contract.DeployKept or contract.DeployRolledBack; "" with Err
-	Reason          string // why it was rolled back
-	Ready, Downtime time.Duration
-	Err             error // the trial could not run, or could not switch; see the text
-}
+// The supervisor runs the update endpoint's trials.
+var _ update.Supervisor = (*Supervisor)(nil)
 
 type trialPhase int
 
@@ -43,7 +30,7 @@ const (
 )
 
 type trial struct {
-	ops      TrialOps
+	ops      update.TrialOps
 	deadline time.Duration
 	phase    trialPhase
 	oldPath  string
@@ -52,7 +39,7 @@ type trial struct {
 	reason   string
 	timer    func() bool // the deadline
 	kill     func() bool // SIGKILL after the grace period
-	done     chan TrialResult
+	done     chan update.TrialResult
 }
 
 // ErrSupervisorDone is a trial's error once the supervisor has returned.
@@ -62,8 +49,8 @@ var ErrSupervisorDone = errors.New("nvinit is shutting down")
 // It is refused for a service that is not supervised here (unknown, or
 // DontStart), a pooled one (poold keeps its own program path) or one with
 // a trial running.
-func (s *Supervisor) Replace(name string, deadline time.Duration, ops TrialOps) TrialResult {
-	done := make(chan TrialResult, 1)
+func (s *Supervisor) Replace(name string, deadline time.Duration, ops update.TrialOps) update.TrialResult {
+	done := make(chan update.TrialResult, 1)
 	s.post(func() { s.beginTrial(name, deadline, ops, done) })
 	select {
 	case r := <-done:
@@ -73,7 +60,7 @@ func (s *Supervisor) Replace(name string, deadline time.Duration, ops TrialOps) 
 		case r := <-done:
 			return r
 		default:
-			return TrialResult{Err: ErrSupervisorDone}
+			return update.TrialResult{Err: ErrSupervisorDone}
 		}
 	}
 }
@@ -107,20 +94,20 @@ func (s *Supervisor) lookup(name string) *svc {
 	return nil
 }
 
-func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops TrialOps, done chan TrialResult) {
+func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops update.TrialOps, done chan update.TrialResult) {
 	sv := s.lookup(name)
 	switch {
 	case s.stopping:
-		done <- TrialResult{Err: ErrSupervisorDone}
+		done <- update.TrialResult{Err: ErrSupervisorDone}
 		return
 	case sv == nil:
-		done <- TrialResult{Err: fmt.Errorf("no service %q is supervised here (not in the image's config, or DontStart)", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("no service %q is supervised here (not in the image's config, or DontStart)", name)}
 		return
 	case sv.Pool != "":
-		done <- TrialResult{Err: fmt.Errorf("service %s is started through poold, whose programs cannot be deployed yet", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("service %s is started through poold, whose programs cannot be deployed yet", name)}
 		return
 	case sv.trial != nil:
-		done <- TrialResult{Err: fmt.Errorf("service %s: another deploy of it is running", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("service %s: another deploy of it is running", name)}
 		return
 	}
 	t := &trial{ops: ops, deadline: deadline, oldPath: sv.Path, done: done, stopped: s.Clock.Now()}
@@ -176,7 +163,7 @@ func (s *Supervisor) trialStopped(sv *svc) {
 			sv.trial = nil
 			s.Console.Logf("%s: deploy: switching the program: %v; starting the old one again", sv.Name, err)
 			s.start(sv)
-			t.done <- TrialResult{Err: fmt.Errorf("switching %s's program: %w (the old one was started again)", sv.Name, err)}
+			t.done <- update.TrialResult{Err: fmt.Errorf("switching %s's program: %w (the old one was started again)", sv.Name, err)}
 			return
 		}
 		sv.Path = t.ops.Path
@@ -220,15 +207,15 @@ func (s *Supervisor) trialReady(sv *svc) {
 		if err := t.ops.Keep(); err != nil {
 			// The new program runs and is ready; the store still says
 			// trial, so the next boot would run the old one: say so.
-			s.finishTrial(sv, TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped),
+			s.finishTrial(sv, update.TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped),
 				Err: fmt.Errorf("the new program is ready but ending the trial in the store failed (the next boot runs the old one): %w", err)})
 			return
 		}
 		s.Console.Logf("%s: deploy: the new program is ready; kept", sv.Name)
-		s.finishTrial(sv, TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped)})
 	case trialRestoring:
 		s.Console.Logf("%s: deploy: the old program is ready again", sv.Name)
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason, Downtime: now.Sub(t.stopped)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason, Downtime: now.Sub(t.stopped)})
 	}
 }
 
@@ -237,7 +224,7 @@ func (s *Supervisor) trialReady(sv *svc) {
 func (s *Supervisor) trialExited(sv *svc, how string) bool {
 	t := sv.trial
 	if s.stopping {
-		s.finishTrial(sv, TrialResult{Err: ErrSupervisorDone})
+		s.finishTrial(sv, update.TrialResult{Err: ErrSupervisorDone})
 		return false
 	}
 	switch t.phase {
@@ -246,7 +233,7 @@ func (s *Supervisor) trialExited(sv *svc, how string) bool {
 	case trialTrying:
 		s.rollBack(sv, fmt.Sprintf("the new program %s before it was ready", how))
 	case trialRestoring:
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + "; the old program " + how + " too, and restarts as usual"})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + "; the old program " + how + " too, and restarts as usual"})
 		return true
 	}
 	return false
@@ -264,7 +251,7 @@ func (s *Supervisor) trialTimeout(sv *svc) {
 	case trialTrying:
 		s.rollBack(sv, fmt.Sprintf("the new program was not ready within %v", t.deadline))
 	case trialRestoring:
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + fmt.Sprintf("; the old program was not ready within %v either", t.deadline)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + fmt.Sprintf("; the old program was not ready within %v either", t.deadline)})
 	}
 }
 
@@ -279,7 +266,7 @@ func (s *Supervisor) rollBack(sv *svc, reason string) {
 	s.stopForTrial(sv)
 }
 
-func (s *Supervisor) finishTrial(sv *svc, r TrialResult) {
+func (s *Supervisor) finishTrial(sv *svc, r update.TrialResult) {
 	t := sv.trial
 	for _, stop := range []func() bool{t.timer, t.kill} {
 		if stop != nil {

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"fmt"
@@ -7,31 +7,9 @@ import (
 	"github.com/nvboot/nvboot/device/efivar"
 )
 
-// The A/B test boot, nvinit's side (docs/DESIGN.md, "Update: the whole
-// image"): a boot into the slot BootNext named is a trial until every
-// service was ready; then BootOrder puts that slot first (the commit).
-// Wired into Boot in slotboot.go.
-
-// marked runs what waits for sv's ready mark: its deploy trial, and the
-// boot's wait for every service (AllReady).
-func (s *Supervisor) marked(sv *svc) {
-	if sv.trial != nil {
-		s.trialReady(sv)
-	}
-	sv.everReady = true
-	if s.AllReady == nil || s.allReady {
-		return
-	}
-	for _, o := range s.svcs {
-		// A DontStart service starts only when asked: the test boot
-		// does not wait for it.
-		if !o.everReady && !o.DontStart {
-			return
-		}
-	}
-	s.allReady = true
-	s.AllReady()
-}
+// The A/B test boot's variables: a boot into the slot BootNext named is
+// a trial until every service was ready; then BootOrder puts that slot
+// first (the commit). SlotState drives it (slotboot.go).
 
 // BootSlots are the A/B slots' boot entries in the firmware's variables.
 type BootSlots struct {

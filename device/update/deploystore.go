@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"crypto/sha256"
@@ -10,12 +10,18 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/off2f"
 )
+
+// Mounter is mount(2), for the store's remounts; tests pass a fake.
+type Mounter interface {
+	Mount(source, target, fstype string, flags uintptr, data string) error
+}
 
 // Programs is the store's side of a deploy: deployed header files in
 // programs/ named by their SHA-256, one link per deployed service in
@@ -24,7 +30,7 @@ import (
 // remount read-write and one read-only, on the supervisor's goroutine (as a
 // text repair does), so no service starts while its program is switched.
 type Programs struct {
-	Store   TextStore
+	Store   contract.TextStore
 	Mounter Mounter
 	// Images are the services' programs as built (their config Path), by
 	// name: what a service without a link runs.
@@ -69,11 +75,11 @@ func (p *Programs) Have(hashes []string) []string {
 // read-only again whatever f did.
 func (p *Programs) writable(f func() error) error {
 	s := &p.Store
-	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount, s.OptionsOrDefault()); err != nil {
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), syscall.MS_REMOUNT, s.OptionsOrDefault()); err != nil {
 		return fmt.Errorf("remounting the text store %s read-write: %w", s.DirOrDefault(), err)
 	}
 	ferr := f()
-	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount|msRdonly, s.OptionsOrDefault()); err != nil {
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), syscall.MS_REMOUNT|syscall.MS_RDONLY, s.OptionsOrDefault()); err != nil {
 		return errors.Join(ferr, fmt.Errorf("remounting the text store %s read-only (it stays read-write until the next boot): %w", s.DirOrDefault(), err))
 	}
 	return ferr
@@ -129,6 +135,18 @@ func (p *Programs) Switch(name, program, prev string) error {
 		}
 		return dirsync.Sync(p.servicesDir())
 	})
+}
+
+// Trial is the store's side of a trial of program for service name, prev
+// being what it runs now: the supervisor calls each step with the service
+// stopped (Keep: running and ready).
+func (p *Programs) Trial(name, program, prev string) TrialOps {
+	return TrialOps{
+		Path:   p.Link(name),
+		Switch: func() error { return p.Switch(name, program, prev) },
+		Keep:   func() error { return p.Keep(name) },
+		Revert: func() error { return p.Revert(name) },
+	}
 }
 
 // Keep ends service name's trial: the new program stays.

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"os"
@@ -44,23 +44,5 @@ func TestBootSlots(t *testing.T) {
 	os.Remove(filepath.Join(v.Dir, "BootOrder-"+efivar.GlobalGUID))
 	if _, err := b.Trial("a"); err == nil {
 		t.Error("Trial without a BootOrder: no error")
-	}
-}
-
-// AllReady fires once, when the last service is first marked ready, and
-// not again when one restarts and is marked ready anew.
-func TestSupervisorAllReady(t *testing.T) {
-	dir := t.TempDir()
-	fired := make(chan struct{}, 4)
-	s := &Supervisor{Services: []Service{
-		helperService(t, "one", "serve", filepath.Join(dir, "one"), ""),
-		{Name: "two", Path: "/bin/sh", Args: []string{"-c", "sleep 0.2; exit 1"}, Restart: RestartAlways},
-	}, AllReady: func() { fired <- struct{}{} }}
-	out, _, _ := harness(t, s)
-	out.expect(t, "service-ready one")
-	out.expect(t, "restarting in") // two, ready at start, then restarted
-	out.expect(t, "service-ready two")
-	if n := len(fired); n != 1 {
-		t.Errorf("AllReady called %d times, want once", n)
 	}
 }

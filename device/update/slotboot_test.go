@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"os"
