@@ -17,50 +17,50 @@ import (
 	"github.com/nvboot/nvboot/format/bootmark"
 )
 
-// Action is how the machine ends.
-type Action int
+// ending is how the machine ends.
+type ending int
 
 const (
-	PowerOff Action = iota
-	Reboot
+	powerOff ending = iota
+	reboot
 )
 
-func (a Action) String() string {
-	if a == Reboot {
+func (a ending) String() string {
+	if a == reboot {
 		return "reboot"
 	}
 	return "power off"
 }
 
-// NoStoreEnv, set to 1, makes ld-off2f skip the text store and map the
+// noStoreEnv, set to 1, makes ld-off2f skip the text store and map the
 // fallback text (nvinit re-executes itself with it to rewrite a stale store).
-const NoStoreEnv = "OFF2F_NOSTORE"
+const noStoreEnv = "OFF2F_NOSTORE"
 
-// Boot is one run of nvinit, from the first marker to the power-off.
-type Boot struct {
+// boot is one run of nvinit, from the first marker to the power-off.
+type boot struct {
 	ConfigPath string
-	Console    *Console
+	Console    *console
 	// PID1 does what only init may: the kernel filesystems, hostname,
 	// reaping every orphan, reboot(2). Without it (tests, a host run) the
 	// run returns instead of powering off.
 	PID1      bool
-	Mounter   Mounter       // nil: SysMounter
+	Mounter   mounter       // nil: sysMounter
 	Sys       string        // sysfs root; "": /sys
 	MountInfo string        // "": /proc/self/mountinfo
-	Grace     time.Duration // 0: DefaultGrace
+	Grace     time.Duration // 0: defaultGrace
 	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
 	Signals <-chan os.Signal
 
 	// What the stages found, for the stages after them.
-	mnt      Mounter           // Mounter or SysMounter
-	cmdline  string            // the kernel's, as PID 1; "": no nvboot.* parameter applies
-	cfg      *Config           // never nil after loadConfig
-	mounted  []string          // to take down at the end, state first
-	texts    TextChecker       // the mounted store's text check; nil: none
-	programs *update.Programs  // deployed programs: the text store is mounted; nil: not
-	reboot   chan struct{}     // a reboot nvinit asks for itself (requestReboot)
-	slots    *update.SlotState // a slotted boot; nil: none
-	watchdog *update.Watchdog  // armed on a slotted boot; nil: none
+	mnt      mounter              // Mounter or sysMounter
+	cmdline  string               // the kernel's, as PID 1; "": no nvboot.* parameter applies
+	cfg      *contract.InitConfig // never nil after loadConfig
+	mounted  []string             // to take down at the end, state first
+	texts    textChecker          // the mounted store's text check; nil: none
+	programs *update.Programs     // deployed programs: the text store is mounted; nil: not
+	reboot   chan struct{}        // a reboot nvinit asks for itself (requestReboot)
+	slots    *update.SlotState    // a slotted boot; nil: none
+	watchdog *update.Watchdog     // armed on a slotted boot; nil: none
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -68,12 +68,12 @@ type Boot struct {
 // As PID 1 it takes it and returns only if reboot(2) failed. Each stage
 // below runs in this order; the marks between them are what `nvboot
 // measure` times.
-func (b *Boot) Run(ctx context.Context) Action {
+func (b *boot) Run(ctx context.Context) ending {
 	b.Console.Mark("init", "")
 	b.reboot = make(chan struct{}, 1)
 	b.mnt = b.Mounter
 	if b.mnt == nil {
-		b.mnt = SysMounter{}
+		b.mnt = sysMounter{}
 	}
 	b.mountKernel()
 	b.Console.Mark("mounts", "")
@@ -87,7 +87,7 @@ func (b *Boot) Run(ctx context.Context) Action {
 	defer stopProbe()
 	b.startSlots(ctx)
 	action := b.supervise(ctx, b.kernelRegionWriter())
-	Unmount(b.mnt, b.mounted, b.Console.Logf)
+	unmountAll(b.mnt, b.mounted, b.Console.Logf)
 	if b.PID1 {
 		b.halt(action)
 	}
@@ -98,11 +98,11 @@ func (b *Boot) Run(ctx context.Context) Action {
 // console if the kernel could not, prints the handover marks, turns
 // Ctrl-Alt-Del into SIGINT, reads the kernel command line and applies the
 // disk limit it asks for.
-func (b *Boot) mountKernel() {
+func (b *boot) mountKernel() {
 	if !b.PID1 {
 		return
 	}
-	if err := MountAll(b.mnt, KernelMounts); err != nil {
+	if err := mountAll(b.mnt, kernelMounts); err != nil {
 		b.Console.Logf("%v", err)
 	}
 	reopenConsole()
@@ -116,7 +116,7 @@ func (b *Boot) mountKernel() {
 
 // limitDisk applies the storage model the command line asks for
 // (contract.DiskLimitParam) to nvinit and everything it starts.
-func (b *Boot) limitDisk() {
+func (b *boot) limitDisk() {
 	con := b.Console
 	l, ok, err := contract.ParseDiskLimit(b.cmdline)
 	if err != nil {
@@ -138,11 +138,11 @@ func (b *Boot) limitDisk() {
 // loadConfig reads the config and, as PID 1, sets the hostname. A config
 // that cannot be read boots with no services: a PID 1 that exits panics
 // the kernel, one that waits with a console can be looked at.
-func (b *Boot) loadConfig() {
-	cfg, err := LoadConfig(or(b.ConfigPath, DefaultConfigPath))
+func (b *boot) loadConfig() {
+	cfg, err := readConfig(or(b.ConfigPath, contract.InitConfigPath))
 	if err != nil {
 		b.Console.Logf("%v; starting no services", err)
-		cfg = &Config{}
+		cfg = &contract.InitConfig{}
 	}
 	b.cfg = cfg
 	if b.PID1 && cfg.Hostname != "" {
@@ -156,28 +156,28 @@ func (b *Boot) loadConfig() {
 // deployed programs are readied and a failed service's text is checked
 // against it. A store that fails leaves the programs on their fallback
 // text, which the loader maps by itself.
-func (b *Boot) provisionStore() {
+func (b *boot) provisionStore() {
 	ts := b.cfg.TextStore
 	if ts.Device == "" {
 		return
 	}
 	con := b.Console
-	s := &StoreSetup{Config: ts, Mounter: b.mnt, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
+	s := &storeSetup{Config: ts, Mounter: b.mnt, Fsdax: &daxSwitch{Sys: or(b.Sys, "/sys")},
 		MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
 	if _, err := s.Run(); err != nil {
-		if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(NoStoreEnv) == "" {
+		if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(noStoreEnv) == "" {
 			// Our own text is mapped from the stale store: come back
 			// running from the fallback copy, and rewrite the store then.
 			con.Logf("text store: %v; re-executing nvinit from the fallback text to rewrite it", err)
-			err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), NoStoreEnv+"=1"))
+			err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), noStoreEnv+"=1"))
 		}
 		con.Logf("text store: %v; programs use the fallback text on the root filesystem", err)
 	}
 	if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
 		b.mounted = append(b.mounted, ts.DirOrDefault())
 		// Texts are checked (read whole) only for a service that
-		// failed, never at boot: see Supervisor.checkText.
-		b.texts = &TextRepair{Store: ts, Mounter: b.mnt}
+		// failed, never at boot: see supervisor.checkText.
+		b.texts = &textRepair{Store: ts, Mounter: b.mnt}
 		b.programs = &update.Programs{Store: ts, Mounter: b.mnt}
 		b.programs.UseDeployed(b.cfg.Services, con.Logf)
 	}
@@ -187,12 +187,12 @@ func (b *Boot) provisionStore() {
 // config has one. It is provisioned only when blank: an unmountable state
 // device that holds anything is kept as it is for someone to look at, not
 // wiped, and the services run without state.
-func (b *Boot) provisionState() {
+func (b *boot) provisionState() {
 	st := b.cfg.State
 	if st.Device == "" {
 		return
 	}
-	s := &StateSetup{Config: st, Mounter: b.mnt, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
+	s := &stateSetup{Config: st, Mounter: b.mnt, Fsdax: &daxSwitch{Sys: or(b.Sys, "/sys")},
 		DeviceWait: 2 * time.Second, Logf: b.Console.Logf}
 	if _, err := s.Run(); err != nil {
 		b.Console.Logf("state: %v; services run without state", err)
@@ -204,18 +204,18 @@ func (b *Boot) provisionState() {
 
 // mountDevices mounts the config's Mounts: after the state, so a mount
 // point under it exists; unmounted before it at the end.
-func (b *Boot) mountDevices() {
+func (b *boot) mountDevices() {
 	if len(b.cfg.Mounts) > 0 {
-		b.mounted = append(MountDevices(b.mnt, b.cfg.Mounts, b.Console.Logf), b.mounted...)
+		b.mounted = append(mountConfigured(b.mnt, b.cfg.Mounts, b.Console.Logf), b.mounted...)
 	}
 }
 
 // configureNetwork, as PID 1, brings the config's interfaces up.
-func (b *Boot) configureNetwork() {
+func (b *boot) configureNetwork() {
 	if !b.PID1 {
 		return
 	}
-	if err := ConfigureNetwork(b.cfg.Network); err != nil {
+	if err := configureInterfaces(b.cfg.Network); err != nil {
 		b.Console.Logf("%v", err)
 	}
 }
@@ -223,7 +223,7 @@ func (b *Boot) configureNetwork() {
 // probeFirstAnswer, as PID 1, marks the first HTTP answer of the port the
 // command line names (contract.AnswerParam), trying for 2 minutes at most
 // or until stop.
-func (b *Boot) probeFirstAnswer(ctx context.Context) (stop func()) {
+func (b *boot) probeFirstAnswer(ctx context.Context) (stop func()) {
 	if !b.PID1 {
 		return func() {}
 	}
@@ -241,16 +241,16 @@ func (b *Boot) probeFirstAnswer(ctx context.Context) (stop func()) {
 
 // startSlots, as PID 1 with the config's Slots, readies the A/B slots:
 // the watchdog, the boot entries, and the test boot when this is one.
-func (b *Boot) startSlots(ctx context.Context) {
+func (b *boot) startSlots(ctx context.Context) {
 	if !b.PID1 || b.cfg.Slots == nil {
 		return
 	}
-	efivarfs := []MountPoint{{"efivarfs", contract.EfivarsDir, "efivarfs", msNoSUID | msNoDev | msNoExec, ""}}
+	efivarfs := []mountPoint{{"efivarfs", contract.EfivarsDir, "efivarfs", msNoSUID | msNoDev | msNoExec, ""}}
 	b.slots, b.watchdog = update.SlotBoot{
 		Console:      b.Console,
 		Cmdline:      b.cmdline,
 		Deadline:     b.cfg.Slots.TestBootDeadline(),
-		MountEfivars: func() error { return MountAll(b.mnt, efivarfs) },
+		MountEfivars: func() error { return mountAll(b.mnt, efivarfs) },
 		Reboot:       b.requestReboot,
 	}.Start(ctx)
 }
@@ -259,7 +259,7 @@ func (b *Boot) startSlots(ctx context.Context) {
 // service is ready, as PID 1 with the config's KernelRegion (nil: nothing
 // to write). The write runs on a goroutine of its own: the 16 MiB it reads
 // must not hold up what waits for the services.
-func (b *Boot) kernelRegionWriter() func() {
+func (b *boot) kernelRegionWriter() func() {
 	kr := b.cfg.KernelRegion
 	if kr == nil || !b.PID1 {
 		return nil
@@ -267,7 +267,7 @@ func (b *Boot) kernelRegionWriter() func() {
 	con, cmdline := b.Console, b.cmdline
 	return func() {
 		go func() {
-			if wrote, err := WriteKernelRegion(kr, cmdline); err != nil {
+			if wrote, err := writeKernelRegion(kr, cmdline); err != nil {
 				con.Logf("%v; the firmware keeps booting the card's kernel", err)
 			} else if wrote {
 				con.Logf("kernel region: wrote %s to %s; the next boot copies the kernel from pmem", kr.Image, kr.Device)
@@ -281,7 +281,7 @@ func (b *Boot) kernelRegionWriter() func() {
 // it cannot power off (no ACPI on x86) or the command line asks for a
 // reset (contract.OffParam); powering it off otherwise, with the watchdog
 // disarmed. It returns only if reboot(2) failed.
-func (b *Boot) halt(action Action) {
+func (b *boot) halt(action ending) {
 	con := b.Console
 	con.Logf("%s", action)
 	cmd := syscall.LINUX_REBOOT_CMD_POWER_OFF
@@ -289,15 +289,15 @@ func (b *Boot) halt(action Action) {
 	if err != nil {
 		con.Logf("%v; powering off", err)
 	}
-	if !reset && action != Reboot && !canPowerOff("/sys/firmware/acpi") {
+	if !reset && action != reboot && !canPowerOff("/sys/firmware/acpi") {
 		// The kernel would halt instead, for ever.
 		con.Logf("no ACPI: this x86 machine cannot power off; resetting it instead")
 		reset = true
 	}
-	if action == Reboot || reset {
+	if action == reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
 	}
-	if b.watchdog != nil && action != Reboot {
+	if b.watchdog != nil && action != reboot {
 		b.watchdog.Disarm()
 	}
 	if err := syscall.Reboot(cmd); err != nil {
@@ -307,7 +307,7 @@ func (b *Boot) halt(action Action) {
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
+func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 	cfg := b.cfg
 	sigs := b.Signals
 	starts := make(chan string, 1)
@@ -318,10 +318,10 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 		defer signal.Stop(ch)
 		sigs = ch
 	}
-	reaper := &Reaper{All: b.PID1}
+	rp := &reaper{All: b.PID1}
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
-	go reaper.Run(rctx)
+	go rp.Run(rctx)
 	var servicesReady chan struct{} // closed by the supervisor; nil: no shell waits
 	if ch != nil && b.PID1 {
 		// The console is the shell's in an image with one, and nvinit's
@@ -329,31 +329,31 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 		cmds := io.Reader(os.Stdin)
 		if cfg.Shell != "" {
 			cmds = strings.NewReader("")
-			if f, err := OpenCommands(contract.CommandFIFO); err != nil {
+			if f, err := openCommands(contract.CommandFIFO); err != nil {
 				b.Console.Logf("%v: poweroff, reboot and start are not taken", err)
 			} else {
 				cmds = f
 			}
 			shctx, stopShell := context.WithCancel(ctx)
 			servicesReady = make(chan struct{})
-			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper, Until: servicesReady, Wait: ShellWait}
+			sh := &shell{Path: cfg.Shell, Console: b.Console, Reaper: rp, Until: servicesReady, Wait: shellWait}
 			shellDone := make(chan struct{})
 			go func() { sh.Run(shctx); close(shellDone) }()
 			defer func() { stopShell(); <-shellDone }()
 		}
-		go ConsoleCommandsStart(cmds, ch, starts, b.Console.Logf)
+		go consoleCommandsStart(cmds, ch, starts, b.Console.Logf)
 	}
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	action, marked := PowerOff, false
+	action, marked := powerOff, false
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGINT {
-				action = Reboot
+				action = reboot
 			}
 			b.Console.Logf("%v: shutting down", sig)
 			// Marked here, before the services are stopped: the stage is
@@ -362,7 +362,7 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 			marked = true
 			stop()
 		case <-b.reboot:
-			action = Reboot
+			action = reboot
 			b.Console.Logf("rebooting")
 			b.Console.Mark("shutdown", "")
 			marked = true
@@ -370,7 +370,7 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 		case <-sctx.Done():
 		}
 	}()
-	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
+	s := &supervisor{Services: cfg.Services, Console: b.Console, Reaper: rp,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: b.texts, Starts: starts}
 	var shellReady func()
 	if servicesReady != nil {
@@ -392,7 +392,7 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 	err := s.Run(sctx)
 	stop()
 	<-watched
-	if errors.Is(err, ErrAllExited) {
+	if errors.Is(err, errAllExited) {
 		b.Console.Logf("%v", err)
 	}
 	if !marked {
@@ -404,7 +404,7 @@ func (b *Boot) supervise(ctx context.Context, allReady func()) Action {
 // serveUpdate serves the update endpoint until ctx ends; without a text
 // store there is nothing to deploy into, and it says so (a slotted boot
 // still serves the A/B update).
-func (b *Boot) serveUpdate(ctx context.Context, s *Supervisor) {
+func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
 	up := b.cfg.Update
 	if b.programs == nil && b.slots == nil {
 		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
@@ -432,7 +432,7 @@ func (b *Boot) serveUpdate(ctx context.Context, s *Supervisor) {
 }
 
 // requestReboot asks the running boot to reboot, as Ctrl-Alt-Del does.
-func (b *Boot) requestReboot() {
+func (b *boot) requestReboot() {
 	select {
 	case b.reboot <- struct{}{}:
 	default:

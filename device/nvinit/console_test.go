@@ -11,7 +11,7 @@ import (
 
 func TestConsoleMark(t *testing.T) {
 	var b bytes.Buffer
-	c := &Console{W: &b, Uptime: func() time.Duration { return 1500 * time.Microsecond }}
+	c := &console{W: &b, Uptime: func() time.Duration { return 1500 * time.Microsecond }}
 	c.Mark("service-ready", "kv")
 	if got := b.String(); got != "NVBOOT-MARK service-ready kv 1500\n" {
 		t.Errorf("console got %q", got)
@@ -20,7 +20,7 @@ func TestConsoleMark(t *testing.T) {
 
 func TestPrefixed(t *testing.T) {
 	var b bytes.Buffer
-	c := &Console{W: &b}
+	c := &console{W: &b}
 	w := c.Prefixed("kv")
 	w.Write([]byte("hello\nwor"))
 	w.Write([]byte("ld\r\n\npartial"))
@@ -50,7 +50,7 @@ func TestPrefixed(t *testing.T) {
 func TestConsoleCommands(t *testing.T) {
 	ch := make(chan os.Signal, 4)
 	var logged []string
-	ConsoleCommands(strings.NewReader("ls\n poweroff \nreboot\npoweroffx\n"), ch, func(f string, a ...any) { logged = append(logged, f) })
+	consoleCommands(strings.NewReader("ls\n poweroff \nreboot\npoweroffx\n"), ch, func(f string, a ...any) { logged = append(logged, f) })
 	close(ch)
 	var got []os.Signal
 	for s := range ch {

@@ -4,7 +4,7 @@
 // from its template only when the device is blank), starts and
 // supervises the services (rewriting a service's damaged text from the root
 // filesystem's copy when it fails, and leaving it stopped, with a line
-// saying why, after MaxFailedStarts failed starts in a row), reaps orphans
+// saying why, after maxFailedStarts failed starts in a row), reaps orphans
 // and shuts the machine down cleanly.
 // Each stage prints a NVBOOT-MARK line on the console for `nvboot measure`.
 //

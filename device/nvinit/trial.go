@@ -18,7 +18,7 @@ import (
 // the store's side (the links) is update.TrialOps.
 
 // The supervisor runs the update endpoint's trials.
-var _ update.Supervisor = (*Supervisor)(nil)
+var _ update.Supervisor = (*supervisor)(nil)
 
 type trialPhase int
 
@@ -42,14 +42,14 @@ type trial struct {
 	done     chan update.TrialResult
 }
 
-// ErrSupervisorDone is a trial's error once the supervisor has returned.
-var ErrSupervisorDone = errors.New("nvinit is shutting down")
+// errSupervisorDone is a trial's error once the supervisor has returned.
+var errSupervisorDone = errors.New("nvinit is shutting down")
 
 // Replace runs a trial of service name (see trial), waiting for its end.
 // It is refused for a service that is not supervised here (unknown, or
 // DontStart), a pooled one (poold keeps its own program path) or one with
 // a trial running.
-func (s *Supervisor) Replace(name string, deadline time.Duration, ops update.TrialOps) update.TrialResult {
+func (s *supervisor) Replace(name string, deadline time.Duration, ops update.TrialOps) update.TrialResult {
 	done := make(chan update.TrialResult, 1)
 	s.post(func() { s.beginTrial(name, deadline, ops, done) })
 	select {
@@ -60,14 +60,14 @@ func (s *Supervisor) Replace(name string, deadline time.Duration, ops update.Tri
 		case r := <-done:
 			return r
 		default:
-			return update.TrialResult{Err: ErrSupervisorDone}
+			return update.TrialResult{Err: errSupervisorDone}
 		}
 	}
 }
 
 // Do runs f on Run's goroutine and waits for it: the store's remounts
 // happen there, never beside a text repair or a start.
-func (s *Supervisor) Do(f func()) error {
+func (s *supervisor) Do(f func()) error {
 	done := make(chan struct{})
 	s.post(func() { f(); close(done) })
 	select {
@@ -78,14 +78,14 @@ func (s *Supervisor) Do(f func()) error {
 		case <-done:
 			return nil
 		default:
-			return ErrSupervisorDone
+			return errSupervisorDone
 		}
 	}
 }
 
 // Service returns the supervised service called name, and the path it
 // starts from; ok false when there is none.
-func (s *Supervisor) lookup(name string) *svc {
+func (s *supervisor) lookup(name string) *svc {
 	for _, sv := range s.svcs {
 		if sv.Name == name {
 			return sv
@@ -94,11 +94,11 @@ func (s *Supervisor) lookup(name string) *svc {
 	return nil
 }
 
-func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops update.TrialOps, done chan update.TrialResult) {
+func (s *supervisor) beginTrial(name string, deadline time.Duration, ops update.TrialOps, done chan update.TrialResult) {
 	sv := s.lookup(name)
 	switch {
 	case s.stopping:
-		done <- update.TrialResult{Err: ErrSupervisorDone}
+		done <- update.TrialResult{Err: errSupervisorDone}
 		return
 	case sv == nil:
 		done <- update.TrialResult{Err: fmt.Errorf("no service %q is supervised here (not in the image's config, or DontStart)", name)}
@@ -119,7 +119,7 @@ func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops update.
 // stopForTrial stops sv's current run (SIGTERM, SIGKILL after the grace
 // period) and cancels a pending restart; the trial goes on in its exit, or
 // at once when nothing runs.
-func (s *Supervisor) stopForTrial(sv *svc) {
+func (s *supervisor) stopForTrial(sv *svc) {
 	if sv.stopTimer != nil {
 		sv.stopTimer()
 		sv.stopTimer = nil
@@ -134,7 +134,7 @@ func (s *Supervisor) stopForTrial(sv *svc) {
 	}
 	grace := s.Grace
 	if grace == 0 {
-		grace = DefaultGrace
+		grace = defaultGrace
 	}
 	t.kill = s.Clock.AfterFunc(grace, func() {
 		s.post(func() {
@@ -148,7 +148,7 @@ func (s *Supervisor) stopForTrial(sv *svc) {
 
 // trialStopped goes on once the service is down: into the new program
 // (stopping) or back into the old one (undoing).
-func (s *Supervisor) trialStopped(sv *svc) {
+func (s *supervisor) trialStopped(sv *svc) {
 	t := sv.trial
 	if t.kill != nil {
 		t.kill()
@@ -185,7 +185,7 @@ func (s *Supervisor) trialStopped(sv *svc) {
 	}
 }
 
-func (s *Supervisor) armTrialDeadline(sv *svc, t *trial) {
+func (s *supervisor) armTrialDeadline(sv *svc, t *trial) {
 	if t.timer != nil {
 		t.timer()
 	}
@@ -199,7 +199,7 @@ func (s *Supervisor) armTrialDeadline(sv *svc, t *trial) {
 }
 
 // trialReady is called when sv is marked ready.
-func (s *Supervisor) trialReady(sv *svc) {
+func (s *supervisor) trialReady(sv *svc) {
 	t := sv.trial
 	now := s.Clock.Now()
 	switch t.phase {
@@ -221,10 +221,10 @@ func (s *Supervisor) trialReady(sv *svc) {
 
 // trialExited handles an exit of sv during a trial; it reports whether the
 // supervisor's usual handling (restart by policy) should follow.
-func (s *Supervisor) trialExited(sv *svc, how string) bool {
+func (s *supervisor) trialExited(sv *svc, how string) bool {
 	t := sv.trial
 	if s.stopping {
-		s.finishTrial(sv, update.TrialResult{Err: ErrSupervisorDone})
+		s.finishTrial(sv, update.TrialResult{Err: errSupervisorDone})
 		return false
 	}
 	switch t.phase {
@@ -241,11 +241,11 @@ func (s *Supervisor) trialExited(sv *svc, how string) bool {
 
 // trialStartFailed handles a start that did not fork during a trial; it
 // reports whether the usual handling should follow.
-func (s *Supervisor) trialStartFailed(sv *svc, how string) bool {
+func (s *supervisor) trialStartFailed(sv *svc, how string) bool {
 	return s.trialExited(sv, how)
 }
 
-func (s *Supervisor) trialTimeout(sv *svc) {
+func (s *supervisor) trialTimeout(sv *svc) {
 	t := sv.trial
 	switch t.phase {
 	case trialTrying:
@@ -255,7 +255,7 @@ func (s *Supervisor) trialTimeout(sv *svc) {
 	}
 }
 
-func (s *Supervisor) rollBack(sv *svc, reason string) {
+func (s *supervisor) rollBack(sv *svc, reason string) {
 	t := sv.trial
 	s.Console.Logf("%s: deploy: %s; switching back to the old program", sv.Name, reason)
 	t.reason, t.phase = reason, trialUndoing
@@ -266,7 +266,7 @@ func (s *Supervisor) rollBack(sv *svc, reason string) {
 	s.stopForTrial(sv)
 }
 
-func (s *Supervisor) finishTrial(sv *svc, r update.TrialResult) {
+func (s *supervisor) finishTrial(sv *svc, r update.TrialResult) {
 	t := sv.trial
 	for _, stop := range []func() bool{t.timer, t.kill} {
 		if stop != nil {

@@ -50,7 +50,7 @@ func script(t *testing.T, dir, name, body string) string {
 // trialFixture is a supervised service "srv" (the test binary serving on a
 // unix socket, its WaitFor) with a text store directory for its links.
 type trialFixture struct {
-	s     *Supervisor
+	s     *supervisor
 	p     *update.Programs
 	m     *lockedMounter
 	out   lines
@@ -63,10 +63,10 @@ func newTrialFixture(t *testing.T) *trialFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &trialFixture{dir: dir, m: &lockedMounter{}, clock: newFakeClock()}
-	f.p = &update.Programs{Store: TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m}
+	f.p = &update.Programs{Store: contract.TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m}
 	sv := helperService(t, "srv", "serve", filepath.Join(dir, "sock"), "")
 	f.old = sv.Path
-	f.s = &Supervisor{Services: []Service{sv}, Clock: f.clock}
+	f.s = &supervisor{Services: []contract.Service{sv}, Clock: f.clock}
 	f.out, _, _ = harness(t, f.s)
 	f.out.expect(t, "service-ready srv")
 	return f

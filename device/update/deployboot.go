@@ -9,7 +9,7 @@ import "github.com/nvboot/nvboot/device/contract"
 // new image) has no links: every service then runs its image's program.
 // Images is set from services as built.
 func (p *Programs) UseDeployed(services []contract.Service, logf func(string, ...any)) {
-	back, err := p.Recover()
+	back, err := p.recoverTrials()
 	for _, n := range back {
 		logf("%s: a deploy was interrupted before its new program was kept; running the old one", n)
 	}

@@ -12,20 +12,20 @@ func TestProgramsRecover(t *testing.T) {
 	dir := t.TempDir()
 	m := &lockedMounter{}
 	p := &Programs{Store: contract.TextStore{Device: "pmem0", Dir: dir}, Mounter: m}
-	if back, err := p.Recover(); err != nil || back != nil || m.log() != "" {
+	if back, err := p.recoverTrials(); err != nil || back != nil || m.log() != "" {
 		t.Fatalf("Recover with no services dir: %v %v, mounts %q: want nothing done", back, err, m.log())
 	}
 	// A power cut after the switch: the new link and the trial link.
-	if err := p.Switch("kv", "/nv/text/programs/new", "/bin/kv"); err != nil {
+	if err := p.switchTo("kv", "/nv/text/programs/new", "/bin/kv"); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.Current("kv", "/bin/kv"); got != "/nv/text/programs/new" {
 		t.Fatalf("Current after Switch = %q", got)
 	}
-	if _, err := p.GC(); err == nil || !strings.Contains(err.Error(), "on trial") {
+	if _, err := p.gc(); err == nil || !strings.Contains(err.Error(), "on trial") {
 		t.Errorf("gc during a trial: %v, want refused", err)
 	}
-	back, err := p.Recover()
+	back, err := p.recoverTrials()
 	if err != nil || len(back) != 1 || back[0] != "kv" {
 		t.Fatalf("Recover = %v, %v; want kv switched back", back, err)
 	}
@@ -36,9 +36,9 @@ func TestProgramsRecover(t *testing.T) {
 		t.Errorf("the trial link is still there: %v", err)
 	}
 	// A kept program is not undone.
-	p.Switch("kv", "/nv/text/programs/new", "/bin/kv")
-	p.Keep("kv")
-	if back, err := p.Recover(); err != nil || back != nil {
+	p.switchTo("kv", "/nv/text/programs/new", "/bin/kv")
+	p.keep("kv")
+	if back, err := p.recoverTrials(); err != nil || back != nil {
 		t.Errorf("Recover after Keep = %v, %v; want nothing", back, err)
 	}
 	if got := p.Current("kv", "/bin/kv"); got != "/nv/text/programs/new" {

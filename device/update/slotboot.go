@@ -24,9 +24,9 @@ import (
 // once every service was ready, or reboots into the committed slot when
 // the deadline passes first.
 
-// SlotLoadOptions are the slots' load options on the disk whose partition
+// slotLoadOptions are the slots' load options on the disk whose partition
 // table is tab: each slot's boot partition and its UKI.
-func SlotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
+func slotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
 	opts := map[string]efivar.LoadOption{}
 	for _, slot := range []string{"a", "b"} {
 		name := contract.BootPart(slot)
@@ -44,11 +44,11 @@ func SlotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
 
 var bootVarRE = regexp.MustCompile(`^Boot([0-9A-F]{4})-` + efivar.GlobalGUID + `$`)
 
-// EnsureEntries makes sure each slot has a Boot#### entry booting its
+// ensureEntries makes sure each slot has a Boot#### entry booting its
 // option: an entry for the same partition and file is kept (rewritten if
 // the partition moved), a missing one is written under the lowest free
 // number. Entries of the firmware and of other systems are left alone.
-func EnsureEntries(v efivar.Vars, opts map[string]efivar.LoadOption) (map[string]uint16, error) {
+func ensureEntries(v efivar.Vars, opts map[string]efivar.LoadOption) (map[string]uint16, error) {
 	ents, err := os.ReadDir(v.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("boot entries: %w", err)
@@ -107,13 +107,13 @@ func set(v efivar.Vars, n uint16, o efivar.LoadOption) error {
 	return v.Set(efivar.BootName(n), data)
 }
 
-// Setup reads the firmware's BootOrder for a boot of slot booted and says
+// setup reads the firmware's BootOrder for a boot of slot booted and says
 // whether it is a test boot: BootOrder starts with the other slot's entry.
 // A BootOrder that starts with neither slot (a flashed card's first boot,
 // through the ESP's BOOTX64.EFI) makes the booted slot the committed one;
 // the other slot's entry is kept in BootOrder after it, so a firmware that
 // cannot load the first entry tries the other slot.
-func (b *BootSlots) Setup(booted string) (trial bool, err error) {
+func (b *BootSlots) setup(booted string) (trial bool, err error) {
 	me, err := b.entry(booted)
 	if err != nil {
 		return false, err
@@ -187,7 +187,7 @@ func (s *SlotState) AllReady() {
 	if s.committed || s.timer == nil || !s.timer.Stop() {
 		return
 	}
-	if err := s.Boot.Commit(s.Slot); err != nil {
+	if err := s.Boot.commit(s.Slot); err != nil {
 		s.Logf("slot %s: every service is ready, but the commit failed: %v; rebooting into the committed slot", s.Slot, err)
 		go s.Reboot()
 		return
@@ -246,7 +246,7 @@ func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 		s.BootID = strings.TrimSpace(string(id))
 	}
 	var watchdog *Watchdog
-	if wd, err := OpenWatchdog(contract.WatchdogDevice, contract.WatchdogTimeout); wd == nil {
+	if wd, err := openWatchdog(contract.WatchdogDevice, contract.WatchdogTimeout); wd == nil {
 		con.Logf("slot %s: %v; a hang is not caught", slot, err)
 	} else {
 		if err != nil {
@@ -254,7 +254,7 @@ func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 		}
 		watchdog = wd
 		con.Logf("slot %s: watchdog armed (%s, %d s, petted every %v)", slot, contract.WatchdogDevice, contract.WatchdogTimeout, contract.WatchdogPet)
-		go wd.Run(ctx, contract.WatchdogPet, con.Logf)
+		go wd.run(ctx, contract.WatchdogPet, con.Logf)
 	}
 	if _, err := os.Stat("/sys/firmware/efi"); err != nil {
 		con.Logf("slot %s: not booted through UEFI (no /sys/firmware/efi): no test boot, no update", slot)
@@ -270,7 +270,7 @@ func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 		return s, watchdog
 	}
 	s.Boot = bs
-	trial, err := bs.Setup(slot)
+	trial, err := bs.setup(slot)
 	if err != nil {
 		con.Logf("slot %s: BootOrder: %v", slot, err)
 	}
@@ -296,11 +296,11 @@ func bootSlots(v efivar.Vars, dev string) (*BootSlots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the disk %s: %w", dev, err)
 	}
-	opts, err := SlotLoadOptions(tab)
+	opts, err := slotLoadOptions(tab)
 	if err != nil {
 		return nil, fmt.Errorf("the disk %s: %w", dev, err)
 	}
-	ents, err := EnsureEntries(v, opts)
+	ents, err := ensureEntries(v, opts)
 	if err != nil {
 		return nil, err
 	}

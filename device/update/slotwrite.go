@@ -290,7 +290,7 @@ func (u *Server) setTestBoot(r *http.Request) (*contract.TestBootResult, error) 
 			return nil, errorf(http.StatusConflict, "%s holds sha256 %s, the request names %s; BootNext not set", c.part, c.have, c.want)
 		}
 	}
-	if err := s.Boot.TryNext(other); err != nil {
+	if err := s.Boot.tryNext(other); err != nil {
 		return nil, fmt.Errorf("setting BootNext to slot %s: %w", other, err)
 	}
 	return &contract.TestBootResult{Slot: other}, nil

@@ -34,9 +34,9 @@ func (b *BootSlots) order() ([]uint16, error) {
 	return efivar.ParseOrder(data)
 }
 
-// Trial reports whether the booted slot is on trial: BootOrder does not
+// onTrial reports whether the booted slot is on trial: BootOrder does not
 // start with it, so a reset would boot another slot.
-func (b *BootSlots) Trial(slot string) (bool, error) {
+func (b *BootSlots) onTrial(slot string) (bool, error) {
 	e, err := b.entry(slot)
 	if err != nil {
 		return false, err
@@ -48,9 +48,9 @@ func (b *BootSlots) Trial(slot string) (bool, error) {
 	return len(o) == 0 || o[0] != e, nil
 }
 
-// Commit makes slot the one every later boot starts: its entry first in
+// commit makes slot the one every later boot starts: its entry first in
 // BootOrder, the others after it in their order. One variable write.
-func (b *BootSlots) Commit(slot string) error {
+func (b *BootSlots) commit(slot string) error {
 	e, err := b.entry(slot)
 	if err != nil {
 		return err
@@ -63,9 +63,9 @@ func (b *BootSlots) Commit(slot string) error {
 	return b.Vars.Set("BootOrder", efivar.MarshalOrder(o))
 }
 
-// TryNext makes the next boot, and only it, start slot (BootNext, which
+// tryNext makes the next boot, and only it, start slot (BootNext, which
 // the firmware deletes as it uses it): the test boot.
-func (b *BootSlots) TryNext(slot string) error {
+func (b *BootSlots) tryNext(slot string) error {
 	e, err := b.entry(slot)
 	if err != nil {
 		return err

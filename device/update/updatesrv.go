@@ -144,7 +144,7 @@ func (u *Server) have(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "reading the list of texts: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	reply(w, contract.HaveResponse{Have: u.Programs.Have(req.Texts)})
+	reply(w, contract.HaveResponse{Have: u.Programs.have(req.Texts)})
 }
 
 // upload is a deploy's body, read whole and checked.
@@ -290,7 +290,7 @@ func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
 	res := contract.DeployResult{Service: up.service, Text: textHash, TextSent: up.text != nil,
 		Previous: u.Programs.Current(up.service, u.Images[up.service])}
 	var ierr error
-	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.Install(up.header, textHash, up.text) }); err != nil {
+	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(up.header, textHash, up.text) }); err != nil {
 		return res, http.StatusServiceUnavailable, err
 	}
 	if ierr != nil {
@@ -327,7 +327,7 @@ func (u *Server) gc(w http.ResponseWriter, r *http.Request) {
 	defer u.mu.Unlock()
 	var res contract.GCResult
 	var gerr error
-	if err := u.Sup.Do(func() { res, gerr = u.Programs.GC() }); err != nil {
+	if err := u.Sup.Do(func() { res, gerr = u.Programs.gc() }); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
