@@ -18,7 +18,7 @@ func TestSupervisorThroughPoold(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
+	srv, stop, err := poold.Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{
 		{Name: "sh", Path: "/bin/sh", Exec: true, MinIdle: 1, Allow: []string{"*"}}}},
 		poold.Options{Self: self, NoTicker: true})
 	if err != nil {
