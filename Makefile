@@ -74,7 +74,7 @@ fuzz: build
 	$(GO) test ./format/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./device/nvinit -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)

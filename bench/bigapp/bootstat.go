@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/bench/bigapp/bootstat"
-	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/format/bootmark"
 	"github.com/nvboot/nvboot/host/image/appliance"
@@ -160,7 +160,7 @@ func bootstatBoot(ctx context.Context, dir string, bo appliance.BootOptions) (*d
 		return nil, err
 	}
 	bo.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
-	bo.ExtraCmdline = fmt.Sprintf("%s=%d", nvinit.AnswerParam, svc.ForwardPort)
+	bo.ExtraCmdline = fmt.Sprintf("%s=%d", contract.AnswerParam, svc.ForwardPort)
 	cfg, err := appliance.VMConfig(dir, im, bo)
 	if err != nil {
 		return nil, err

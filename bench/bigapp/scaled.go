@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/format/bootmark"
 	"github.com/nvboot/nvboot/host/image/appliance"
@@ -123,7 +123,7 @@ func scaledOnce(ctx context.Context, dir, pmem, run string, shift int, s vm.Stor
 		return scaledBoot{}, err
 	}
 	cfg, err := appliance.VMConfig(dir, im, appliance.BootOptions{Storage: s, Accel: "tcg", PmemDir: run,
-		Forwards: []vm.Forward{{Host: host, Guest: port}}, ExtraCmdline: fmt.Sprintf("%s=%d", nvinit.AnswerParam, port)})
+		Forwards: []vm.Forward{{Host: host, Guest: port}}, ExtraCmdline: fmt.Sprintf("%s=%d", contract.AnswerParam, port)})
 	if err != nil {
 		return scaledBoot{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/bootmark"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
@@ -29,7 +30,7 @@ const (
 // noapictimer, which vm adds to every TCG -kernel boot (no 100 ms APIC timer
 // calibration), and nvboot.answer, which has nvinit time kv's first answer
 // from inside the guest. The kernel then does the same work on every path.
-const benchCmdline = "noapictimer nvboot.answer=8080" // demoPort
+const benchCmdline = "noapictimer " + contract.AnswerParam + "=8080" // demoPort
 
 // The stages of a boot, guest time since power-on (bootmark.PlaceGuest).
 const (

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/pool"
 )
@@ -23,7 +24,7 @@ type daemon interface {
 	// Fill returns once every pool is at its level (no refill running
 	// into the next measurement).
 	Fill() error
-	Stats() (poold.Stats, error)
+	Stats() (pool.Stats, error)
 	Stop()
 }
 
@@ -32,9 +33,9 @@ type inprocDaemon struct {
 	stop func()
 }
 
-func (d inprocDaemon) Fill() error                 { d.srv.Fill(); return nil }
-func (d inprocDaemon) Stats() (poold.Stats, error) { return d.srv.Stats(), nil }
-func (d inprocDaemon) Stop()                       { d.stop() }
+func (d inprocDaemon) Fill() error                { d.srv.Fill(); return nil }
+func (d inprocDaemon) Stats() (pool.Stats, error) { return d.srv.Stats(), nil }
+func (d inprocDaemon) Stop()                      { d.stop() }
 
 // procDaemon is bin/poold run with the config in a file.
 type procDaemon struct {
@@ -46,7 +47,7 @@ type procDaemon struct {
 // startDaemon starts poold with cfg, as a process of bin (when bin is not
 // empty) or inside this one, and waits until it serves with its pools
 // filled.
-func startDaemon(cfg *poold.Config, bin string, env []string, dir string, progress io.Writer) (daemon, error) {
+func startDaemon(cfg *contract.PooldConfig, bin string, env []string, dir string, progress io.Writer) (daemon, error) {
 	if bin == "" {
 		srv, stop, err := poold.Start(cfg, poold.Options{Log: log.New(progress, "poold: ", 0)})
 		if err != nil {
@@ -89,10 +90,10 @@ func startDaemon(cfg *poold.Config, bin string, env []string, dir string, progre
 	return d, d.Fill()
 }
 
-func (d *procDaemon) Stats() (poold.Stats, error) {
+func (d *procDaemon) Stats() (pool.Stats, error) {
 	st, err := d.client.Stats(context.Background())
 	if err != nil {
-		return poold.Stats{}, err
+		return pool.Stats{}, err
 	}
 	return *st, nil
 }

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nvboot/nvboot/device/poold"
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -154,7 +154,7 @@ func measureAll(progs *programs, parts map[string]bool, runs int, cgiTime time.D
 	// reused (MaxUses: many); hello also as a fresh process reported when
 	// reaped (MaxUses 0, what a program that does not call Reusable gets).
 	const uses = 1 << 30
-	cfg := &poold.Config{Socket: sock, Programs: []poold.Program{
+	cfg := &contract.PooldConfig{Socket: sock, Programs: []contract.Program{
 		{Name: "hello", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: 1, Allow: []string{"*"}},
 		{Name: "hello-reaped", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, Allow: []string{"*"}},
 		{Name: "hello-reuse", Path: progs.hello, MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: uses, Allow: []string{"*"}},
@@ -164,7 +164,7 @@ func measureAll(progs *programs, parts map[string]bool, runs int, cgiTime time.D
 		{Name: "bighandler-reuse", Path: progs.bigHandler, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s", Prefault: true, MaxUses: uses, Allow: []string{"*"}},
 	}}
 	if progs.helloOff2f != "" {
-		cfg.Programs = append(cfg.Programs, poold.Program{Name: "hello-off2f", Path: progs.helloOff2f,
+		cfg.Programs = append(cfg.Programs, contract.Program{Name: "hello-off2f", Path: progs.helloOff2f,
 			MinIdle: 2, MaxIdle: 4, Prefault: true, MaxUses: 1, Allow: []string{"*"}})
 	}
 	srv, err := startDaemon(cfg, progs.poold, progs.pooldEnv, progs.dir, progress)
@@ -365,15 +365,15 @@ func printTable(w io.Writer, rep *report) {
 }
 
 // counters returns the pool counters of program name.
-func counters(srv daemon, name string) (poold.Counters, error) {
+func counters(srv daemon, name string) (pool.Counters, error) {
 	st, err := srv.Stats()
 	if err != nil {
-		return poold.Counters{}, err
+		return pool.Counters{}, err
 	}
 	for _, p := range st.Programs {
 		if p.Name == name {
 			return p.Counters, nil
 		}
 	}
-	return poold.Counters{}, fmt.Errorf("poold has no program %q", name)
+	return pool.Counters{}, fmt.Errorf("poold has no program %q", name)
 }

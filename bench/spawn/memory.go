@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nvboot/nvboot/device/poold"
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -24,7 +24,7 @@ type point struct {
 // memory its parked processes hold every 25 ms. idleTimeout 0: reduce off.
 func memoryRun(hello, pooldBin, dir string, idleTimeout string, burst, idle time.Duration) ([]point, error) {
 	sock := filepath.Join(dir, "mem.sock")
-	cfg := &poold.Config{Socket: sock, ReduceTick: "50ms", Programs: []poold.Program{{
+	cfg := &contract.PooldConfig{Socket: sock, ReduceTick: "50ms", Programs: []contract.Program{{
 		Name: "hello", Path: hello, MinIdle: 1, MaxIdle: 10, IdleTimeout: idleTimeout, Prefault: true,
 		Allow: []string{"*"}}}}
 	srv, err := startDaemon(cfg, pooldBin, nil, dir, io.Discard)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/format/bootmark"
 )
 
 // The test binary is nvinit when asked: the PID 1 test runs it that way.
@@ -62,7 +62,7 @@ func TestPID1(t *testing.T) {
 	out, _ := cmd.CombinedOutput() // init of a PID namespace ends by a signal
 	var got []string
 	for _, l := range strings.Split(string(out), "\n") {
-		if m, ok := nvinit.ParseMark(l); ok {
+		if m, ok := bootmark.Parse(l); ok {
 			got = append(got, m.Key())
 		}
 	}

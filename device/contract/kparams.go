@@ -6,8 +6,12 @@ import (
 	"strings"
 )
 
-// The kernel command-line parameters nvboot's VM runner gives nvinit. A
-// board's command line has none of them.
+// The kernel command-line parameters nvboot gives nvinit: every nvboot.*
+// name, and its parser, is here, so the host that writes a command line
+// and the device that reads it cannot drift. Each is read by param's one
+// rule. The VM runner sets OffParam, DiskLimitParam and AnswerParam; an
+// image's boot entries set KernelFromParam and SlotParam. A board's own
+// command line has none of them.
 const (
 	// OffParam=reset ends the machine with a reset instead of a power-off:
 	// a QEMU board booted without ACPI cannot power off, and QEMU started
@@ -23,7 +27,28 @@ const (
 	// the kernel from pmem. A bootloader that knows of no region passes
 	// nothing, and nvinit leaves the region alone.
 	KernelFromParam = "nvboot.kernel"
+	// AnswerParam=PORT asks nvinit to time the first HTTP answer of the
+	// service on PORT from inside the guest. `nvboot measure` sets it
+	// under the device clock, where a request timed by the host would
+	// measure the emulator, not the device.
+	AnswerParam = "nvboot.answer"
+	// SlotParam=a|b names the A/B slot a unified kernel image boots: how
+	// nvinit knows which slot runs.
+	SlotParam = "nvboot.slot"
 )
+
+// param returns the value of the last name=value on the command line (the
+// kernel's rule: a later one wins); ok is false when there is none. Only a
+// whole word counts: xname=1 and name.x=1 are not name.
+func param(cmdline, name string) (string, bool) {
+	v, ok := "", false
+	for _, f := range strings.Fields(cmdline) {
+		if s, found := strings.CutPrefix(f, name+"="); found {
+			v, ok = s, true
+		}
+	}
+	return v, ok
+}
 
 // Where the firmware took the kernel from (KernelFromParam).
 const (
@@ -54,16 +79,31 @@ func OffByReset(cmdline string) (bool, error) {
 	return false, fmt.Errorf("%s=%q: want reset or poweroff", OffParam, v)
 }
 
-// param returns the value of the last name=value on the command line (the
-// kernel's rule: a later one wins).
-func param(cmdline, name string) (string, bool) {
-	v, ok := "", false
-	for _, f := range strings.Fields(cmdline) {
-		if s, found := strings.CutPrefix(f, name+"="); found {
-			v, ok = s, true
-		}
+// AnswerPort returns the port AnswerParam names, 0 when there is none; a
+// value that is not a TCP port is an error naming it.
+func AnswerPort(cmdline string) (int, error) {
+	v, ok := param(cmdline, AnswerParam)
+	if !ok {
+		return 0, nil
 	}
-	return v, ok
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, fmt.Errorf("%s=%q: want a TCP port, 1 to 65535", AnswerParam, v)
+	}
+	return p, nil
+}
+
+// ParseSlot reads SlotParam: "a" or "b"; ok is false when it is not there
+// (an image without slots).
+func ParseSlot(cmdline string) (slot string, ok bool, err error) {
+	v, ok := param(cmdline, SlotParam)
+	if !ok {
+		return "", false, nil
+	}
+	if v != "a" && v != "b" {
+		return "", false, fmt.Errorf("%s=%q: want a or b", SlotParam, v)
+	}
+	return v, true, nil
 }
 
 // DiskLimit is a storage speed model applied inside the guest, with the io
@@ -78,7 +118,7 @@ type DiskLimit struct {
 	WriteBPS, WriteIOPS int64
 }
 
-// ParseDiskLimit reads nvboot.disklimit from a kernel command line; ok is
+// ParseDiskLimit reads DiskLimitParam from a kernel command line; ok is
 // false when it is absent. A malformed value is an error naming it.
 func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
 	v, ok := param(cmdline, DiskLimitParam)

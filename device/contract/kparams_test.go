@@ -60,3 +60,67 @@ func TestKernelFrom(t *testing.T) {
 		t.Errorf("an unknown source: %v", err)
 	}
 }
+
+// The one rule every nvboot.* parameter is read by: a whole word
+// name=value, the last one winning, as the kernel does.
+func TestParam(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline, v string
+		ok         bool
+	}{
+		{"", "", false},
+		{"quiet", "", false},
+		{"nvboot.x=1", "1", true},
+		{"console=ttyS0 nvboot.x=1 quiet\n", "1", true},
+		{"nvboot.x=1 nvboot.x=2", "2", true}, // the last one wins
+		{"nvboot.x=1 nvboot.x=", "", true},   // present, empty
+		{"nvboot.x", "", false},              // no value: not name=value
+		{"xnvboot.x=1", "", false},
+		{"nvboot.xy=1", "", false},
+		{"nvboot.x.y=1", "", false},
+		{"nvboot.x=a=b", "a=b", true},
+	} {
+		if v, ok := param(tc.cmdline, "nvboot.x"); v != tc.v || ok != tc.ok {
+			t.Errorf("param(%q) = %q, %v; want %q, %v", tc.cmdline, v, ok, tc.v, tc.ok)
+		}
+	}
+}
+
+func TestAnswerPort(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline string
+		port    int
+		err     string
+	}{
+		{"console=ttyS0 quiet", 0, ""},
+		{"console=ttyS0 nvboot.answer=8080 quiet\n", 8080, ""},
+		{"nvboot.answer=0", 0, `nvboot.answer="0": want a TCP port`},
+		{"nvboot.answer=99999", 0, `nvboot.answer="99999"`},
+		{"nvboot.answer=http", 0, `nvboot.answer="http"`},
+		{"nvboot.answerx=1", 0, ""},
+		{"nvboot.answer=http nvboot.answer=8080", 8080, ""}, // param's rule: the last one wins
+	} {
+		p, err := AnswerPort(tc.cmdline)
+		if p != tc.port || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("AnswerPort(%q) = %d, %v; want %d, %q", tc.cmdline, p, err, tc.port, tc.err)
+		}
+	}
+}
+
+func TestParseSlot(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline, slot string
+		ok            bool
+		err           string
+	}{
+		{"root=PARTUUID=x nvboot.slot=b quiet", "b", true, ""},
+		{"nvboot.slot=a nvboot.slot=b", "b", true, ""}, // the last one wins
+		{"quiet", "", false, ""},
+		{"nvboot.slot=c", "", false, `nvboot.slot="c"`},
+	} {
+		slot, ok, err := ParseSlot(tc.cmdline)
+		if slot != tc.slot || ok != tc.ok || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ParseSlot(%q) = %q %v %v", tc.cmdline, slot, ok, err)
+		}
+	}
+}

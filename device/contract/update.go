@@ -224,20 +224,3 @@ func ParseReadyDeadline(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// SlotParam names the A/B slot a unified kernel image boots
-// (nvboot.slot=a on its command line): how nvinit knows which slot runs.
-const SlotParam = "nvboot.slot"
-
-// ParseSlot reads SlotParam from a kernel command line: "a" or "b"; ok
-// false when it is not there (an image without slots).
-func ParseSlot(cmdline string) (slot string, ok bool, err error) {
-	v, ok := param(cmdline, SlotParam)
-	if !ok {
-		return "", false, nil
-	}
-	if v != "a" && v != "b" {
-		return "", false, fmt.Errorf("%s=%q: want a or b", SlotParam, v)
-	}
-	return v, true, nil
-}

@@ -38,21 +38,3 @@ func TestParseReadyDeadline(t *testing.T) {
 		}
 	}
 }
-
-func TestParseSlot(t *testing.T) {
-	for _, tc := range []struct {
-		cmdline, slot string
-		ok            bool
-		err           string
-	}{
-		{"root=PARTUUID=x nvboot.slot=b quiet", "b", true, ""},
-		{"nvboot.slot=a nvboot.slot=b", "b", true, ""}, // the last one wins
-		{"quiet", "", false, ""},
-		{"nvboot.slot=c", "", false, `nvboot.slot="c"`},
-	} {
-		slot, ok, err := ParseSlot(tc.cmdline)
-		if slot != tc.slot || ok != tc.ok || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseSlot(%q) = %q %v %v", tc.cmdline, slot, ok, err)
-		}
-	}
-}

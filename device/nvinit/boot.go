@@ -11,192 +11,304 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/bootprof"
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/update"
 	"github.com/nvboot/nvboot/format/bootmark"
 )
 
-// Action is how the machine ends.
-type Action int
+// ending is how the machine ends.
+type ending int
 
 const (
-	PowerOff Action = iota
-	Reboot
+	powerOff ending = iota
+	reboot
 )
 
-func (a Action) String() string {
-	if a == Reboot {
+func (a ending) String() string {
+	if a == reboot {
 		return "reboot"
 	}
 	return "power off"
 }
 
-// NoStoreEnv, set to 1, makes ld-off2f skip the text store and map the
+// noStoreEnv, set to 1, makes ld-off2f skip the text store and map the
 // fallback text (nvinit re-executes itself with it to rewrite a stale store).
-const NoStoreEnv = "OFF2F_NOSTORE"
+const noStoreEnv = "OFF2F_NOSTORE"
 
-// Boot is one run of nvinit, from the first marker to the power-off.
-type Boot struct {
+// boot is one run of nvinit, from the first marker to the power-off.
+type boot struct {
 	ConfigPath string
-	Console    *Console
+	Console    *console
 	// PID1 does what only init may: the kernel filesystems, hostname,
 	// reaping every orphan, reboot(2). Without it (tests, a host run) the
 	// run returns instead of powering off.
 	PID1      bool
-	Mounter   Mounter       // nil: SysMounter
+	Mounter   mounter       // nil: sysMounter
 	Sys       string        // sysfs root; "": /sys
 	MountInfo string        // "": /proc/self/mountinfo
-	Grace     time.Duration // 0: DefaultGrace
+	Grace     time.Duration // 0: defaultGrace
 	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
 	Signals <-chan os.Signal
 
-	reboot   chan struct{} // a reboot nvinit asks for itself (requestReboot)
-	slots    *SlotState    // a slotted boot; nil: none
-	watchdog *Watchdog     // armed on a slotted boot; nil: none
+	// What the stages found, for the stages after them.
+	mnt      mounter              // Mounter or sysMounter
+	cmdline  string               // the kernel's, as PID 1; "": no nvboot.* parameter applies
+	cfg      *contract.InitConfig // never nil after loadConfig
+	mounted  []string             // to take down at the end, state first
+	texts    textChecker          // the mounted store's text check; nil: none
+	programs *update.Programs     // deployed programs: the text store is mounted; nil: not
+	reboot   chan struct{}        // a reboot nvinit asks for itself (requestReboot)
+	slots    *update.SlotState    // a slotted boot; nil: none
+	watchdog *update.Watchdog     // armed on a slotted boot; nil: none
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
 // every service has exited), shuts down, and returns the action to take.
-// As PID 1 it takes it and returns only if reboot(2) failed.
-func (b *Boot) Run(ctx context.Context) Action {
-	con := b.Console
-	con.Mark("init", "")
+// As PID 1 it takes it and returns only if reboot(2) failed. Each stage
+// below runs in this order; the marks between them are what `nvboot
+// measure` times.
+func (b *boot) Run(ctx context.Context) ending {
+	b.Console.Mark("init", "")
 	b.reboot = make(chan struct{}, 1)
-	cmdline := "" // the kernel's, as PID 1
-	m := b.Mounter
-	if m == nil {
-		m = SysMounter{}
+	b.mnt = b.Mounter
+	if b.mnt == nil {
+		b.mnt = sysMounter{}
 	}
+	b.mountKernel()
+	b.Console.Mark("mounts", "")
+	b.loadConfig()
+	b.provisionStore()
+	b.Console.Mark("store", "")
+	b.provisionState() // marks "state" when the config has one
+	b.mountDevices()
+	b.configureNetwork()
+	stopProbe := b.probeFirstAnswer(ctx)
+	defer stopProbe()
+	b.startSlots(ctx)
+	action := b.supervise(ctx, b.kernelRegionWriter())
+	unmountAll(b.mnt, b.mounted, b.Console.Logf)
 	if b.PID1 {
-		if err := MountAll(m, KernelMounts); err != nil {
-			con.Logf("%v", err)
-		}
-		reopenConsole()
-		markHandover(con)
-		// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
-		syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
-		cmdline = readCmdline()
-		// Before anything reads the disk that the model should charge.
-		if l, ok, err := contract.ParseDiskLimit(cmdline); err != nil {
-			con.Logf("%v; the disk is not limited", err)
-		} else if ok {
-			if line, err := ApplyDiskLimit(l, m, or(b.Sys, "/sys"), "/sys/fs/cgroup"); err != nil {
-				con.Logf("%v; the disk is not limited", err)
-			} else {
-				con.Logf("disk limit: io.max %s, a %d ms window", line, contract.DiskLimitSlice)
-				con.Mark(bootmark.DiskLimit, l.Disk)
-			}
-		}
+		b.halt(action)
 	}
-	con.Mark("mounts", "")
+	return action
+}
 
-	cfg, err := LoadConfig(or(b.ConfigPath, DefaultConfigPath))
-	if err != nil {
-		con.Logf("%v; starting no services", err)
-		cfg = &Config{}
+// mountKernel, as PID 1, mounts the kernel filesystems, gives init a
+// console if the kernel could not, prints the handover marks, turns
+// Ctrl-Alt-Del into SIGINT, reads the kernel command line and applies the
+// disk limit it asks for.
+func (b *boot) mountKernel() {
+	if !b.PID1 {
+		return
 	}
+	if err := mountAll(b.mnt, kernelMounts); err != nil {
+		b.Console.Logf("%v", err)
+	}
+	reopenConsole()
+	b.Console.marker().Handover()
+	// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
+	syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
+	b.cmdline = readCmdline()
+	// Before anything reads the disk that the model should charge.
+	b.limitDisk()
+}
+
+// limitDisk applies the storage model the command line asks for
+// (contract.DiskLimitParam) to nvinit and everything it starts.
+func (b *boot) limitDisk() {
+	con := b.Console
+	l, ok, err := contract.ParseDiskLimit(b.cmdline)
+	if err != nil {
+		con.Logf("%v; the disk is not limited", err)
+		return
+	}
+	if !ok {
+		return
+	}
+	line, err := bootprof.ApplyDiskLimit(l, b.mnt.Mount, or(b.Sys, "/sys"), "/sys/fs/cgroup")
+	if err != nil {
+		con.Logf("%v; the disk is not limited", err)
+		return
+	}
+	con.Logf("disk limit: io.max %s, a %d ms window", line, contract.DiskLimitSlice)
+	con.Mark(bootmark.DiskLimit, l.Disk)
+}
+
+// loadConfig reads the config and, as PID 1, sets the hostname. A config
+// that cannot be read boots with no services: a PID 1 that exits panics
+// the kernel, one that waits with a console can be looked at.
+func (b *boot) loadConfig() {
+	cfg, err := readConfig(or(b.ConfigPath, contract.InitConfigPath))
+	if err != nil {
+		b.Console.Logf("%v; starting no services", err)
+		cfg = &contract.InitConfig{}
+	}
+	b.cfg = cfg
 	if b.PID1 && cfg.Hostname != "" {
 		if err := syscall.Sethostname([]byte(cfg.Hostname)); err != nil {
-			con.Logf("hostname %q: %v", cfg.Hostname, err)
+			b.Console.Logf("hostname %q: %v", cfg.Hostname, err)
 		}
 	}
+}
 
-	var mounted []string // to take down at the end, state first
-	var texts TextChecker
-	var programs *Programs // deployed programs: the text store is mounted
-	if ts := cfg.TextStore; ts.Device != "" {
-		s := &StoreSetup{Config: ts, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
-			MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
-		if _, err := s.Run(); err != nil {
-			if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(NoStoreEnv) == "" {
-				// Our own text is mapped from the stale store: come back
-				// running from the fallback copy, and rewrite the store then.
-				con.Logf("text store: %v; re-executing nvinit from the fallback text to rewrite it", err)
-				err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), NoStoreEnv+"=1"))
-			}
-			con.Logf("text store: %v; programs use the fallback text on the root filesystem", err)
-		}
-		if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
-			mounted = append(mounted, ts.DirOrDefault())
-			// Texts are checked (read whole) only for a service that
-			// failed, never at boot: see Supervisor.checkText.
-			texts = &TextRepair{Store: ts, Mounter: m}
-			programs = &Programs{Store: ts, Mounter: m}
-			useDeployed(programs, cfg, con.Logf)
-		}
+// provisionStore makes the text store current and mounts it; mounted, its
+// deployed programs are readied and a failed service's text is checked
+// against it. A store that fails leaves the programs on their fallback
+// text, which the loader maps by itself.
+func (b *boot) provisionStore() {
+	ts := b.cfg.TextStore
+	if ts.Device == "" {
+		return
 	}
-	con.Mark("store", "")
-	if st := cfg.State; st.Device != "" {
-		// Provisioned only when blank: an unmountable state device that
-		// holds anything is kept as it is for someone to look at, not wiped.
-		s := &StateSetup{Config: st, Mounter: m, Fsdax: &Fsdax{Sys: or(b.Sys, "/sys")},
-			DeviceWait: 2 * time.Second, Logf: con.Logf}
-		if _, err := s.Run(); err != nil {
-			con.Logf("state: %v; services run without state", err)
-		} else {
-			mounted = append([]string{st.DirOrDefault()}, mounted...)
+	con := b.Console
+	s := &storeSetup{Config: ts, Mounter: b.mnt, Fsdax: &daxSwitch{Sys: or(b.Sys, "/sys")},
+		MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
+	if _, err := s.Run(); err != nil {
+		if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(noStoreEnv) == "" {
+			// Our own text is mapped from the stale store: come back
+			// running from the fallback copy, and rewrite the store then.
+			con.Logf("text store: %v; re-executing nvinit from the fallback text to rewrite it", err)
+			err = syscall.Exec("/proc/self/exe", os.Args, append(os.Environ(), noStoreEnv+"=1"))
 		}
-		con.Mark("state", "")
+		con.Logf("text store: %v; programs use the fallback text on the root filesystem", err)
 	}
+	if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
+		b.mounted = append(b.mounted, ts.DirOrDefault())
+		// Texts are checked (read whole) only for a service that
+		// failed, never at boot: see supervisor.checkText.
+		b.texts = &textRepair{Store: ts, Mounter: b.mnt}
+		b.programs = &update.Programs{Store: ts, Mounter: b.mnt}
+		b.programs.UseDeployed(b.cfg.Services, con.Logf)
+	}
+}
 
-	if len(cfg.Mounts) > 0 {
-		// After the state, so a mount point under it exists; unmounted
-		// before it at the end.
-		mounted = append(MountDevices(m, cfg.Mounts, con.Logf), mounted...)
+// provisionState mounts the state filesystem, and marks "state", when the
+// config has one. It is provisioned only when blank: an unmountable state
+// device that holds anything is kept as it is for someone to look at, not
+// wiped, and the services run without state.
+func (b *boot) provisionState() {
+	st := b.cfg.State
+	if st.Device == "" {
+		return
 	}
-	if b.PID1 {
-		if err := ConfigureNetwork(cfg.Network); err != nil {
-			con.Logf("%v", err)
-		}
-		actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-		startAnswerProbe(actx, con, cmdline)
-		if cfg.Slots != nil {
-			b.slots = b.slotBoot(ctx, cfg, cmdline, m)
-		}
+	s := &stateSetup{Config: st, Mounter: b.mnt, Fsdax: &daxSwitch{Sys: or(b.Sys, "/sys")},
+		DeviceWait: 2 * time.Second, Logf: b.Console.Logf}
+	if _, err := s.Run(); err != nil {
+		b.Console.Logf("state: %v; services run without state", err)
+	} else {
+		b.mounted = append([]string{st.DirOrDefault()}, b.mounted...)
 	}
-	var allReady func()
-	if kr := cfg.KernelRegion; kr != nil && b.PID1 {
-		allReady = func() {
-			go func() {
-				if wrote, err := WriteKernelRegion(kr, cmdline); err != nil {
-					con.Logf("%v; the firmware keeps booting the card's kernel", err)
-				} else if wrote {
-					con.Logf("kernel region: wrote %s to %s; the next boot copies the kernel from pmem", kr.Image, kr.Device)
-				}
-			}()
-		}
+	b.Console.Mark("state", "")
+}
+
+// mountDevices mounts the config's Mounts: after the state, so a mount
+// point under it exists; unmounted before it at the end.
+func (b *boot) mountDevices() {
+	if len(b.cfg.Mounts) > 0 {
+		b.mounted = append(mountConfigured(b.mnt, b.cfg.Mounts, b.Console.Logf), b.mounted...)
 	}
-	action := b.supervise(ctx, cfg, texts, programs, allReady)
-	Unmount(m, mounted, con.Logf)
+}
+
+// configureNetwork, as PID 1, brings the config's interfaces up.
+func (b *boot) configureNetwork() {
 	if !b.PID1 {
-		return action
+		return
 	}
+	if err := configureInterfaces(b.cfg.Network); err != nil {
+		b.Console.Logf("%v", err)
+	}
+}
+
+// probeFirstAnswer, as PID 1, marks the first HTTP answer of the port the
+// command line names (contract.AnswerParam), trying for 2 minutes at most
+// or until stop.
+func (b *boot) probeFirstAnswer(ctx context.Context) (stop func()) {
+	if !b.PID1 {
+		return func() {}
+	}
+	actx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	port, err := contract.AnswerPort(b.cmdline)
+	if err != nil {
+		b.Console.Logf("%v", err)
+		return cancel
+	}
+	if port != 0 {
+		go b.Console.marker().FirstAnswer(actx, port, time.Millisecond)
+	}
+	return cancel
+}
+
+// startSlots, as PID 1 with the config's Slots, readies the A/B slots:
+// the watchdog, the boot entries, and the test boot when this is one.
+func (b *boot) startSlots(ctx context.Context) {
+	if !b.PID1 || b.cfg.Slots == nil {
+		return
+	}
+	efivarfs := []mountPoint{{"efivarfs", contract.EfivarsDir, "efivarfs", msNoSUID | msNoDev | msNoExec, ""}}
+	b.slots, b.watchdog = update.SlotBoot{
+		Console:      b.Console,
+		Cmdline:      b.cmdline,
+		Deadline:     b.cfg.Slots.TestBootDeadline(),
+		MountEfivars: func() error { return mountAll(b.mnt, efivarfs) },
+		Reboot:       b.requestReboot,
+	}.Start(ctx)
+}
+
+// kernelRegionWriter returns what writes the kernel region once every
+// service is ready, as PID 1 with the config's KernelRegion (nil: nothing
+// to write). The write runs on a goroutine of its own: the 16 MiB it reads
+// must not hold up what waits for the services.
+func (b *boot) kernelRegionWriter() func() {
+	kr := b.cfg.KernelRegion
+	if kr == nil || !b.PID1 {
+		return nil
+	}
+	con, cmdline := b.Console, b.cmdline
+	return func() {
+		go func() {
+			if wrote, err := writeKernelRegion(kr, cmdline); err != nil {
+				con.Logf("%v; the firmware keeps booting the card's kernel", err)
+			} else if wrote {
+				con.Logf("kernel region: wrote %s to %s; the next boot copies the kernel from pmem", kr.Image, kr.Device)
+			}
+		}()
+	}
+}
+
+// halt ends the machine as PID 1 once the services are stopped and the
+// filesystems unmounted: reboot(2) restarting it for a reboot, or where
+// it cannot power off (no ACPI on x86) or the command line asks for a
+// reset (contract.OffParam); powering it off otherwise, with the watchdog
+// disarmed. It returns only if reboot(2) failed.
+func (b *boot) halt(action ending) {
+	con := b.Console
 	con.Logf("%s", action)
 	cmd := syscall.LINUX_REBOOT_CMD_POWER_OFF
-	reset, err := contract.OffByReset(cmdline)
+	reset, err := contract.OffByReset(b.cmdline)
 	if err != nil {
 		con.Logf("%v; powering off", err)
 	}
-	if !reset && action != Reboot && !canPowerOff("/sys/firmware/acpi") {
+	if !reset && action != reboot && !canPowerOff("/sys/firmware/acpi") {
 		// The kernel would halt instead, for ever.
 		con.Logf("no ACPI: this x86 machine cannot power off; resetting it instead")
 		reset = true
 	}
-	if action == Reboot || reset {
+	if action == reboot || reset {
 		cmd = syscall.LINUX_REBOOT_CMD_RESTART
 	}
-	if b.watchdog != nil && action != Reboot {
+	if b.watchdog != nil && action != reboot {
 		b.watchdog.Disarm()
 	}
 	if err := syscall.Reboot(cmd); err != nil {
 		con.Logf("reboot(2): %v", err)
 	}
-	return action
 }
 
 // supervise runs the services until a signal says stop (SIGTERM: power off,
 // SIGINT: reboot, as Ctrl-Alt-Del) or, with Poweroff, until they all exited.
-func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, programs *Programs, allReady func()) Action {
+func (b *boot) supervise(ctx context.Context, allReady func()) ending {
+	cfg := b.cfg
 	sigs := b.Signals
 	starts := make(chan string, 1)
 	var ch chan os.Signal
@@ -206,10 +318,10 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		defer signal.Stop(ch)
 		sigs = ch
 	}
-	reaper := &Reaper{All: b.PID1}
+	rp := &reaper{All: b.PID1}
 	rctx, stopReaper := context.WithCancel(ctx)
 	defer stopReaper()
-	go reaper.Run(rctx)
+	go rp.Run(rctx)
 	var servicesReady chan struct{} // closed by the supervisor; nil: no shell waits
 	if ch != nil && b.PID1 {
 		// The console is the shell's in an image with one, and nvinit's
@@ -217,31 +329,31 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		cmds := io.Reader(os.Stdin)
 		if cfg.Shell != "" {
 			cmds = strings.NewReader("")
-			if f, err := OpenCommands(contract.CommandFIFO); err != nil {
+			if f, err := openCommands(contract.CommandFIFO); err != nil {
 				b.Console.Logf("%v: poweroff, reboot and start are not taken", err)
 			} else {
 				cmds = f
 			}
 			shctx, stopShell := context.WithCancel(ctx)
 			servicesReady = make(chan struct{})
-			sh := &Shell{Path: cfg.Shell, Console: b.Console, Reaper: reaper, Until: servicesReady, Wait: ShellWait}
+			sh := &shell{Path: cfg.Shell, Console: b.Console, Reaper: rp, Until: servicesReady, Wait: shellWait}
 			shellDone := make(chan struct{})
 			go func() { sh.Run(shctx); close(shellDone) }()
 			defer func() { stopShell(); <-shellDone }()
 		}
-		go ConsoleCommandsStart(cmds, ch, starts, b.Console.Logf)
+		go consoleCommandsStart(cmds, ch, starts, b.Console.Logf)
 	}
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	action, marked := PowerOff, false
+	action, marked := powerOff, false
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGINT {
-				action = Reboot
+				action = reboot
 			}
 			b.Console.Logf("%v: shutting down", sig)
 			// Marked here, before the services are stopped: the stage is
@@ -250,7 +362,7 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 			marked = true
 			stop()
 		case <-b.reboot:
-			action = Reboot
+			action = reboot
 			b.Console.Logf("rebooting")
 			b.Console.Mark("shutdown", "")
 			marked = true
@@ -258,8 +370,8 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 		case <-sctx.Done():
 		}
 	}()
-	s := &Supervisor{Services: cfg.Services, Console: b.Console, Reaper: reaper,
-		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: texts, Starts: starts}
+	s := &supervisor{Services: cfg.Services, Console: b.Console, Reaper: rp,
+		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: b.texts, Starts: starts}
 	var shellReady func()
 	if servicesReady != nil {
 		shellReady = func() { close(servicesReady) } // called once
@@ -275,18 +387,56 @@ func (b *Boot) supervise(ctx context.Context, cfg *Config, texts TextChecker, pr
 	}
 	s.prepare()
 	if cfg.Update != nil {
-		go b.serveUpdate(sctx, cfg, s, programs)
+		go b.serveUpdate(sctx, s)
 	}
 	err := s.Run(sctx)
 	stop()
 	<-watched
-	if errors.Is(err, ErrAllExited) {
+	if errors.Is(err, errAllExited) {
 		b.Console.Logf("%v", err)
 	}
 	if !marked {
 		b.Console.Mark("shutdown", "")
 	}
 	return action
+}
+
+// serveUpdate serves the update endpoint until ctx ends; without a text
+// store there is nothing to deploy into, and it says so (a slotted boot
+// still serves the A/B update).
+func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
+	up := b.cfg.Update
+	if b.programs == nil && b.slots == nil {
+		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
+		return
+	}
+	u := &update.Server{Password: up.Password, Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots}
+	if b.programs != nil {
+		u.Images = b.programs.Images
+	} else {
+		// A slotted boot still takes a whole image: the way to mend a
+		// store that does not mount.
+		b.Console.Logf("update endpoint: no text store is mounted; serving the A/B update only, no deploys")
+	}
+	if b.PID1 {
+		u.Reboot = b.requestReboot
+	}
+	scheme := "http"
+	if up.TLSCert != "" {
+		scheme = "https"
+	}
+	b.Console.Logf("update endpoint: %s on port %d", scheme, up.PortOrDefault())
+	if err := u.Serve(ctx, up.PortOrDefault(), up.TLSCert, up.TLSKey); err != nil {
+		b.Console.Logf("update endpoint: %v", err)
+	}
+}
+
+// requestReboot asks the running boot to reboot, as Ctrl-Alt-Del does.
+func (b *boot) requestReboot() {
+	select {
+	case b.reboot <- struct{}{}:
+	default:
+	}
 }
 
 // calls is one function that calls each non-nil f in order.

@@ -7,11 +7,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/format/bootmark"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -28,7 +31,7 @@ func writeConfig(t *testing.T, json string) string {
 func marks(out string) []string {
 	var got []string
 	for _, l := range strings.Split(out, "\n") {
-		if m, ok := ParseMark(l); ok {
+		if m, ok := bootmark.Parse(l); ok {
 			got = append(got, m.Key())
 		}
 	}
@@ -40,8 +43,8 @@ func TestBootPoweroffWhenServicesExit(t *testing.T) {
 		{"Name":"hello","Path":"/bin/echo","Args":["hi"],"Restart":"never"},
 		{"Name":"later","Path":"/bin/true","DontStart":true}]}`)
 	var out bytes.Buffer
-	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Signals: make(chan os.Signal)}
-	if a := b.Run(context.Background()); a != PowerOff {
+	b := &boot{ConfigPath: cfg, Console: &console{W: &out}, Signals: make(chan os.Signal)}
+	if a := b.Run(context.Background()); a != powerOff {
 		t.Errorf("action %v", a)
 	}
 	got := strings.Join(marks(out.String()), " ")
@@ -59,14 +62,14 @@ func TestBootSignalReboots(t *testing.T) {
 	cfg := writeConfig(t, `{"Services":[{"Name":"s","Path":"/bin/sleep","Args":["30"]}]}`)
 	out := make(lines, 100)
 	sigs := make(chan os.Signal, 1)
-	b := &Boot{ConfigPath: cfg, Console: &Console{W: out}, Signals: sigs, Grace: time.Second}
-	done := make(chan Action)
+	b := &boot{ConfigPath: cfg, Console: &console{W: out}, Signals: sigs, Grace: time.Second}
+	done := make(chan ending)
 	go func() { done <- b.Run(context.Background()) }()
 	out.expect(t, "service-ready s")
 	sigs <- syscall.SIGINT
 	out.expect(t, "NVBOOT-MARK shutdown ")
 	out.expect(t, "nvinit: s killed by signal 15 (terminated)")
-	if a := <-done; a != Reboot {
+	if a := <-done; a != reboot {
 		t.Errorf("action %v, want reboot", a)
 	}
 }
@@ -74,7 +77,7 @@ func TestBootSignalReboots(t *testing.T) {
 func TestBootBadConfigStillBoots(t *testing.T) {
 	cfg := writeConfig(t, `{"Services":[{"Name":"","Path":"x"}],"Poweroff":true}`)
 	var out bytes.Buffer
-	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Signals: make(chan os.Signal)}
+	b := &boot{ConfigPath: cfg, Console: &console{W: &out}, Signals: make(chan os.Signal)}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	b.Run(ctx)
@@ -95,7 +98,7 @@ func TestBootTextStoreFallback(t *testing.T) {
 	}
 	var out bytes.Buffer
 	fm := &fakeMounter{fail: map[string]error{dir + "/state-mnt": syscall.EINVAL}}
-	b := &Boot{ConfigPath: cfg, Console: &Console{W: &out}, Mounter: fm, Sys: dir, MountInfo: dir + "/mountinfo",
+	b := &boot{ConfigPath: cfg, Console: &console{W: &out}, Mounter: fm, Sys: dir, MountInfo: dir + "/mountinfo",
 		Signals: make(chan os.Signal)}
 	b.Run(context.Background())
 	for _, want := range []string{
@@ -127,7 +130,7 @@ func TestExecuteCheckAndHelp(t *testing.T) {
 		t.Errorf("-check bad: %v", err)
 	}
 	o, _, err = run("-h")
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(o, "PID 1") || !strings.Contains(o, DefaultConfigPath) || !strings.Contains(o, "-check") {
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(o, "PID 1") || !strings.Contains(o, contract.InitConfigPath) || !strings.Contains(o, "-check") {
 		t.Errorf("-h: %v\n%s", err, o)
 	}
 	if _, _, err := run("-bogus"); !errors.Is(err, cli.ErrUsage) {
@@ -172,5 +175,15 @@ func TestExecuteNotPID1(t *testing.T) {
 	out, err := run("-host", "-config", good)
 	if got := strings.Join(marks(out), " "); err != nil || got != "init mounts store service-start:hello service-ready:hello shutdown" {
 		t.Errorf("-host: %v, marks %q\n%s", err, got, out)
+	}
+}
+
+func TestCanPowerOff(t *testing.T) {
+	dir := t.TempDir()
+	if !canPowerOff(dir) {
+		t.Error("with ACPI: cannot power off")
+	}
+	if got, want := canPowerOff(filepath.Join(dir, "missing")), runtime.GOARCH != "amd64" && runtime.GOARCH != "386"; got != want {
+		t.Errorf("without ACPI on %s: %v, want %v", runtime.GOARCH, got, want)
 	}
 }

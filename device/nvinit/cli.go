@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
@@ -29,7 +30,7 @@ invalid config or an extra argument is an error there, not ignored as it is
 for PID 1 (a typo on the kernel command line must not cost the boot).
 -check is the mode for the host.
 
-The config is ` + DefaultConfigPath + ` unless -config says otherwise. nvboot
+The config is ` + contract.InitConfigPath + ` unless -config says otherwise. nvboot
 build validates the config it writes into an image (at that path, in the
 image's root filesystem); the output directory holds no copy of it.`
 
@@ -43,7 +44,7 @@ const examples = `  nvinit -check config.json            validate a config on th
 func Execute(ctx context.Context, c *cli.Context) error {
 	pid1 := os.Getpid() == 1
 	fs := cli.FlagSet(c, "nvinit", "nvinit [-config FILE] | nvinit -check FILE | nvinit -host [-config FILE]", description, examples)
-	config := fs.String("config", DefaultConfigPath, "the config to boot with")
+	config := fs.String("config", contract.InitConfigPath, "the config to boot with")
 	check := fs.String("check", "", "validate this config, print it as JSON and exit")
 	host := fs.Bool("host", false, "boot although not PID 1, on this machine: mounts and provisions the devices the config names")
 	parseErr := cli.Parse(fs, c.Args)
@@ -54,7 +55,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		if fs.NArg() > 0 {
 			return cli.Usagef("-check %s: unexpected argument %q (nvinit takes flags only)", *check, fs.Arg(0))
 		}
-		cfg, err := LoadConfig(*check)
+		cfg, err := readConfig(*check)
 		if err != nil {
 			return err
 		}
@@ -69,19 +70,19 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		}
 		// On a host a config that is not there is a mistake, not a device
 		// to keep booting.
-		if _, err := LoadConfig(*config); err != nil {
+		if _, err := readConfig(*config); err != nil {
 			return err
 		}
 	} else if parseErr != nil {
 		// The kernel passes unknown command-line words on to init: a typo
 		// there must not cost the boot.
 		if !errors.Is(parseErr, flag.ErrHelp) {
-			(&Console{W: c.Stderr}).Logf("ignoring the arguments %q: %v", c.Args, parseErr)
+			(&console{W: c.Stderr}).Logf("ignoring the arguments %q: %v", c.Args, parseErr)
 		}
 	} else if fs.NArg() > 0 {
-		(&Console{W: c.Stderr}).Logf("ignoring the arguments %q: nvinit takes flags only", fs.Args())
+		(&console{W: c.Stderr}).Logf("ignoring the arguments %q: nvinit takes flags only", fs.Args())
 	}
-	b := &Boot{ConfigPath: *config, Console: &Console{W: c.Stdout}, PID1: pid1}
+	b := &boot{ConfigPath: *config, Console: &console{W: c.Stdout}, PID1: pid1}
 	b.Run(ctx)
 	return nil
 }

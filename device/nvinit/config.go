@@ -7,25 +7,8 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 )
 
-// DefaultConfigPath is where the image puts nvinit's config.
-const DefaultConfigPath = contract.InitConfigPath
-
-// nvinit reads the device contract's config (device/contract), which `nvboot
-// build` writes from the image config; these are its names here.
-type (
-	Config    = contract.InitConfig
-	Service   = contract.Service
-	TextStore = contract.TextStore
-	State     = contract.State
-	Interface = contract.Interface
-)
-
-// Restart policies.
-const (
-	RestartAlways    = contract.RestartAlways
-	RestartOnFailure = contract.RestartOnFailure
-	RestartNever     = contract.RestartNever
-)
+// nvinit reads the device contract's config (contract.InitConfig), which
+// `nvboot build` writes from the image config at contract.InitConfigPath.
 
 func or(s, d string) string {
 	if s == "" {
@@ -34,19 +17,16 @@ func or(s, d string) string {
 	return s
 }
 
-// LoadConfig reads and validates a config file. Unknown fields are errors: a
+// readConfig reads and validates a config file. Unknown fields are errors: a
 // misspelt field must not be silently ignored.
-func LoadConfig(path string) (*Config, error) {
+func readConfig(path string) (*contract.InitConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := ParseConfig(b)
+	c, err := contract.ParseInitConfig(b)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
-
-// ParseConfig decodes and validates a config.
-func ParseConfig(b []byte) (*Config, error) { return contract.ParseInitConfig(b) }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -46,7 +48,7 @@ func TestParseConfig(t *testing.T) {
 		{"same dir", `{"State":{"Device":"/dev/pmem1","Dir":"/nv/text"}}`, "State.Dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tc.json))
+			_, err := contract.ParseInitConfig([]byte(tc.json))
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -60,26 +62,26 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	var c Config
+	var c contract.InitConfig
 	if c.TextStore.DirOrDefault() != "/nv/text" || c.State.DirOrDefault() != "/nv/state" ||
 		c.TextStore.OptionsOrDefault() != "dax=always" || c.State.FSTypeOrDefault() != "ext4" {
 		t.Errorf("defaults wrong: %+v", c)
 	}
-	if st := (State{Options: "defaults"}); st.OptionsOrDefault() != "" {
+	if st := (contract.State{Options: "defaults"}); st.OptionsOrDefault() != "" {
 		t.Errorf("Options defaults -> %q, want none", st.OptionsOrDefault())
 	}
-	if ts := (TextStore{Options: "dax=inode"}); ts.OptionsOrDefault() != "dax=inode" {
+	if ts := (contract.TextStore{Options: "dax=inode"}); ts.OptionsOrDefault() != "dax=inode" {
 		t.Errorf("Options -> %q", ts.OptionsOrDefault())
 	}
-	s := Service{}
-	if s.RestartOrDefault() != RestartAlways {
+	s := contract.Service{}
+	if s.RestartOrDefault() != contract.RestartAlways {
 		t.Errorf("restart default %q", s.RestartOrDefault())
 	}
 	for dev, want := range map[string]string{
 		"/dev/pmem0": "namespace0.0", "/dev/pmem12": "namespace12.0", "/dev/pmem1.2": "namespace1.2",
 		"/dev/vda": "", "/dev/pmem": "", "/dev/pmemx": "", "/dev/pmem1.": "",
 	} {
-		ts, st := TextStore{Device: dev}, State{Device: dev}
+		ts, st := contract.TextStore{Device: dev}, contract.State{Device: dev}
 		if got := ts.NamespaceOrDefault(); got != want {
 			t.Errorf("NamespaceOrDefault(%q) = %q, want %q", dev, got, want)
 		}
@@ -87,10 +89,10 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("State.NamespaceOrDefault(%q) = %q, want %q", dev, got, want)
 		}
 	}
-	if ts := (TextStore{Device: "/dev/pmem0", Namespace: "namespace3.0"}); ts.NamespaceOrDefault() != "namespace3.0" {
+	if ts := (contract.TextStore{Device: "/dev/pmem0", Namespace: "namespace3.0"}); ts.NamespaceOrDefault() != "namespace3.0" {
 		t.Errorf("Namespace not honoured")
 	}
-	if st := (State{Device: "/dev/pmem1", Namespace: "namespace3.1"}); st.NamespaceOrDefault() != "namespace3.1" {
+	if st := (contract.State{Device: "/dev/pmem1", Namespace: "namespace3.1"}); st.NamespaceOrDefault() != "namespace3.1" {
 		t.Errorf("State.Namespace not honoured")
 	}
 }
@@ -100,11 +102,11 @@ func TestLoadConfigNamesFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte(`{"Hostname":"-x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := LoadConfig(p)
+	_, err := readConfig(p)
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "Hostname") {
 		t.Fatalf("LoadConfig error %v: want the path and the field", err)
 	}
-	if _, err := LoadConfig(p + ".missing"); err == nil {
+	if _, err := readConfig(p + ".missing"); err == nil {
 		t.Fatal("missing file: no error")
 	}
 }

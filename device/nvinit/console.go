@@ -7,26 +7,37 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nvboot/nvboot/device/bootprof"
 )
 
-// Console is the serial console: nvinit's log, the markers and every
+// console is the serial console: nvinit's log, the markers and every
 // service's output share it, one whole line at a time so a marker is never
 // split by a service's bytes (the host parses it line by line).
-type Console struct {
+type console struct {
 	W      io.Writer
 	Uptime func() time.Duration // nil: CLOCK_BOOTTIME
 	mu     sync.Mutex
 }
 
 // Line writes one line.
-func (c *Console) Line(s string) {
+func (c *console) Line(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	io.WriteString(c.W, s+"\n")
 }
 
+// Mark prints the marker line of stage name (with an optional argument,
+// the service name), stamped with Uptime.
+func (c *console) Mark(name, arg string) { c.marker().Mark(name, arg) }
+
+// marker prints marks on c.
+func (c *console) marker() bootprof.Marker {
+	return bootprof.Marker{Line: c.Line, Uptime: c.Uptime}
+}
+
 // Logf writes "nvinit: " and the message.
-func (c *Console) Logf(format string, args ...any) {
+func (c *console) Logf(format string, args ...any) {
 	c.Line("nvinit: " + fmt.Sprintf(format, args...))
 }
 
@@ -35,12 +46,12 @@ func (c *Console) Logf(format string, args ...any) {
 // command names itself in its messages ("kv: serving on :8080"), and the
 // console showed "kv: kv: serving on :8080". Close flushes a last
 // unterminated line.
-func (c *Console) Prefixed(prefix string) io.WriteCloser {
+func (c *console) Prefixed(prefix string) io.WriteCloser {
 	return &prefixWriter{c: c, prefix: prefix + ": "}
 }
 
 type prefixWriter struct {
-	c      *Console
+	c      *console
 	prefix string
 	buf    []byte
 }

@@ -1,15 +1,167 @@
-// Package nvinit is PID 1 of the nvboot appliance: it mounts the kernel
-// filesystems, makes the OFF2F text store current (provisioning it from the
-// image when blank or stale), mounts the state filesystem (provisioning it
-// from its template only when the device is blank), starts and
-// supervises the services (rewriting a service's damaged text from the root
-// filesystem's copy when it fails, and leaving it stopped, with a line
-// saying why, after MaxFailedStarts failed starts in a row), reaps orphans
-// and shuts the machine down cleanly.
-// Each stage prints a NVBOOT-MARK line on the console for `nvboot measure`.
+// Package nvinit is PID 1 of the nvboot appliance: it boots the machine,
+// supervises its services and shuts it down. cmd/nvinit links it; it
+// exports Execute (init itself, and -check and -host on a build machine)
+// and Command (nvinit run as /sbin/poweroff, reboot or start).
 //
 // Everything that touches the machine goes through a path or an injected
-// function, so the logic runs in host tests without root.
+// value (the mounter, the sysfs root, daxSwitch.Write, the supervisor's
+// clock), so the logic runs in host tests without root. What nvinit only
+// calls is elsewhere: the update endpoint and the A/B slots in
+// device/update, the boot marks, the device clock and the disk model in
+// device/bootprof, the config and the kernel parameters in device/contract.
 //
-// Design: docs/DESIGN.md#nvinit.
+// # The boot
+//
+// boot.Run is a list of stages, run in this order, with a mark on the
+// console (bootprof.Marker) where `nvboot measure` times the boot:
+//
+//	mark init
+//	mountKernel       as PID 1: proc, sysfs, devtmpfs, /run, /tmp and cgroup2
+//	                  mounted (already mounted is fine); /dev/console opened
+//	                  if the kernel gave none; the kernel-handover, tsc and
+//	                  kmsg-tsc marks; Ctrl-Alt-Del turned into SIGINT; the
+//	                  command line read and its disk limit applied
+//	mark mounts
+//	loadConfig        the config (contract.InitConfigPath); the hostname
+//	provisionStore    the text store current and mounted, or the fallback
+//	                  chosen; interrupted deploys undone
+//	mark store
+//	provisionState    the state filesystem mounted (mark state)
+//	mountDevices      the config's Mounts
+//	configureNetwork  as PID 1: loopback, static addresses and routes
+//	probeFirstAnswer  as PID 1: the answered mark, when asked
+//	startSlots        as PID 1 on a slotted image: watchdog, boot entries,
+//	                  the test boot (update.SlotBoot)
+//	supervise         the services, the update endpoint, the shell; until
+//	                  SIGTERM (power off) or SIGINT (reboot, Ctrl-Alt-Del),
+//	                  poweroff or reboot typed on the console, or, with
+//	                  Poweroff, every service gone for good; mark shutdown
+//	unmountAll        Mounts, state, store, after a sync
+//	halt              as PID 1: reboot(2)
+//
+// At shutdown each service's process group gets SIGTERM, and SIGKILL after
+// defaultGrace (5 s). Not PID 1, nvinit boots only with -host, refuses stray
+// arguments and a missing config, leaves the kernel filesystems, hostname
+// and reboot alone, and returns when done; as PID 1 it logs and ignores
+// words the kernel passes on, and boots a config it cannot read with no
+// services.
+//
+// # Text store
+//
+// storeSetup switches the namespace to fsdax if it is raw (daxSwitch, as
+// `ndctl create-namespace -m fsdax` does), waits up to 2 s for the device
+// node, and mounts the store read-only unless ld-off2f did; if its MANIFEST
+// matches the image's, that is all. A stale store is unmounted, not lazily:
+// EBUSY means a running program maps text from it, and that program is
+// nvinit itself, so it re-executes itself with OFF2F_NOSTORE=1 (its text now
+// the fallback copy) and rewrites the store then. A stale store, or one
+// whose mount fails with EINVAL (no filesystem, a damaged one), is
+// provisioned: the head zeroed, the body written and synced, the head (the
+// primary superblock) written and synced last, so a copy cut short never
+// mounts and is provisioned again at the next boot. A superblock that mounts
+// without dax=always but not with it is an error, not a reason to copy.
+// Every error is logged and the boot goes on: the loader falls back by
+// itself.
+//
+// # State
+//
+// stateSetup mounts first, so a normal boot reads nothing more. Without a
+// template (State.Image) nothing is written. A raw namespace is switched to
+// fsdax only when blank, since the switch moves the data start past the
+// info block. The device is written only when every byte reads zero, or
+// when it holds exactly what a cut-short provisioning of this template
+// leaves (a head zero or torn, every other byte zero or the template's);
+// the whole gzip template is read and checked (CRC, length against its
+// superblock) before anything is written. Anything else is left byte for
+// byte, the console says why, and the services run without state.
+//
+// # Services
+//
+// The supervisor starts the services in config order, each in its own
+// process group, stdin closed, stdout and stderr prefixed with its name on
+// the console, environment PATH, HOME=/ and its own. Restart always,
+// on-failure or never; the delay doubles from 100 ms to 30 s and resets
+// after a run of 10 s (healthyAfter). WaitFor is dialled every 5 ms; the
+// ready mark is posted to the supervisor's goroutine, and only while the
+// process still runs. A service with Pool is started through poold, its
+// exit status coming back over poold's connection; one with StartAfter
+// once its conditions hold (checked every 100 ms on a goroutine of its
+// own); one marked Gokrazy gets gokrazy's contract (GOKRAZY_FIRST_START,
+// exit status 125, HOME under /perm/home). The console reads poweroff,
+// reboot and start NAME; with a Shell in the config the shell owns the
+// console and the same commands come through contract.CommandFIFO, written
+// by nvinit's /sbin links.
+//
+// A failed start (no fork, or a run that failed before healthyAfter, ready
+// mark or not) that may be its text's fault (a fault signal at any time,
+// or any failure before ready or healthyAfter) has the text checked, once
+// per streak: textRepair reads the program's OFF2F header, hashes the
+// text in the store against it and, when damaged, rewrites it from the
+// clean copy on the root filesystem (checked first) by a new file renamed
+// over it between a remount read-write and one read-only. After
+// maxFailedStarts (8) failed starts in a row the service is left stopped
+// with one line naming how the last start ended and its last three lines
+// of output.
+//
+// A deploy's trial (update.Supervisor.Replace) also runs on the
+// supervisor's goroutine: stop the service, switch its program, start it,
+// and keep the new program only if it is ready within the deadline,
+// otherwise stop it, switch back and start the old one.
+//
+// # Decisions
+//
+//   - State is written only when blank or holding this template's cut-short
+//     copy, over reformatting a device that does not mount, because the
+//     data on it may still be recovered.
+//   - As PID 1 a bad config boots with no services over exiting, because a
+//     PID 1 that exits panics the kernel and one that waits with a console
+//     and a clean shutdown can be looked at; with -host a mistake is an
+//     error, because booting would provision the devices the config names.
+//   - Services start without waiting for each other's readiness: WaitFor
+//     only marks it. A pooled service started before poold listens fails
+//     its spawn and is retried after the first backoff step (100 ms).
+//   - A text is checked after a suspect failure over at every start or
+//     boot, because the loader checks only the header page (it cannot
+//     afford to hash a text per start) and a check reads the whole text.
+//   - Eight failed starts over restarting for ever: their backoff adds up
+//     to 12.7 s, longer than healthyAfter, so what clears by itself at boot
+//     has cleared, and what has not (a damaged heap, a missing file, a bad
+//     flag) would otherwise restart every 30 s for ever.
+//   - A trial allows no failed start: a new program that fails before it
+//     is ready is rolled back at once over restarted by the backoff until
+//     the deadline, because someone waits for the deploy's answer and the
+//     old program should be down as briefly as possible.
+//   - The supervisor's clock is injected, so tests check backoff sequences
+//     without sleeping.
+//
+// # Invariants
+//
+//   - Every change to a service (start, restart, stop, trial, text repair,
+//     a deploy's store step) happens on the supervisor's goroutine.
+//   - A ready mark never follows its run's exit line nor the supervisor's
+//     return, and is never printed for a process that has exited.
+//   - No text is read at boot; a text is read whole only after a suspect
+//     failure, once per streak of failed starts.
+//   - A text file is never written in place: a process still running it
+//     maps its blocks (DAX) until it exits; the next start gets the new
+//     file. Nothing is written from a clean copy that does not check out.
+//   - The text store is read-write only between the two remounts of one
+//     step.
+//   - The state device is written only when blank or holding this
+//     template's cut-short copy.
+//
+// # Limits
+//
+//   - A text still mapped by another process (another service, processes
+//     poold parked) makes the remount read-only fail with EBUSY: the store
+//     stays read-write until the next boot. Parked processes keep a damaged
+//     text until poold replaces them.
+//   - A damaged header page is not repaired here: the loader refuses it and
+//     maps the fallback copy by itself. nvinit's own text is not checked.
+//   - A dial shows only that something listens (the kernel completes the
+//     handshake before the program accepts): a service must listen once it
+//     can serve. One that dies within healthyAfter of its ready mark counts
+//     as a failed start, and its exit line says so.
+//   - A given-up service starts again only by a reboot or start NAME on the
+//     console.
 package nvinit

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Fsdax switches a raw nvdimm namespace to fsdax through sysfs, as `ndctl
+// daxSwitch switches a raw nvdimm namespace to fsdax through sysfs, as `ndctl
 // create-namespace -m fsdax -e NAMESPACE` does (see the kernel's
 // Documentation/driver-api/nvdimm/nvdimm.rst and drivers/nvdimm/pfn_devs.c):
 // the namespace's region offers an idle pfn device in pfn_seed; it gets a
@@ -17,7 +17,7 @@ import (
 // its room for data) and the namespace, and binding it to nd_pmem makes the
 // kernel write the PFN info block, so later boots find fsdax by themselves.
 // The block device keeps its name (/dev/pmemN) but starts at the data offset.
-type Fsdax struct {
+type daxSwitch struct {
 	// Sys is the sysfs root, "/sys"; tests point it at a fake tree.
 	Sys string
 	// Write writes one attribute; nil: open O_WRONLY (never create) and write.
@@ -33,7 +33,7 @@ var fsdaxAligns = []string{"2097152", "4096"}
 // Ensure makes ns an fsdax namespace. changed is false when it already was
 // (a pfn device holds it). A namespace held by something else (btt, devdax)
 // is an error: switching it would destroy what that holder keeps.
-func (f *Fsdax) Ensure(ns string) (changed bool, err error) {
+func (f *daxSwitch) Ensure(ns string) (changed bool, err error) {
 	devices := filepath.Join(f.Sys, "bus/nd/devices")
 	nsDir := filepath.Join(devices, ns)
 	holder, err := f.Holder(ns)
@@ -93,14 +93,14 @@ func (f *Fsdax) Ensure(ns string) (changed bool, err error) {
 
 // IsNamespace reports whether ns is an nvdimm namespace in this sysfs (not:
 // a memmap= region's pmem, or no nvdimm bus at all).
-func (f *Fsdax) IsNamespace(ns string) bool {
+func (f *daxSwitch) IsNamespace(ns string) bool {
 	_, err := os.Stat(filepath.Join(f.Sys, "bus/nd/devices", ns))
 	return err == nil
 }
 
 // Holder names the device that holds namespace ns ("pfn0.1": fsdax, "btt0.0",
 // "dax0.0"), or is "" for a raw namespace.
-func (f *Fsdax) Holder(ns string) (string, error) {
+func (f *daxSwitch) Holder(ns string) (string, error) {
 	nsDir := filepath.Join(f.Sys, "bus/nd/devices", ns)
 	if _, err := os.Stat(nsDir); err != nil {
 		return "", fmt.Errorf("fsdax %s: no such namespace: %w", ns, err)
@@ -115,7 +115,7 @@ func (f *Fsdax) Holder(ns string) (string, error) {
 // undo gives the namespace back as raw after a failed step, so the boot still
 // has its block device (and the store its fallback): release the claim (an
 // empty namespace resets the pfn device) and bind the namespace again.
-func (f *Fsdax) undo(ns, pfnDir, driver string, failed int) error {
+func (f *daxSwitch) undo(ns, pfnDir, driver string, failed int) error {
 	var errs []error
 	if failed >= 4 { // the pfn device holds the namespace
 		if err := f.write(filepath.Join(pfnDir, "namespace"), ""); err != nil {
@@ -128,7 +128,7 @@ func (f *Fsdax) undo(ns, pfnDir, driver string, failed int) error {
 	return errors.Join(errs...)
 }
 
-func (f *Fsdax) write(path, value string) error {
+func (f *daxSwitch) write(path, value string) error {
 	if f.Write != nil {
 		return f.Write(path, value)
 	}
@@ -144,7 +144,7 @@ func (f *Fsdax) write(path, value string) error {
 	return err
 }
 
-func (f *Fsdax) uuid() string {
+func (f *daxSwitch) uuid() string {
 	if f.UUID != nil {
 		return f.UUID()
 	}

@@ -94,7 +94,7 @@ func TestFsdaxSequence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sys := fakeSysfs(t, "", tc.aligns, tc.bound)
 			got, w := recorder(sys)
-			f := &Fsdax{Sys: sys, Write: w, UUID: func() string { return "UUID" }}
+			f := &daxSwitch{Sys: sys, Write: w, UUID: func() string { return "UUID" }}
 			changed, err := f.Ensure("namespace0.0")
 			if err != nil || !changed {
 				t.Fatalf("Ensure = %v, %v", changed, err)
@@ -109,14 +109,14 @@ func TestFsdaxSequence(t *testing.T) {
 func TestFsdaxAlreadyAndRefused(t *testing.T) {
 	sys := fakeSysfs(t, "pfn0.1", "4096 2097152", true)
 	got, w := recorder(sys)
-	if changed, err := (&Fsdax{Sys: sys, Write: w}).Ensure("namespace0.0"); changed || err != nil || len(*got) != 0 {
+	if changed, err := (&daxSwitch{Sys: sys, Write: w}).Ensure("namespace0.0"); changed || err != nil || len(*got) != 0 {
 		t.Errorf("fsdax namespace: changed %v err %v writes %q; want nothing done", changed, err, *got)
 	}
 	sys = fakeSysfs(t, "btt0.0", "4096", true)
-	if _, err := (&Fsdax{Sys: sys, Write: w}).Ensure("namespace0.0"); err == nil || !strings.Contains(err.Error(), "btt0.0") {
+	if _, err := (&daxSwitch{Sys: sys, Write: w}).Ensure("namespace0.0"); err == nil || !strings.Contains(err.Error(), "btt0.0") {
 		t.Errorf("btt namespace: err %v, want a refusal naming btt0.0", err)
 	}
-	if _, err := (&Fsdax{Sys: sys, Write: w}).Ensure("namespace1.0"); err == nil {
+	if _, err := (&daxSwitch{Sys: sys, Write: w}).Ensure("namespace1.0"); err == nil {
 		t.Error("missing namespace: no error")
 	}
 }
@@ -132,7 +132,7 @@ func TestFsdaxUndo(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := (&Fsdax{Sys: sys, Write: w, UUID: func() string { return "U" }}).Ensure("namespace0.0")
+	_, err := (&daxSwitch{Sys: sys, Write: w, UUID: func() string { return "U" }}).Ensure("namespace0.0")
 	if err == nil || !strings.Contains(err.Error(), "injected") {
 		t.Fatalf("err %v", err)
 	}
@@ -145,7 +145,7 @@ func TestFsdaxUndo(t *testing.T) {
 
 func TestFsdaxDefaultWrite(t *testing.T) {
 	sys := fakeSysfs(t, "", "4096 2097152", false)
-	f := &Fsdax{Sys: sys}
+	f := &daxSwitch{Sys: sys}
 	if _, err := f.Ensure("namespace0.0"); err != nil {
 		t.Fatal(err)
 	}

@@ -127,10 +127,10 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Logf reports a step of the boot's setup (the console, in nvinit).
-type Logf func(format string, args ...any)
+// logFunc reports a step of the boot's setup (the console, in nvinit).
+type logFunc func(format string, args ...any)
 
-func (l Logf) printf(format string, args ...any) {
+func (l logFunc) printf(format string, args ...any) {
 	if l != nil {
 		l(format, args...)
 	}

@@ -13,15 +13,15 @@ import (
 // "do not supervise"; HOME in /perm/home; USER=root. nvinit keeps it for
 // services marked Gokrazy (a gokrazy config's).
 
-// DontSuperviseStatus is the exit status gokrazy.DontStartOnBoot exits with.
-const DontSuperviseStatus = 125
+// dontSuperviseStatus is the exit status gokrazy.DontStartOnBoot exits with.
+const dontSuperviseStatus = 125
 
-// DefaultGokrazyHome holds gokrazy services' home directories: gokrazy's
+// defaultGokrazyHome holds gokrazy services' home directories: gokrazy's
 // /perm/home, /perm being the state filesystem on nvboot.
-const DefaultGokrazyHome = "/perm/home"
+const defaultGokrazyHome = "/perm/home"
 
 // gokrazyStart sets a gokrazy service's environment and directory.
-func (s *Supervisor) gokrazyStart(sv *svc, attr *syscall.ProcAttr) {
+func (s *supervisor) gokrazyStart(sv *svc, attr *syscall.ProcAttr) {
 	var add []string
 	if !sv.startedOnce {
 		add = append(add, "GOKRAZY_FIRST_START=1")
@@ -30,7 +30,7 @@ func (s *Supervisor) gokrazyStart(sv *svc, attr *syscall.ProcAttr) {
 	if !hasEnv(sv.Env, "HOME") {
 		base := s.GokrazyHome
 		if base == "" {
-			base = DefaultGokrazyHome
+			base = defaultGokrazyHome
 		}
 		home := filepath.Join(base, sv.Name)
 		if err := os.MkdirAll(home, 0o700); err != nil {
@@ -51,7 +51,7 @@ func (s *Supervisor) gokrazyStart(sv *svc, attr *syscall.ProcAttr) {
 // startByName starts the service called name now, if it is not running:
 // a DontStart one, one stopped by DontStartOnBoot, one given up or
 // waiting for its restart.
-func (s *Supervisor) startByName(name string) {
+func (s *supervisor) startByName(name string) {
 	for _, sv := range s.svcs {
 		if sv.Name != name {
 			continue

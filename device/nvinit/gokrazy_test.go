@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // A gokrazy service gets gokrazy's contract: GOKRAZY_FIRST_START=1 on its
@@ -14,7 +16,7 @@ import (
 func TestSupervisorGokrazyContract(t *testing.T) {
 	home := t.TempDir()
 	starts := make(chan string)
-	s := &Supervisor{GokrazyHome: home, Starts: starts, Services: []Service{
+	s := &supervisor{GokrazyHome: home, Starts: starts, Services: []contract.Service{
 		{Name: "gk", Path: "/bin/sh", Gokrazy: true,
 			Args: []string{"-c", `echo "first=$GOKRAZY_FIRST_START home=$HOME pwd=$(pwd) user=$USER"; exit 125`}},
 		{Name: "later", Path: "/bin/sh", DontStart: true, Args: []string{"-c", `echo later ran; sleep 30`}},
@@ -38,7 +40,7 @@ func TestSupervisorGokrazyContract(t *testing.T) {
 
 func TestConsoleStart(t *testing.T) {
 	starts := make(chan string, 4)
-	ConsoleCommandsStart(strings.NewReader("start breakglass\n start  kv \nstarts\n"), nil, starts, func(string, ...any) {})
+	consoleCommandsStart(strings.NewReader("start breakglass\n start  kv \nstarts\n"), nil, starts, func(string, ...any) {})
 	close(starts)
 	var got []string
 	for n := range starts {

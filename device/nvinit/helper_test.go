@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // helperEnv names what the test binary does when a test starts it as a
@@ -72,12 +74,12 @@ func helper(mode, addr, gate string) int {
 }
 
 // helperService is a service running the test binary as helper mode.
-func helperService(t *testing.T, name, mode, addr, gate string) Service {
+func helperService(t *testing.T, name, mode, addr, gate string) contract.Service {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Service{Name: name, Path: exe, WaitFor: addr,
+	return contract.Service{Name: name, Path: exe, WaitFor: addr,
 		Env: []string{helperEnv + "=" + mode, "ADDR=" + addr, "GATE=" + gate}}
 }

@@ -10,14 +10,14 @@ import (
 	"github.com/nvboot/nvboot/format/kernelpmem"
 )
 
-// WriteKernelRegion writes the root's uncompressed kernel into the kernel
+// writeKernelRegion writes the root's uncompressed kernel into the kernel
 // region when the firmware booted the card's kernel (nvboot.kernel=card on
 // cmdline): the region was blank (a flashed device's first boot), damaged,
 // or held another image's kernel. The next boot's firmware then copies the
 // kernel from pmem. It returns whether it wrote. Called once the services
 // are ready: the 16 MiB it reads from the card would otherwise compete
 // with their start.
-func WriteKernelRegion(kr *contract.KernelRegion, cmdline string) (bool, error) {
+func writeKernelRegion(kr *contract.KernelRegion, cmdline string) (bool, error) {
 	from, err := contract.KernelFrom(cmdline)
 	if err != nil || from != contract.KernelFromCard {
 		return false, err

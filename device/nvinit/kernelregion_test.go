@@ -35,25 +35,25 @@ func TestWriteKernelRegion(t *testing.T) {
 	}
 
 	for _, cmdline := range []string{"quiet", "nvboot.kernel=pmem"} {
-		if wrote, err := WriteKernelRegion(kr, cmdline); wrote || err != nil {
+		if wrote, err := writeKernelRegion(kr, cmdline); wrote || err != nil {
 			t.Errorf("%q: wrote %v, %v; want nothing written", cmdline, wrote, err)
 		}
 	}
 	if _, err := region(); err == nil {
 		t.Fatal("region written without a card boot")
 	}
-	if _, err := WriteKernelRegion(kr, "nvboot.kernel=floppy"); err == nil || !strings.Contains(err.Error(), "floppy") {
+	if _, err := writeKernelRegion(kr, "nvboot.kernel=floppy"); err == nil || !strings.Contains(err.Error(), "floppy") {
 		t.Errorf("an unknown source: %v", err)
 	}
 	bad := *kr
 	bad.SHA256 = strings.Repeat("0", 64)
-	if wrote, err := WriteKernelRegion(&bad, "nvboot.kernel=card"); wrote || err == nil || !strings.Contains(err.Error(), "not written") {
+	if wrote, err := writeKernelRegion(&bad, "nvboot.kernel=card"); wrote || err == nil || !strings.Contains(err.Error(), "not written") {
 		t.Errorf("a root copy that does not match the config: wrote %v, %v", wrote, err)
 	}
 	if _, err := region(); err == nil {
 		t.Fatal("region written from a kernel whose hash is wrong")
 	}
-	if wrote, err := WriteKernelRegion(kr, "console=ttyS0 nvboot.kernel=card"); !wrote || err != nil {
+	if wrote, err := writeKernelRegion(kr, "console=ttyS0 nvboot.kernel=card"); !wrote || err != nil {
 		t.Fatalf("card boot: wrote %v, %v", wrote, err)
 	}
 	if got, err := region(); err != nil || !bytes.Equal(got, kernel) {

@@ -12,7 +12,7 @@ import (
 // the services start without it. gokrazy retries in the background; here
 // every device the image names is there at boot (a board's disks, QEMU's
 // virtio), and a mount nvinit did not make is not one it unmounts.
-func MountDevices(m Mounter, mounts []contract.Mount, logf func(string, ...any)) []string {
+func mountConfigured(m mounter, mounts []contract.Mount, logf func(string, ...any)) []string {
 	var done []string
 	for _, md := range mounts {
 		flags, data := mountOptions(md.Options)

@@ -7,23 +7,23 @@ import (
 	"syscall"
 )
 
-// Mounter is mount(2) and umount2(2); tests pass a fake.
-type Mounter interface {
+// mounter is mount(2) and umount2(2); tests pass a fake.
+type mounter interface {
 	Mount(source, target, fstype string, flags uintptr, data string) error
 	Unmount(target string, flags int) error
 }
 
-// SysMounter calls the kernel.
-type SysMounter struct{}
+// sysMounter calls the kernel.
+type sysMounter struct{}
 
-func (SysMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
+func (sysMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
 	return syscall.Mount(source, target, fstype, flags, data)
 }
 
-func (SysMounter) Unmount(target string, flags int) error { return syscall.Unmount(target, flags) }
+func (sysMounter) Unmount(target string, flags int) error { return syscall.Unmount(target, flags) }
 
-// MountPoint is one filesystem nvinit mounts.
-type MountPoint struct {
+// mountPoint is one filesystem nvinit mounts.
+type mountPoint struct {
 	Source, Target, FSType string
 	Flags                  uintptr
 	Data                   string
@@ -38,22 +38,22 @@ const (
 	mntDetach = syscall.MNT_DETACH
 )
 
-// KernelMounts are the filesystems every boot needs before anything else.
-var KernelMounts = []MountPoint{
+// kernelMounts are the filesystems every boot needs before anything else.
+var kernelMounts = []mountPoint{
 	{"proc", "/proc", "proc", msNoSUID | msNoDev | msNoExec, ""},
 	{"sysfs", "/sys", "sysfs", msNoSUID | msNoDev | msNoExec, ""},
 	{"devtmpfs", "/dev", "devtmpfs", msNoSUID, "mode=0755"},
 	{"tmpfs", "/run", "tmpfs", msNoSUID | msNoDev, "mode=0755"},
 	{"tmpfs", "/tmp", "tmpfs", msNoSUID | msNoDev, "mode=1777"},
 	// Every boot has the same cgroup hierarchy: poold's pools and the
-	// device clock's disk model (DiskModelCgroup) both live in it.
+	// device clock's disk model (bootprof.ApplyDiskLimit) both live in it.
 	{"cgroup2", "/sys/fs/cgroup", "cgroup2", msNoSUID | msNoDev | msNoExec, ""},
 }
 
-// MountAll mounts each point in order. One already mounted (EBUSY: the kernel
+// mountAll mounts each point in order. One already mounted (EBUSY: the kernel
 // or ld-off2f got there first) is fine; the other failures are joined, and
 // the rest are still tried: a missing /tmp must not cost /sys.
-func MountAll(m Mounter, points []MountPoint) error {
+func mountAll(m mounter, points []mountPoint) error {
 	var errs []error
 	for _, p := range points {
 		if err := mountOne(m, p); err != nil {
@@ -63,7 +63,7 @@ func MountAll(m Mounter, points []MountPoint) error {
 	return errors.Join(errs...)
 }
 
-func mountOne(m Mounter, p MountPoint) error {
+func mountOne(m mounter, p mountPoint) error {
 	// The root filesystem is read-only: the directory must be in the image;
 	// MkdirAll is for writable roots (tests, an initramfs) and its EROFS on
 	// an existing directory does not happen.

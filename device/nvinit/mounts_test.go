@@ -27,8 +27,8 @@ func (f *fakeMounter) Unmount(target string, flags int) error {
 
 func TestMountAll(t *testing.T) {
 	root := t.TempDir()
-	var points []MountPoint
-	for _, p := range KernelMounts {
+	var points []mountPoint
+	for _, p := range kernelMounts {
 		p.Target = filepath.Join(root, p.Target)
 		points = append(points, p)
 	}
@@ -36,7 +36,7 @@ func TestMountAll(t *testing.T) {
 		points[0].Target: syscall.EBUSY,  // already mounted: fine
 		points[4].Target: syscall.ENODEV, // a real failure
 	}}
-	err := MountAll(fm, points)
+	err := mountAll(fm, points)
 	if err == nil || !strings.Contains(err.Error(), "/tmp") || strings.Contains(err.Error(), "/proc") {
 		t.Fatalf("MountAll error %v: want only /tmp's", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"syscall"
 	"unsafe"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // The ioctl structures of <linux/if.h> and <linux/route.h>, amd64/arm64
@@ -61,9 +63,9 @@ func ifUp(fd int, name string) error {
 	return nil
 }
 
-// ConfigureNetwork brings loopback up (services and readiness checks dial
+// configureInterfaces brings loopback up (services and readiness checks dial
 // 127.0.0.1) and gives each interface its static address and route.
-func ConfigureNetwork(ifs []Interface) error {
+func configureInterfaces(ifs []contract.Interface) error {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("network: %w", err)

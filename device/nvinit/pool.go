@@ -14,7 +14,7 @@ import (
 // comes back over the connection (poold is its parent, not nvinit), where
 // done gets it as if nvinit had reaped it. A spawn poold cannot serve is an
 // error like a failed fork, with the same backoff.
-func (s *Supervisor) spawnPooled(sv *svc, argv, env []string, out *os.File, done func(syscall.WaitStatus)) (int, error) {
+func (s *supervisor) spawnPooled(sv *svc, argv, env []string, out *os.File, done func(syscall.WaitStatus)) (int, error) {
 	c := &pool.Client{Socket: s.PoolSocket}
 	p, err := c.Spawn(context.Background(), sv.Pool, pool.Attr{Argv: argv, Env: env, Dir: "/",
 		Files: []*os.File{nil, out, out}})

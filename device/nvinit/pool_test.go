@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold"
 )
 
@@ -17,7 +18,7 @@ func TestSupervisorThroughPoold(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
+	srv, stop, err := poold.Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{
 		{Name: "sh", Path: "/bin/sh", Exec: true, MinIdle: 1, Allow: []string{"*"}}}},
 		poold.Options{Self: self, NoTicker: true})
 	if err != nil {
@@ -25,12 +26,12 @@ func TestSupervisorThroughPoold(t *testing.T) {
 	}
 	defer stop()
 	srv.Fill()
-	s := &Supervisor{PoolSocket: sock, Poweroff: true, Services: []Service{{Name: "p", Path: "/bin/sh",
-		Args: []string{"-c", "echo pooled $FOO; exit 3"}, Env: []string{"FOO=bar"}, Pool: "sh", Restart: RestartNever}}}
+	s := &supervisor{PoolSocket: sock, Poweroff: true, Services: []contract.Service{{Name: "p", Path: "/bin/sh",
+		Args: []string{"-c", "echo pooled $FOO; exit 3"}, Env: []string{"FOO=bar"}, Pool: "sh", Restart: contract.RestartNever}}}
 	out, _, done := harness(t, s)
 	out.expect(t, "p: pooled bar")
 	out.expect(t, "nvinit: p exited with status 3")
-	if err := <-done; err != ErrAllExited {
+	if err := <-done; err != errAllExited {
 		t.Fatalf("Run: %v", err)
 	}
 	if st := srv.Stats().Programs[0]; st.Hits != 1 {

@@ -9,13 +9,13 @@ import (
 	"syscall"
 )
 
-// Reaper is the one place that waits for children. As PID 1 (All) it waits
+// reaper is the one place that waits for children. As PID 1 (All) it waits
 // for any child, because every orphan in the system becomes ours and would
 // stay a zombie otherwise; exits of the children it started are routed to
 // their handlers, the rest to Orphan. Without All (tests, not PID 1) it
 // waits only for the pids it registered, so it never steals the exit of a
 // child someone else in the process started (os/exec).
-type Reaper struct {
+type reaper struct {
 	All    bool
 	Orphan func(pid int, ws syscall.WaitStatus) // nil: dropped
 
@@ -26,7 +26,7 @@ type Reaper struct {
 // Start runs start (a fork) under the reaper's lock and registers done for the
 // pid it returns, so the child cannot be reaped before its handler exists.
 // done runs on the reaper's goroutine, once.
-func (r *Reaper) Start(start func() (pid int, err error), done func(syscall.WaitStatus)) (int, error) {
+func (r *reaper) Start(start func() (pid int, err error), done func(syscall.WaitStatus)) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pid, err := start()
@@ -47,7 +47,7 @@ type reaped struct {
 }
 
 // Reap collects every child that has exited by now and calls its handler.
-func (r *Reaper) Reap() {
+func (r *reaper) Reap() {
 	r.mu.Lock()
 	var got []reaped
 	if r.All {
@@ -91,7 +91,7 @@ func (r *Reaper) Reap() {
 
 // Run reaps on every SIGCHLD until ctx ends. Signals coalesce, so each wake
 // collects everything that has exited.
-func (r *Reaper) Run(ctx context.Context) {
+func (r *reaper) Run(ctx context.Context) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGCHLD)
 	defer signal.Stop(ch)

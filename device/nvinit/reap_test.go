@@ -22,7 +22,7 @@ func TestReaperAll(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	got := make(chan string, 4)
-	rp := &Reaper{All: true, Orphan: func(pid int, ws syscall.WaitStatus) { got <- "orphan " + strconv.Itoa(pid) }}
+	rp := &reaper{All: true, Orphan: func(pid int, ws syscall.WaitStatus) { got <- "orphan " + strconv.Itoa(pid) }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rp.Run(ctx)

@@ -16,18 +16,18 @@ import (
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
-// ShellEnv is the console shell's environment: the userland's commands
+// shellEnv is the console shell's environment: the userland's commands
 // after /sbin, where nvinit's own (poweroff, reboot, start) are, and
 // before /bin, the services.
-var ShellEnv = []string{"PATH=/sbin:" + contract.UserlandDir + ":/bin", "HOME=/", "TERM=vt100"}
+var shellEnv = []string{"PATH=/sbin:" + contract.UserlandDir + ":/bin", "HOME=/", "TERM=vt100"}
 
-// Shell runs a shell on the console (nvinit's standard input, output and
+// shell runs a shell on the console (nvinit's standard input, output and
 // error) in an image with a userland: the console is then the shell's, and
 // nvinit takes its commands from CommandFIFO instead.
-type Shell struct {
+type shell struct {
 	Path    string
-	Console *Console
-	Reaper  *Reaper
+	Console *console
+	Reaper  *reaper
 	// Files are the shell's fds 0, 1, 2; nil: nvinit's own.
 	Files []uintptr
 	// Until, when set, holds the first start until it is closed (the
@@ -38,16 +38,16 @@ type Shell struct {
 	Wait  time.Duration
 }
 
-// ShellWait is the longest the console shell waits for the services to be
+// shellWait is the longest the console shell waits for the services to be
 // ready before it starts anyway.
-const ShellWait = 2 * time.Second
+const shellWait = 2 * time.Second
 
-// Run starts the shell, restarts it after each exit (after NextBackoff's
+// Run starts the shell, restarts it after each exit (after nextBackoff's
 // delay, reset by a run of 10 s: someone typing exit gets a new prompt at
 // once, a shell that cannot start does not spin) and, when ctx ends, kills
 // its session and waits for it, so that nothing maps the text store while
 // it is unmounted.
-func (sh *Shell) Run(ctx context.Context) {
+func (sh *shell) Run(ctx context.Context) {
 	if sh.Until != nil {
 		select {
 		case <-sh.Until:
@@ -76,7 +76,7 @@ func (sh *Shell) Run(ctx context.Context) {
 		if time.Since(start) > 10*time.Second {
 			delay = 0
 		}
-		delay = NextBackoff(delay)
+		delay = nextBackoff(delay)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -89,14 +89,14 @@ func (sh *Shell) Run(ctx context.Context) {
 // controlling terminal, so that Ctrl-C on the console interrupts what the
 // shell runs. A console that cannot be a controlling terminal (TIOCSCTTY
 // refused) still gets the shell, without that.
-func (sh *Shell) start() (int, <-chan syscall.WaitStatus, error) {
+func (sh *shell) start() (int, <-chan syscall.WaitStatus, error) {
 	files := sh.Files
 	if files == nil {
 		files = []uintptr{0, 1, 2}
 	}
 	exited := make(chan syscall.WaitStatus, 1)
 	done := func(ws syscall.WaitStatus) { exited <- ws }
-	attr := &syscall.ProcAttr{Dir: "/", Env: ShellEnv, Files: files,
+	attr := &syscall.ProcAttr{Dir: "/", Env: shellEnv, Files: files,
 		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}}
 	fork := func() (int, error) { return syscall.ForkExec(sh.Path, []string{sh.Path}, attr) }
 	pid, err := sh.Reaper.Start(fork, done)
@@ -115,11 +115,11 @@ func exitText(ws syscall.WaitStatus) string {
 	return fmt.Sprintf("status %d", ws.ExitStatus())
 }
 
-// OpenCommands makes the FIFO nvinit's console commands come through in an
+// openCommands makes the FIFO nvinit's console commands come through in an
 // image with a shell, and opens it for reading. It is opened read-write,
 // so that it has a writer for as long as nvinit runs: a read then waits
 // for the next command instead of seeing the end of the file after each.
-func OpenCommands(path string) (*os.File, error) {
+func openCommands(path string) (*os.File, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("command fifo %s: %w", path, err)
 	}

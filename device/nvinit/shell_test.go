@@ -35,15 +35,15 @@ func TestShellRestartsAndStops(t *testing.T) {
 	}
 	defer r.Close()
 	var log bytes.Buffer
-	con := &Console{W: &log} // read under con.mu
-	rp := &Reaper{}
+	con := &console{W: &log} // read under con.mu
+	rp := &reaper{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rp.Run(ctx)
 	shctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
-		(&Shell{Path: sh, Console: con, Reaper: rp, Files: []uintptr{0, w.Fd(), w.Fd()}}).Run(shctx)
+		(&shell{Path: sh, Console: con, Reaper: rp, Files: []uintptr{0, w.Fd(), w.Fd()}}).Run(shctx)
 		close(done)
 	}()
 	lines := bufio.NewScanner(r)
@@ -51,7 +51,7 @@ func TestShellRestartsAndStops(t *testing.T) {
 		if !lines.Scan() {
 			t.Fatalf("run %d: no output", i+1)
 		}
-		if want := "run " + ShellEnv[0][len("PATH="):]; lines.Text() != want {
+		if want := "run " + shellEnv[0][len("PATH="):]; lines.Text() != want {
 			t.Errorf("run %d printed %q, want %q", i+1, lines.Text(), want)
 		}
 	}
@@ -77,14 +77,14 @@ func TestShellRestartsAndStops(t *testing.T) {
 // links, reach PID 1's command reader as typed console lines would.
 func TestCommandThroughFIFO(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "nvinit.cmd")
-	f, err := OpenCommands(fifo)
+	f, err := openCommands(fifo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	sigs := make(chan os.Signal, 2)
 	starts := make(chan string, 1)
-	go ConsoleCommandsStart(f, sigs, starts, func(string, ...any) {})
+	go consoleCommandsStart(f, sigs, starts, func(string, ...any) {})
 	c := &cli.Context{Stdout: os.Stdout, Stderr: os.Stderr}
 	c.Args = []string{"breakglass"}
 	if err := Command(c, "start", fifo); err != nil {
@@ -114,7 +114,7 @@ func TestCommandRejects(t *testing.T) {
 	if err := Command(c, "poweroff", fifo); err == nil || !strings.Contains(err.Error(), fifo) {
 		t.Errorf("no FIFO: %v, want an error naming it", err)
 	}
-	f, err := OpenCommands(fifo)
+	f, err := openCommands(fifo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestShellWaitsForServices(t *testing.T) {
 	if err := os.WriteFile(sh, []byte("#!/bin/sh\necho started\nexec sleep 60\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rp := &Reaper{}
+	rp := &reaper{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go rp.Run(ctx)
@@ -158,7 +158,7 @@ func TestShellWaitsForServices(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() {
-			(&Shell{Path: sh, Console: &Console{W: io.Discard}, Reaper: rp, Files: []uintptr{0, w.Fd(), w.Fd()},
+			(&shell{Path: sh, Console: &console{W: io.Discard}, Reaper: rp, Files: []uintptr{0, w.Fd(), w.Fd()},
 				Until: until, Wait: wait}).Run(shctx)
 			w.Close()
 			close(done)

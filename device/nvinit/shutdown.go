@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// DefaultGrace is how long services get to exit after SIGTERM.
-const DefaultGrace = 5 * time.Second
+// defaultGrace is how long services get to exit after SIGTERM.
+const defaultGrace = 5 * time.Second
 
 // killWait bounds the wait after SIGKILL: only a process stuck in the kernel
 // (D state) survives it, and the machine goes down regardless.
@@ -16,7 +16,7 @@ const killWait = 2 * time.Second
 // shutdown stops the services: no more restarts, SIGTERM to each process
 // group, SIGKILL to what is left after the grace period. Exits keep arriving
 // as events and are logged by exited.
-func (s *Supervisor) shutdown() {
+func (s *supervisor) shutdown() {
 	s.stopping = true
 	for _, sv := range s.svcs {
 		if sv.stopTimer != nil {
@@ -26,7 +26,7 @@ func (s *Supervisor) shutdown() {
 	}
 	grace := s.Grace
 	if grace == 0 {
-		grace = DefaultGrace
+		grace = defaultGrace
 	}
 	s.signalAll(syscall.SIGTERM)
 	if s.waitAll(grace) {
@@ -43,7 +43,7 @@ func (s *Supervisor) shutdown() {
 	}
 }
 
-func (s *Supervisor) running() []*svc {
+func (s *supervisor) running() []*svc {
 	var r []*svc
 	for _, sv := range s.svcs {
 		if sv.pid != 0 {
@@ -55,7 +55,7 @@ func (s *Supervisor) running() []*svc {
 
 // signalAll signals each running service's process group (it was started
 // as its leader), or the process alone if the group is gone.
-func (s *Supervisor) signalAll(sig syscall.Signal) {
+func (s *supervisor) signalAll(sig syscall.Signal) {
 	for _, sv := range s.running() {
 		if err := syscall.Kill(-sv.pid, sig); errors.Is(err, syscall.ESRCH) {
 			syscall.Kill(sv.pid, sig)
@@ -64,7 +64,7 @@ func (s *Supervisor) signalAll(sig syscall.Signal) {
 }
 
 // waitAll handles events until nothing runs or d has passed.
-func (s *Supervisor) waitAll(d time.Duration) bool {
+func (s *supervisor) waitAll(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for len(s.running()) > 0 {
@@ -78,11 +78,11 @@ func (s *Supervisor) waitAll(d time.Duration) bool {
 	return true
 }
 
-// Unmount syncs and takes the nvboot filesystems down before power-off:
+// unmountAll syncs and takes the nvboot filesystems down before power-off:
 // state first (it is written), then the text store. A busy one (a process
 // that survived SIGKILL) is detached lazily; the sync already made its
 // data durable.
-func Unmount(m Mounter, dirs []string, logf func(string, ...any)) {
+func unmountAll(m mounter, dirs []string, logf func(string, ...any)) {
 	syscall.Sync()
 	for _, d := range dirs {
 		err := m.Unmount(d, 0)

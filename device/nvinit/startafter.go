@@ -23,7 +23,7 @@ import (
 const condPoll = 100 * time.Millisecond
 
 // startAfter starts sv at once, or once its StartAfter conditions hold.
-func (s *Supervisor) startAfter(sv *svc) {
+func (s *supervisor) startAfter(sv *svc) {
 	if len(sv.StartAfter) == 0 {
 		s.start(sv)
 		return

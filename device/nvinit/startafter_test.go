@@ -18,9 +18,9 @@ func TestSupervisorStartAfter(t *testing.T) {
 	var mu sync.Mutex
 	holds := map[string]bool{}
 	set := func(c string) { mu.Lock(); holds[c] = true; mu.Unlock() }
-	s := &Supervisor{Poweroff: true, CondPoll: time.Millisecond,
+	s := &supervisor{Poweroff: true, CondPoll: time.Millisecond,
 		Holds: func(c string) bool { mu.Lock(); defer mu.Unlock(); return holds[c] },
-		Services: []Service{
+		Services: []contract.Service{
 			{Name: "late", Path: "/bin/true", Restart: contract.RestartNever, StartAfter: []string{contract.StartClock, contract.StartNetRoute}},
 			{Name: "now", Path: "/bin/true", Restart: contract.RestartNever},
 		}}
@@ -41,7 +41,7 @@ func TestSupervisorStartAfter(t *testing.T) {
 	}
 	set(contract.StartClock)
 	out.expect(t, "service-start late")
-	if err := <-done; !errors.Is(err, ErrAllExited) {
+	if err := <-done; !errors.Is(err, errAllExited) {
 		t.Errorf("Run: %v", err)
 	}
 }
@@ -96,7 +96,7 @@ func flagNames(f uintptr) string {
 func TestMountDevices(t *testing.T) {
 	m := &recordMounter{fail: "/dev/vdc"}
 	var logged []string
-	done := MountDevices(m, []contract.Mount{
+	done := mountConfigured(m, []contract.Mount{
 		{Source: "/dev/vdb1", Type: "ext4", Target: "/mnt/data", Options: "noatime,nodev,commit=30"},
 		{Source: "/dev/vdc", Type: "vfat", Target: "/mnt/usb", Options: "ro"},
 		{Source: "/dev/vdd", Type: "ext4", Target: "/mnt/d", Options: "rw,defaults"},

@@ -10,10 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/fsdax"
 )
 
-// StateSetup mounts the state filesystem read-write. It writes a filesystem
+// stateSetup mounts the state filesystem read-write. It writes a filesystem
 // onto the device only when the device is blank (every byte reads as zero:
 // a fresh device, since `nvboot flash` does not write pmem), from the
 // gzip-compressed template State.Image. A device that does not mount and is
@@ -25,17 +26,17 @@ import (
 // is written last, and every other byte is either zero, as the blank device
 // was, or the template's byte at that offset. A device holding nothing else
 // holds nothing the template does not: provisioning it again loses nothing.
-type StateSetup struct {
-	Config  State
-	Mounter Mounter
+type stateSetup struct {
+	Config  contract.State
+	Mounter mounter
 	// Fsdax switches a raw namespace behind the device to fsdax, when the raw
 	// device is blank; nil: not tried.
-	Fsdax *Fsdax
+	Fsdax *daxSwitch
 	// DeviceWait bounds the wait for the block device node when a namespace
 	// is looked at (the fsdax switch makes the node again).
 	DeviceWait time.Duration
 	// Logf reports what was done; nil: nothing.
-	Logf Logf
+	Logf logFunc
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
@@ -44,7 +45,7 @@ type StateSetup struct {
 // Run returns with the state mounted, or an error saying why not and what was
 // left; the caller logs it and the services run without state. provisioned
 // says a filesystem was written onto the device.
-func (s *StateSetup) Run() (provisioned bool, err error) {
+func (s *stateSetup) Run() (provisioned bool, err error) {
 	c := &s.Config
 	dev, dir := c.Device, c.DirOrDefault()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -99,7 +100,7 @@ func (s *StateSetup) Run() (provisioned bool, err error) {
 // device lies inside the blank raw one, after the info block. checked says
 // the device was read for it (a raw namespace), so blank is the answer
 // either way and the caller need not read it again.
-func (s *StateSetup) ensureFsdax() (blank, checked bool, err error) {
+func (s *stateSetup) ensureFsdax() (blank, checked bool, err error) {
 	c := &s.Config
 	ns := c.NamespaceOrDefault()
 	if ns == "" || s.Fsdax == nil {
@@ -148,7 +149,7 @@ func (s *StateSetup) ensureFsdax() (blank, checked bool, err error) {
 	return true, true, waitFor(c.Device, s.DeviceWait)
 }
 
-func (s *StateSetup) mount() error {
+func (s *stateSetup) mount() error {
 	c := &s.Config
 	err := s.Mounter.Mount(c.Device, c.DirOrDefault(), c.FSTypeOrDefault(), 0, c.OptionsOrDefault())
 	if err != nil {
@@ -161,7 +162,7 @@ func (s *StateSetup) mount() error {
 // and checked first (gzip's CRC and length against its superblock's size),
 // so a damaged template writes nothing and the device stays blank; then the
 // one provisioning (store.go) writes it, once it fits.
-func (s *StateSetup) provision() error {
+func (s *stateSetup) provision() error {
 	c := &s.Config
 	if err := checkTemplate(c.Image); err != nil {
 		return fmt.Errorf("provisioning %s from %s: checking the image: %w", c.Device, c.Image, err)
@@ -210,7 +211,7 @@ func openTemplate(image string) (*fsImage, func(), error) {
 // mounted has a superblock of its own (mount count, times), never that.
 // Otherwise why says, when it is worth saying, what else is there (for the
 // log).
-func (s *StateSetup) interrupted() (ours bool, why string) {
+func (s *stateSetup) interrupted() (ours bool, why string) {
 	c := &s.Config
 	f, err := os.Open(c.Device)
 	if err != nil {
@@ -375,4 +376,4 @@ func zeroOr(dev, img []byte) bool {
 	return true
 }
 
-func (s *StateSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }
+func (s *stateSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }

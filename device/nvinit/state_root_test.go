@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // TestStateSetupLoop provisions a real gzip-compressed ext4 template onto a
@@ -28,8 +30,8 @@ func TestStateSetupLoop(t *testing.T) {
 	backing := filepath.Join(dir, "pmem1.img")
 	loop := blankLoop(t, backing, 16<<20)
 
-	cfg := State{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/state"), Image: image}
-	s := &StateSetup{Config: cfg, Mounter: SysMounter{}, Logf: t.Logf}
+	cfg := contract.State{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/state"), Image: image}
+	s := &stateSetup{Config: cfg, Mounter: sysMounter{}, Logf: t.Logf}
 	for i, want := range []bool{true, false} {
 		provisioned, err := s.Run()
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/fsdax"
 )
 
@@ -32,10 +33,10 @@ func gzipped(t testing.TB, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// stateRig is one StateSetup on files: the device, the template, the fake
+// stateRig is one stateSetup on files: the device, the template, the fake
 // mounter and optionally a fake sysfs whose namespace0.0 is behind the device.
 type stateRig struct {
-	s      *StateSetup
+	s      *stateSetup
 	m      *storeMounter
 	writes *[]write // sysfs attribute writes
 	log    []string
@@ -44,7 +45,7 @@ type stateRig struct {
 func newStateRig(t *testing.T, device, template []byte, holder string) *stateRig {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := State{Device: filepath.Join(dir, "pmem1"), Dir: filepath.Join(dir, "nv/state"),
+	cfg := contract.State{Device: filepath.Join(dir, "pmem1"), Dir: filepath.Join(dir, "nv/state"),
 		Image: filepath.Join(dir, "state.ext4.gz")}
 	if err := os.WriteFile(cfg.Device, device, 0o644); err != nil {
 		t.Fatal(err)
@@ -53,13 +54,13 @@ func newStateRig(t *testing.T, device, template []byte, holder string) *stateRig
 		os.WriteFile(cfg.Image, template, 0o444)
 	}
 	r := &stateRig{m: &storeMounter{mountinfo: filepath.Join(dir, "mountinfo"), rw: true}, writes: new([]write)}
-	r.s = &StateSetup{Config: cfg, Mounter: r.m,
+	r.s = &stateSetup{Config: cfg, Mounter: r.m,
 		Logf: func(f string, a ...any) { r.log = append(r.log, fmt.Sprintf(f, a...)) }}
 	if holder != "-" {
 		sys := fakeSysfs(t, holder, "4096 2097152", true)
 		var w func(string, string) error
 		r.writes, w = recorder(sys)
-		r.s.Fsdax = &Fsdax{Sys: sys, Write: w, UUID: func() string { return "UUID" }}
+		r.s.Fsdax = &daxSwitch{Sys: sys, Write: w, UUID: func() string { return "UUID" }}
 		r.s.Config.Namespace = "namespace0.0"
 		// The raw namespace's disk, as the kernel lists it.
 		os.MkdirAll(filepath.Join(sys, "devices/ndbus0/region0/namespace0.0/block/pmem1"), 0o755)

@@ -20,12 +20,12 @@ import (
 // at the next boot: "MANIFEST last" in effect, for the whole filesystem.
 const headSize = 4096
 
-// StoreSetup makes the text store current and mounts it read-only.
-type StoreSetup struct {
-	Config  TextStore
-	Mounter Mounter
+// storeSetup makes the text store current and mounts it read-only.
+type storeSetup struct {
+	Config  contract.TextStore
+	Mounter mounter
 	// Fsdax switches a raw namespace to fsdax first; nil: not tried.
-	Fsdax *Fsdax
+	Fsdax *daxSwitch
 	// MountInfo is /proc/self/mountinfo, to see whether ld-off2f already
 	// mounted the store.
 	MountInfo string
@@ -33,7 +33,7 @@ type StoreSetup struct {
 	// the fsdax switch.
 	DeviceWait time.Duration
 	// Logf reports what was done; nil: nothing.
-	Logf Logf
+	Logf logFunc
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
@@ -42,7 +42,7 @@ type StoreSetup struct {
 // Run returns with the store mounted and current, or an error saying why not;
 // the caller logs it and carries on: the loader falls back to the text on
 // the root filesystem by itself.
-func (s *StoreSetup) Run() (provisioned bool, err error) {
+func (s *storeSetup) Run() (provisioned bool, err error) {
 	c := &s.Config
 	dev, dir := c.Device, c.DirOrDefault()
 	if ns := c.NamespaceOrDefault(); ns != "" && s.Fsdax != nil {
@@ -115,7 +115,7 @@ func (s *StoreSetup) Run() (provisioned bool, err error) {
 	return true, nil
 }
 
-func (s *StoreSetup) mount(options string) error {
+func (s *storeSetup) mount(options string) error {
 	c := &s.Config
 	err := s.Mounter.Mount(c.Device, c.DirOrDefault(), c.FSTypeOrDefault(), msRdonly, options)
 	if err != nil {
@@ -124,7 +124,7 @@ func (s *StoreSetup) mount(options string) error {
 	return nil
 }
 
-func (s *StoreSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }
+func (s *storeSetup) logf(format string, args ...any) { s.Logf.printf(format, args...) }
 
 // waitFor polls for a device node: devtmpfs creates it when the driver binds.
 func waitFor(path string, d time.Duration) error {
@@ -154,9 +154,8 @@ func looksLikeFS(dev, fstype string) bool {
 	return err == nil && m == [2]byte{0x53, 0xef}
 }
 
-// Provision copies the filesystem image file onto the device: see provision.
-func Provision(image, device string) error { return provisionFile(image, device, nil) }
-
+// provisionFile copies the filesystem image file onto the device: see
+// provision.
 func provisionFile(image, device string, afterBody func() error) error {
 	src, err := os.Open(image)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // TestStoreSetupLoop provisions a real ext4 image onto a loop device and
@@ -24,9 +26,9 @@ func TestStoreSetupLoop(t *testing.T) {
 	}
 	loop := blankLoop(t, filepath.Join(dir, "pmem.img"), 16<<20)
 
-	cfg := TextStore{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/text"),
+	cfg := contract.TextStore{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/text"),
 		Image: image, Manifest: filepath.Join(src, "MANIFEST")}
-	s := &StoreSetup{Config: cfg, Mounter: SysMounter{}, MountInfo: "/proc/self/mountinfo", Logf: t.Logf}
+	s := &storeSetup{Config: cfg, Mounter: sysMounter{}, MountInfo: "/proc/self/mountinfo", Logf: t.Logf}
 	for i, want := range []bool{true, false} {
 		provisioned, err := s.Run()
 		if err != nil {

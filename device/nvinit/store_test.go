@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 var (
@@ -55,7 +57,7 @@ func TestProvisionOrder(t *testing.T) {
 		t.Error("a half-provisioned store looks like a filesystem")
 	}
 
-	if err := Provision(image, dev); err != nil {
+	if err := provisionFile(image, dev, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = os.ReadFile(dev)
@@ -72,13 +74,13 @@ func TestProvisionRefusesBlankImage(t *testing.T) {
 	image, dev := filepath.Join(dir, "text.img"), filepath.Join(dir, "pmem0")
 	os.WriteFile(image, make([]byte, 8192), 0o644)
 	os.WriteFile(dev, []byte("keep me"), 0o644)
-	if err := Provision(image, dev); err == nil {
+	if err := provisionFile(image, dev, nil); err == nil {
 		t.Fatal("a blank image was provisioned")
 	}
 	if b, _ := os.ReadFile(dev); string(b) != "keep me" {
 		t.Errorf("device changed to %q", b)
 	}
-	if err := Provision(image+".missing", dev); err == nil {
+	if err := provisionFile(image+".missing", dev, nil); err == nil {
 		t.Fatal("missing image: no error")
 	}
 }
@@ -149,7 +151,7 @@ func TestStoreSetup(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := TextStore{
+			cfg := contract.TextStore{
 				Device:   filepath.Join(dir, "pmem0"),
 				Dir:      filepath.Join(dir, "nv/text"),
 				Image:    filepath.Join(dir, "text.img"),
@@ -163,7 +165,7 @@ func TestStoreSetup(t *testing.T) {
 			m := &storeMounter{mountinfo: filepath.Join(dir, "mountinfo"), noOpts: tc.noOpts}
 			os.WriteFile(m.mountinfo, nil, 0o644)
 			var log []string
-			s := &StoreSetup{Config: cfg, Mounter: m, MountInfo: m.mountinfo,
+			s := &storeSetup{Config: cfg, Mounter: m, MountInfo: m.mountinfo,
 				Logf: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }}
 			if tc.premounted {
 				os.MkdirAll(cfg.Dir, 0o755)

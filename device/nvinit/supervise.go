@@ -16,72 +16,72 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 )
 
-// Clock is the time the supervisor decides backoff by; tests pass a fake so
+// clock is the time the supervisor decides backoff by; tests pass a fake so
 // they check backoff sequences without sleeping.
-type Clock interface {
+type clock interface {
 	Now() time.Time
 	// AfterFunc calls f after d; stop cancels it if it has not run.
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
-// RealClock is the wall clock.
-type RealClock struct{}
+// realClock is the wall clock.
+type realClock struct{}
 
-func (RealClock) Now() time.Time { return time.Now() }
-func (RealClock) AfterFunc(d time.Duration, f func()) func() bool {
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
 
-// Backoff between restarts: doubling from BackoffMin to BackoffMax, back to
-// BackoffMin once a run lasted HealthyAfter. A crash loop costs little CPU,
+// Backoff between restarts: doubling from backoffMin to backoffMax, back to
+// backoffMin once a run lasted healthyAfter. A crash loop costs little CPU,
 // and a service that ran a while restarts at once after a single failure.
 const (
-	BackoffMin   = 100 * time.Millisecond
-	BackoffMax   = 30 * time.Second
-	HealthyAfter = 10 * time.Second
+	backoffMin   = 100 * time.Millisecond
+	backoffMax   = 30 * time.Second
+	healthyAfter = 10 * time.Second
 )
 
-// MaxFailedStarts is how many failed starts in a row make the supervisor
+// maxFailedStarts is how many failed starts in a row make the supervisor
 // stop restarting a service. A start failed when it did not fork, or its run
-// failed (a non-zero status or a signal) before it lasted HealthyAfter,
+// failed (a non-zero status or a signal) before it lasted healthyAfter,
 // whether or not it was marked ready meanwhile (a service may answer before
-// it can serve); a run that lasted HealthyAfter ends the streak. Eight
+// it can serve); a run that lasted healthyAfter ends the streak. Eight
 // starts wait 0.1+0.2+...+6.4 = 12.7 s of backoff between them, longer
-// than HealthyAfter: what clears by itself at boot (a socket or a device
+// than healthyAfter: what clears by itself at boot (a socket or a device
 // not there yet, a slow neighbour under TCG) has cleared by then, and what
 // has not (a damaged heap, a missing file, a bad flag) would only fill the
-// console while the backoff grew to BackoffMax, forever.
-const MaxFailedStarts = 8
+// console while the backoff grew to backoffMax, forever.
+const maxFailedStarts = 8
 
-// NextBackoff returns the delay after prev (0: the first restart).
-func NextBackoff(prev time.Duration) time.Duration {
+// nextBackoff returns the delay after prev (0: the first restart).
+func nextBackoff(prev time.Duration) time.Duration {
 	if prev <= 0 {
-		return BackoffMin
+		return backoffMin
 	}
-	return min(2*prev, BackoffMax)
+	return min(2*prev, backoffMax)
 }
 
 // outputLinger bounds the wait for a service's output after it exited.
 const outputLinger = 100 * time.Millisecond
 
-// DefaultEnv is every service's environment before its own Env.
-var DefaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/"}
+// defaultEnv is every service's environment before its own Env.
+var defaultEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/"}
 
-// ErrAllExited is Run's result when Poweroff is set and every service has
+// errAllExited is Run's result when Poweroff is set and every service has
 // exited for good.
-var ErrAllExited = errors.New("every service has exited and none will restart")
+var errAllExited = errors.New("every service has exited and none will restart")
 
-// Supervisor starts the services in order and restarts them by policy. All
+// supervisor starts the services in order and restarts them by policy. All
 // its state belongs to the goroutine in Run; everything else (exits from the
 // reaper, timers) reaches it as a function on the events channel.
-type Supervisor struct {
-	Services []Service
-	Console  *Console
-	Reaper   *Reaper
-	Clock    Clock         // nil: RealClock
-	Env      []string      // nil: DefaultEnv
+type supervisor struct {
+	Services []contract.Service
+	Console  *console
+	Reaper   *reaper
+	Clock    clock         // nil: realClock
+	Env      []string      // nil: defaultEnv
 	Poll     time.Duration // readiness dial interval; 0: 5 ms
-	// Poweroff makes Run return ErrAllExited once nothing runs or will.
+	// Poweroff makes Run return errAllExited once nothing runs or will.
 	Poweroff bool
 	// Grace is how long services get between SIGTERM and SIGKILL at
 	// shutdown; 0: 5 s.
@@ -90,10 +90,10 @@ type Supervisor struct {
 	// pool.DefaultSocket.
 	PoolSocket string
 	// Texts checks the text of a service that failed; nil: never checked.
-	Texts TextChecker
+	Texts textChecker
 	// AllReady is called on Run's goroutine once every supervised service
 	// has been marked ready at least once: what an A/B test boot commits
-	// on (testboot.go). nil: nothing waits for it.
+	// on (update.SlotState.AllReady). nil: nothing waits for it.
 	AllReady func()
 	// Holds checks a StartAfter condition; nil: on this machine
 	// (conditionHolds). CondPoll is how often; 0: condPoll.
@@ -103,7 +103,7 @@ type Supervisor struct {
 	// nil: none.
 	Starts <-chan string
 	// GokrazyHome is where a gokrazy service's HOME is made; empty:
-	// DefaultGokrazyHome.
+	// defaultGokrazyHome.
 	GokrazyHome string
 
 	afterDial func() // tests: runs between a readiness dial and its mark
@@ -116,7 +116,7 @@ type Supervisor struct {
 }
 
 type svc struct {
-	Service
+	contract.Service
 	pid         int // 0: not running
 	started     time.Time
 	backoff     time.Duration
@@ -124,7 +124,7 @@ type svc struct {
 	cancelReady context.CancelFunc
 	ready       bool       // this run was marked ready
 	out         *tailLines // this run's last lines of output
-	failures    int        // failed starts in a row: see MaxFailedStarts
+	failures    int        // failed starts in a row: see maxFailedStarts
 	textChecked bool       // the text was checked since the streak began
 	trial       *trial     // a deploy in progress (trial.go); nil: none
 	everReady   bool       // marked ready at least once since boot
@@ -133,10 +133,10 @@ type svc struct {
 }
 
 // Run supervises until ctx ends, then shuts the services down (see
-// shutdown.go) and returns nil; or returns ErrAllExited (Poweroff).
-func (s *Supervisor) Run(ctx context.Context) error {
+// shutdown.go) and returns nil; or returns errAllExited (Poweroff).
+func (s *supervisor) Run(ctx context.Context) error {
 	if s.Clock == nil {
-		s.Clock = RealClock{}
+		s.Clock = realClock{}
 	}
 	s.prepare()
 	defer close(s.ran)
@@ -151,7 +151,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	for {
 		if s.Poweroff && s.idle() {
-			return ErrAllExited
+			return errAllExited
 		}
 		select {
 		case f := <-s.events:
@@ -167,7 +167,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 
 // prepare makes the channels Run serves; called before Run when another
 // goroutine (the update endpoint) may post to it before Run starts.
-func (s *Supervisor) prepare() {
+func (s *supervisor) prepare() {
 	if s.events == nil {
 		s.events = make(chan func(), 16)
 		s.ran = make(chan struct{})
@@ -175,7 +175,7 @@ func (s *Supervisor) prepare() {
 }
 
 // post runs f on Run's goroutine; once Run has returned, never.
-func (s *Supervisor) post(f func()) {
+func (s *supervisor) post(f func()) {
 	select {
 	case s.events <- f:
 	case <-s.ran:
@@ -183,7 +183,7 @@ func (s *Supervisor) post(f func()) {
 }
 
 // idle reports whether nothing runs and no restart is pending.
-func (s *Supervisor) idle() bool {
+func (s *supervisor) idle() bool {
 	for _, sv := range s.svcs {
 		if sv.pid != 0 || sv.stopTimer != nil || sv.waiting {
 			return false
@@ -192,7 +192,7 @@ func (s *Supervisor) idle() bool {
 	return true
 }
 
-func (s *Supervisor) start(sv *svc) {
+func (s *supervisor) start(sv *svc) {
 	sv.stopTimer = nil
 	sv.ready = false
 	// Read the clock before the marker: a run lasts from the moment the
@@ -210,7 +210,7 @@ func (s *Supervisor) start(sv *svc) {
 	}
 	env := s.Env
 	if env == nil {
-		env = DefaultEnv
+		env = defaultEnv
 	}
 	attr := &syscall.ProcAttr{
 		// The service's own entries replace the base's: a Go program
@@ -283,9 +283,9 @@ func (s *Supervisor) start(sv *svc) {
 // handshake before the program accepts), and nothing nvinit can check
 // without knowing the protocol shows more; a service must listen once it
 // can serve. One that dies soon after its mark is not trusted for it: the
-// run counts as a failed start (see MaxFailedStarts) and its exit line says
+// run counts as a failed start (see maxFailedStarts) and its exit line says
 // it had been marked ready.
-func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
+func (s *supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 	poll := s.Poll
 	if poll == 0 {
 		poll = 5 * time.Millisecond
@@ -317,16 +317,37 @@ func (s *Supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 	}
 }
 
-func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
+// marked runs what waits for sv's ready mark: its deploy trial, and the
+// boot's wait for every service (AllReady).
+func (s *supervisor) marked(sv *svc) {
+	if sv.trial != nil {
+		s.trialReady(sv)
+	}
+	sv.everReady = true
+	if s.AllReady == nil || s.allReady {
+		return
+	}
+	for _, o := range s.svcs {
+		// A DontStart service starts only when asked: the test boot
+		// does not wait for it.
+		if !o.everReady && !o.DontStart {
+			return
+		}
+	}
+	s.allReady = true
+	s.AllReady()
+}
+
+func (s *supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 	ran := s.Clock.Now().Sub(sv.started)
 	sv.pid = 0
 	sv.cancelReady()
 	ok := ws.Exited() && ws.ExitStatus() == 0
-	healthy := ran >= HealthyAfter
+	healthy := ran >= healthyAfter
 	how := describeExit(ws)
 	if !ok && !healthy && sv.ready && sv.WaitFor != "" {
 		// Said, because the mark above it on the console looks healthy.
-		s.Console.Logf("%s %s after it was marked ready, within %v of its start: a failed start all the same", sv.Name, how, HealthyAfter)
+		s.Console.Logf("%s %s after it was marked ready, within %v of its start: a failed start all the same", sv.Name, how, healthyAfter)
 	} else {
 		s.Console.Logf("%s %s", sv.Name, how)
 	}
@@ -336,7 +357,7 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 	if s.stopping {
 		return
 	}
-	if sv.Gokrazy && ws.Exited() && ws.ExitStatus() == DontSuperviseStatus {
+	if sv.Gokrazy && ws.Exited() && ws.ExitStatus() == dontSuperviseStatus {
 		s.Console.Logf("%s asked not to be started at boot (gokrazy.DontStartOnBoot): stopped; type start %s on the console to start it", sv.Name, sv.Name)
 		return
 	}
@@ -350,14 +371,14 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 		s.checkText(sv)
 	}
 	switch sv.RestartOrDefault() {
-	case RestartNever:
+	case contract.RestartNever:
 		return
-	case RestartOnFailure:
+	case contract.RestartOnFailure:
 		if ok {
 			return
 		}
 	}
-	if sv.failures >= MaxFailedStarts {
+	if sv.failures >= maxFailedStarts {
 		s.giveUp(sv, how, sv.out.last())
 		return
 	}
@@ -366,24 +387,24 @@ func (s *Supervisor) exited(sv *svc, ws syscall.WaitStatus) {
 
 // failed handles a start that did not fork (how says why): the same backoff
 // and count as a crash, so a missing binary does not spin.
-func (s *Supervisor) failed(sv *svc, how string) {
+func (s *supervisor) failed(sv *svc, how string) {
 	if sv.trial != nil && !s.trialStartFailed(sv, how) {
 		return
 	}
-	if sv.RestartOrDefault() == RestartNever || s.stopping {
+	if sv.RestartOrDefault() == contract.RestartNever || s.stopping {
 		return
 	}
-	if sv.failures++; sv.failures >= MaxFailedStarts {
+	if sv.failures++; sv.failures >= maxFailedStarts {
 		s.giveUp(sv, how, nil)
 		return
 	}
 	s.scheduleRestart(sv)
 }
 
-// giveUp leaves sv stopped after MaxFailedStarts failed starts, saying on
+// giveUp leaves sv stopped after maxFailedStarts failed starts, saying on
 // one line which service, how its last start failed, its last lines of
 // output and what to do: the line someone at the console acts on.
-func (s *Supervisor) giveUp(sv *svc, how string, last []string) {
+func (s *supervisor) giveUp(sv *svc, how string, last []string) {
 	said := "it printed nothing"
 	if len(last) > 0 {
 		q := make([]string, len(last))
@@ -394,11 +415,11 @@ func (s *Supervisor) giveUp(sv *svc, how string, last []string) {
 	}
 	s.Console.Logf("%s: not restarting it: %d failed starts in a row (none lasted %v); the last one %s, %s. "+
 		"Fix the cause, then reboot (type reboot on this console) to start %s again",
-		sv.Name, sv.failures, HealthyAfter, how, said, sv.Name)
+		sv.Name, sv.failures, healthyAfter, how, said, sv.Name)
 }
 
-func (s *Supervisor) scheduleRestart(sv *svc) {
-	sv.backoff = NextBackoff(sv.backoff)
+func (s *supervisor) scheduleRestart(sv *svc) {
+	sv.backoff = nextBackoff(sv.backoff)
 	s.Console.Logf("%s: restarting in %v", sv.Name, sv.backoff)
 	sv.stopTimer = s.Clock.AfterFunc(sv.backoff, func() {
 		s.post(func() {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // drain collects the console lines after Run returned.
@@ -35,23 +37,23 @@ func waitRun(t *testing.T, done chan error) error {
 	}
 }
 
-// A service that fails every start is restarted MaxFailedStarts-1 times and
+// A service that fails every start is restarted maxFailedStarts-1 times and
 // then left stopped, with one line saying which, how its last run ended, its
 // last lines and what to do.
 func TestSupervisorGivesUpAfterFailedStarts(t *testing.T) {
 	clock := newFakeClock()
 	script := `echo starting; echo "opening the heap: not a pheap file (bad magic)" >&2; exit 1`
-	s := &Supervisor{Clock: clock, Poweroff: true,
-		Services: []Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", script}}}}
+	s := &supervisor{Clock: clock, Poweroff: true,
+		Services: []contract.Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", script}}}}
 	out, _, done := harness(t, s)
-	for i := 1; i < MaxFailedStarts; i++ {
+	for i := 1; i < maxFailedStarts; i++ {
 		out.expect(t, "NVBOOT-MARK service-start kv ")
 		out.expect(t, "nvinit: kv exited with status 1")
 		clock.expectDelay(t)
 		clock.Fire()
 	}
 	out.expect(t, "NVBOOT-MARK service-start kv ")
-	if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+	if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 		t.Fatalf("Run = %v, want ErrAllExited once kv is given up", err)
 	}
 	text := drain(out)
@@ -62,7 +64,7 @@ func TestSupervisorGivesUpAfterFailedStarts(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		fmt.Sprintf("%d failed starts in a row", MaxFailedStarts),
+		fmt.Sprintf("%d failed starts in a row", maxFailedStarts),
 		"exited with status 1",
 		`"starting"`, `"opening the heap: not a pheap file (bad magic)"`,
 		"reboot",
@@ -82,13 +84,13 @@ func TestSupervisorGivesUpAfterFailedStarts(t *testing.T) {
 // A start that does not even fork counts too: a missing binary stops.
 func TestSupervisorGivesUpOnStartErrors(t *testing.T) {
 	clock := newFakeClock()
-	s := &Supervisor{Clock: clock, Poweroff: true, Services: []Service{{Name: "gone", Path: "/nonexistent/prog"}}}
+	s := &supervisor{Clock: clock, Poweroff: true, Services: []contract.Service{{Name: "gone", Path: "/nonexistent/prog"}}}
 	out, _, done := harness(t, s)
-	for i := 1; i < MaxFailedStarts; i++ {
+	for i := 1; i < maxFailedStarts; i++ {
 		clock.expectDelay(t)
 		clock.Fire()
 	}
-	if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+	if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 		t.Fatalf("Run = %v, want ErrAllExited", err)
 	}
 	text := drain(out)
@@ -97,21 +99,21 @@ func TestSupervisorGivesUpOnStartErrors(t *testing.T) {
 	}
 }
 
-// A run that lasted HealthyAfter ends the streak: a service that fails now
+// A run that lasted healthyAfter ends the streak: a service that fails now
 // and then is restarted as long as it keeps running a while in between.
 func TestSupervisorFailedStartsResetAfterHealthyRun(t *testing.T) {
 	clock := newFakeClock()
 	gate := filepath.Join(t.TempDir(), "gate")
 	script := `while [ ! -e "$GATE" ]; do sleep 0.005; done; rm "$GATE"; exit 1`
-	s := &Supervisor{Clock: clock, Poweroff: true, Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"},
-		Services: []Service{{Name: "g", Path: "/bin/sh", Args: []string{"-c", script}}}}
+	s := &supervisor{Clock: clock, Poweroff: true, Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"},
+		Services: []contract.Service{{Name: "g", Path: "/bin/sh", Args: []string{"-c", script}}}}
 	out, _, done := harness(t, s)
 	var runs []time.Duration
-	for range MaxFailedStarts - 1 {
+	for range maxFailedStarts - 1 {
 		runs = append(runs, time.Second)
 	}
-	runs = append(runs, HealthyAfter)
-	for range MaxFailedStarts - 1 {
+	runs = append(runs, healthyAfter)
+	for range maxFailedStarts - 1 {
 		runs = append(runs, time.Second)
 	}
 	for _, ran := range runs {
@@ -121,11 +123,11 @@ func TestSupervisorFailedStartsResetAfterHealthyRun(t *testing.T) {
 		clock.expectDelay(t)
 		clock.Fire()
 	}
-	// One more failed start makes MaxFailedStarts since the healthy run.
+	// One more failed start makes maxFailedStarts since the healthy run.
 	out.expect(t, "service-start g")
 	clock.Advance(time.Second)
 	os.WriteFile(gate, nil, 0o644)
-	if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+	if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 		t.Fatalf("Run = %v, want ErrAllExited", err)
 	}
 	if text := drain(out); strings.Count(text, "not restarting it") != 1 {
@@ -133,28 +135,28 @@ func TestSupervisorFailedStartsResetAfterHealthyRun(t *testing.T) {
 	}
 }
 
-// A service marked ready that dies before HealthyAfter failed its start all
+// A service marked ready that dies before healthyAfter failed its start all
 // the same (kv listening before it opened its heap): the exit line says the
 // mark was premature, and the streak ends in a give-up.
 func TestSupervisorReadyThenDeadIsAFailedStart(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
-	s := &Supervisor{Clock: clock, Poweroff: true,
-		Services: []Service{helperService(t, "kv", "exit-on-gate", filepath.Join(dir, "sock"), gate)}}
+	s := &supervisor{Clock: clock, Poweroff: true,
+		Services: []contract.Service{helperService(t, "kv", "exit-on-gate", filepath.Join(dir, "sock"), gate)}}
 	out, _, done := harness(t, s)
-	for i := 1; i <= MaxFailedStarts; i++ {
+	for i := 1; i <= maxFailedStarts; i++ {
 		out.expect(t, "NVBOOT-MARK service-ready kv ")
 		os.WriteFile(gate, nil, 0o644)
 		if l := out.expect(t, "nvinit: kv exited"); !strings.Contains(l, "after it was marked ready") {
 			t.Errorf("exit line %q does not say kv died after its ready mark", l)
 		}
-		if i < MaxFailedStarts {
+		if i < maxFailedStarts {
 			clock.expectDelay(t)
 			clock.Fire()
 		}
 	}
-	if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+	if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 		t.Fatalf("Run = %v, want ErrAllExited", err)
 	}
 	if text := drain(out); !strings.Contains(text, "kv: not restarting it") || !strings.Contains(text, "gate opened; exiting") {
@@ -167,9 +169,9 @@ func TestSupervisorReadyThenDeadIsAFailedStart(t *testing.T) {
 func TestSupervisorNoReadyMarkForExitedProcess(t *testing.T) {
 	dir := t.TempDir()
 	pids := make(chan int, 1)
-	s := &Supervisor{Poweroff: true,
-		Services: []Service{helperService(t, "srv", "exit-on-dial", filepath.Join(dir, "sock"), "")}}
-	s.Services[0].Restart = RestartNever
+	s := &supervisor{Poweroff: true,
+		Services: []contract.Service{helperService(t, "srv", "exit-on-dial", filepath.Join(dir, "sock"), "")}}
+	s.Services[0].Restart = contract.RestartNever
 	var once sync.Once
 	s.afterDial = func() {
 		once.Do(func() {
@@ -195,7 +197,7 @@ func TestSupervisorNoReadyMarkForExitedProcess(t *testing.T) {
 		t.Fatalf("helper said %q", l)
 	}
 	pids <- pid
-	if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+	if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 		t.Fatalf("Run = %v", err)
 	}
 	text := drain(out)
@@ -222,11 +224,11 @@ func procState(stat []byte) byte {
 type fakeTexts struct {
 	mu     sync.Mutex
 	asked  []string
-	answer TextCheck
+	answer textCheck
 	err    error
 }
 
-func (f *fakeTexts) CheckText(program string) (TextCheck, error) {
+func (f *fakeTexts) CheckText(program string) (textCheck, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, program)
@@ -244,10 +246,10 @@ func (f *fakeTexts) calls() []string {
 // of failed starts: a crash loop does not read the text again and again.
 func TestSupervisorChecksTextAfterFault(t *testing.T) {
 	clock := newFakeClock()
-	texts := &fakeTexts{answer: TextCheck{Text: "/nv/text/" + hashA, Damage: errors.New("text content hash x does not match the header's y"),
+	texts := &fakeTexts{answer: textCheck{Text: "/nv/text/" + hashA, Damage: errors.New("text content hash x does not match the header's y"),
 		Repaired: "/lib/off2f/" + hashA}}
-	s := &Supervisor{Clock: clock, Texts: texts,
-		Services: []Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", "kill -SEGV $$"}}}}
+	s := &supervisor{Clock: clock, Texts: texts,
+		Services: []contract.Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", "kill -SEGV $$"}}}}
 	out, _, _ := harness(t, s)
 	out.expect(t, "nvinit: kv killed by signal 11")
 	l := out.expect(t, "nvinit: kv: text ")
@@ -287,20 +289,20 @@ func TestSupervisorTextCheckTriggers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
-			texts := &fakeTexts{answer: TextCheck{Text: "/nv/text/" + hashA}}
+			texts := &fakeTexts{answer: textCheck{Text: "/nv/text/" + hashA}}
 			gate := filepath.Join(t.TempDir(), "gate")
-			sv := Service{Name: "svc", Path: "/bin/sh", Restart: RestartNever,
+			sv := contract.Service{Name: "svc", Path: "/bin/sh", Restart: contract.RestartNever,
 				Args: []string{"-c", `while [ ! -e "$GATE" ]; do sleep 0.005; done; ` + tc.script}}
 			if tc.waitFor {
 				sv.WaitFor = filepath.Join(t.TempDir(), "never")
 			}
-			s := &Supervisor{Clock: clock, Texts: texts, Poweroff: true,
-				Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"}, Services: []Service{sv}}
+			s := &supervisor{Clock: clock, Texts: texts, Poweroff: true,
+				Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"}, Services: []contract.Service{sv}}
 			out, _, done := harness(t, s)
 			out.expect(t, "service-start svc")
 			clock.Advance(tc.ran)
 			os.WriteFile(gate, nil, 0o644)
-			if err := waitRun(t, done); !errors.Is(err, ErrAllExited) {
+			if err := waitRun(t, done); !errors.Is(err, errAllExited) {
 				t.Fatalf("Run = %v", err)
 			}
 			text := drain(out)
@@ -317,10 +319,10 @@ func TestSupervisorTextCheckTriggers(t *testing.T) {
 // A check that fails says so, and the service restarts as without one.
 func TestSupervisorTextCheckError(t *testing.T) {
 	clock := newFakeClock()
-	texts := &fakeTexts{answer: TextCheck{Text: "/nv/text/" + hashA, Damage: errors.New("missing")},
+	texts := &fakeTexts{answer: textCheck{Text: "/nv/text/" + hashA, Damage: errors.New("missing")},
 		err: fmt.Errorf("remounting /nv/text read-write: %w", syscall.EROFS)}
-	s := &Supervisor{Clock: clock, Texts: texts,
-		Services: []Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", "kill -SEGV $$"}}}}
+	s := &supervisor{Clock: clock, Texts: texts,
+		Services: []contract.Service{{Name: "kv", Path: "/bin/sh", Args: []string{"-c", "kill -SEGV $$"}}}}
 	out, _, _ := harness(t, s)
 	l := out.expect(t, "nvinit: kv: text ")
 	for _, want := range []string{"damaged (missing)", "not repaired", "read-only file system"} {

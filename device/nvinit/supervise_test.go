@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // fakeClock hands every AfterFunc delay to the test, which fires the timers
@@ -94,11 +96,11 @@ func (c *fakeClock) expectDelay(t *testing.T) time.Duration {
 }
 
 // harness runs a supervisor with a reaper on its own children.
-func harness(t *testing.T, s *Supervisor) (lines, context.CancelFunc, chan error) {
+func harness(t *testing.T, s *supervisor) (lines, context.CancelFunc, chan error) {
 	t.Helper()
 	out := make(lines, 1000)
-	s.Console = &Console{W: out}
-	s.Reaper = &Reaper{}
+	s.Console = &console{W: out}
+	s.Reaper = &reaper{}
 	ctx, cancel := context.WithCancel(context.Background())
 	rctx, rcancel := context.WithCancel(context.Background())
 	go s.Reaper.Run(rctx)
@@ -121,7 +123,7 @@ func TestNextBackoff(t *testing.T) {
 	var got []time.Duration
 	d := time.Duration(0)
 	for range 12 {
-		d = NextBackoff(d)
+		d = nextBackoff(d)
 		got = append(got, d)
 	}
 	ms := time.Millisecond
@@ -134,20 +136,20 @@ func TestNextBackoff(t *testing.T) {
 
 func TestSupervisorBackoff(t *testing.T) {
 	clock := newFakeClock()
-	s := &Supervisor{Clock: clock, Services: []Service{{Name: "f", Path: "/bin/false"}}}
+	s := &supervisor{Clock: clock, Services: []contract.Service{{Name: "f", Path: "/bin/false"}}}
 	out, _, _ := harness(t, s)
 	var got []time.Duration
 	// Every restart until the supervisor gives up (see
 	// TestSupervisorGivesUpAfterFailedStarts).
-	for range MaxFailedStarts - 1 {
+	for range maxFailedStarts - 1 {
 		out.expect(t, "NVBOOT-MARK service-start f ")
 		out.expect(t, "nvinit: f exited with status 1")
 		got = append(got, clock.expectDelay(t))
 		clock.Fire()
 	}
 	want := []time.Duration{}
-	for d := time.Duration(0); len(want) < MaxFailedStarts-1; {
-		d = NextBackoff(d)
+	for d := time.Duration(0); len(want) < maxFailedStarts-1; {
+		d = nextBackoff(d)
 		want = append(want, d)
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -161,8 +163,8 @@ func TestSupervisorBackoffResetsAfterHealthyRun(t *testing.T) {
 	// Runs until the test opens the gate, then fails: the test decides how
 	// long each run lasted on the fake clock.
 	script := `while [ ! -e "$GATE" ]; do sleep 0.005; done; rm "$GATE"; exit 1`
-	s := &Supervisor{Clock: clock, Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"},
-		Services: []Service{{Name: "g", Path: "/bin/sh", Args: []string{"-c", script}}}}
+	s := &supervisor{Clock: clock, Env: []string{"GATE=" + gate, "PATH=/usr/bin:/bin"},
+		Services: []contract.Service{{Name: "g", Path: "/bin/sh", Args: []string{"-c", script}}}}
 	out, _, _ := harness(t, s)
 	var got []time.Duration
 	for _, ran := range []time.Duration{time.Second, time.Second, time.Second, 11 * time.Second, time.Second} {
@@ -181,17 +183,17 @@ func TestSupervisorBackoffResetsAfterHealthyRun(t *testing.T) {
 
 func TestSupervisorPolicies(t *testing.T) {
 	clock := newFakeClock()
-	s := &Supervisor{Clock: clock, Poweroff: true, Services: []Service{
-		{Name: "ok", Path: "/bin/true", Restart: RestartOnFailure},
-		{Name: "bad", Path: "/bin/false", Restart: RestartNever},
-		{Name: "sig", Path: "/bin/sh", Args: []string{"-c", "kill -9 $$"}, Restart: RestartNever},
+	s := &supervisor{Clock: clock, Poweroff: true, Services: []contract.Service{
+		{Name: "ok", Path: "/bin/true", Restart: contract.RestartOnFailure},
+		{Name: "bad", Path: "/bin/false", Restart: contract.RestartNever},
+		{Name: "sig", Path: "/bin/sh", Args: []string{"-c", "kill -9 $$"}, Restart: contract.RestartNever},
 		{Name: "off", Path: "/bin/false", DontStart: true},
-		{Name: "out", Path: "/bin/sh", Args: []string{"-c", "echo hello; echo oops >&2"}, Restart: RestartNever},
+		{Name: "out", Path: "/bin/sh", Args: []string{"-c", "echo hello; echo oops >&2"}, Restart: contract.RestartNever},
 	}}
 	out, _, done := harness(t, s)
 	select {
 	case err := <-done:
-		if err != ErrAllExited {
+		if err != errAllExited {
 			t.Fatalf("Run = %v, want ErrAllExited", err)
 		}
 	case <-time.After(20 * time.Second):
@@ -226,15 +228,15 @@ func TestSupervisorPolicies(t *testing.T) {
 
 func TestSupervisorStartFailureBacksOff(t *testing.T) {
 	clock := newFakeClock()
-	s := &Supervisor{Clock: clock, Services: []Service{{Name: "gone", Path: "/nonexistent/prog"}}}
+	s := &supervisor{Clock: clock, Services: []contract.Service{{Name: "gone", Path: "/nonexistent/prog"}}}
 	out, _, _ := harness(t, s)
 	out.expect(t, "nvinit: gone: starting /nonexistent/prog:")
-	if d := clock.expectDelay(t); d != BackoffMin {
+	if d := clock.expectDelay(t); d != backoffMin {
 		t.Errorf("first delay %v", d)
 	}
 	clock.Fire()
 	out.expect(t, "service-start gone")
-	if d := clock.expectDelay(t); d != 2*BackoffMin {
+	if d := clock.expectDelay(t); d != 2*backoffMin {
 		t.Errorf("second delay %v", d)
 	}
 }
@@ -251,7 +253,7 @@ func TestSupervisorReadiness(t *testing.T) {
 				addr = l.Addr().String()
 				l.Close() // free again: the service is not ready yet
 			}
-			s := &Supervisor{Services: []Service{{Name: "srv", Path: "/bin/sleep", Args: []string{"30"}, WaitFor: addr}}}
+			s := &supervisor{Services: []contract.Service{{Name: "srv", Path: "/bin/sleep", Args: []string{"30"}, WaitFor: addr}}}
 			out, _, _ := harness(t, s)
 			out.expect(t, "service-start srv")
 			time.Sleep(50 * time.Millisecond) // a few failed polls
@@ -271,7 +273,7 @@ func TestSupervisorReadiness(t *testing.T) {
 }
 
 func TestShutdownTermThenKill(t *testing.T) {
-	s := &Supervisor{Grace: 200 * time.Millisecond, Services: []Service{
+	s := &supervisor{Grace: 200 * time.Millisecond, Services: []contract.Service{
 		{Name: "polite", Path: "/bin/sh", Args: []string{"-c", `trap 'echo got TERM; exit 3' TERM; echo up $$; while :; do sleep 0.01; done`}},
 		{Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", `trap '' TERM; echo up $$; while :; do sleep 0.01; done`}},
 	}}
@@ -309,5 +311,23 @@ func TestShutdownTermThenKill(t *testing.T) {
 		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 			t.Errorf("%s (pid %d) still exists: %v", name, pid, err)
 		}
+	}
+}
+
+// AllReady fires once, when the last service is first marked ready, and
+// not again when one restarts and is marked ready anew.
+func TestSupervisorAllReady(t *testing.T) {
+	dir := t.TempDir()
+	fired := make(chan struct{}, 4)
+	s := &supervisor{Services: []contract.Service{
+		helperService(t, "one", "serve", filepath.Join(dir, "one"), ""),
+		{Name: "two", Path: "/bin/sh", Args: []string{"-c", "sleep 0.2; exit 1"}, Restart: contract.RestartAlways},
+	}, AllReady: func() { fired <- struct{}{} }}
+	out, _, _ := harness(t, s)
+	out.expect(t, "service-ready one")
+	out.expect(t, "restarting in") // two, ready at start, then restarted
+	out.expect(t, "service-ready two")
+	if n := len(fired); n != 1 {
+		t.Errorf("AllReady called %d times, want once", n)
 	}
 }

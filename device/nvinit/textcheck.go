@@ -6,30 +6,30 @@ import "syscall"
 // the service's text, and what the console says about it. The store's side
 // is in textrepair.go.
 
-// TextChecker checks the text of a service's program after the service
+// textChecker checks the text of a service's program after the service
 // failed, and repairs it if it can.
-type TextChecker interface {
+type textChecker interface {
 	// CheckText checks the text the program (a path) maps. A zero Text
 	// means nothing was checked: not an OFF2F program, or not one whose
 	// text is in the store nvinit manages.
-	CheckText(program string) (TextCheck, error)
+	CheckText(program string) (textCheck, error)
 }
 
-// TextCheck is what CheckText found and did.
-type TextCheck struct {
+// textCheck is what CheckText found and did.
+type textCheck struct {
 	Text     string // the text file checked
 	Damage   error  // what is wrong with it; nil: sound
 	Repaired string // the clean copy it was rewritten from; "": not rewritten
 }
 
 // textSuspect reports whether the run of sv that ended with ws (healthy: it
-// lasted HealthyAfter) may have failed because of its text, and the text
+// lasted healthyAfter) may have failed because of its text, and the text
 // was not checked yet in this streak of failed starts. A damaged text kills
 // the program with a fault signal when the damage runs before its runtime
 // installs handlers, and otherwise makes it fail early in some way of its
 // own (a Go runtime that catches the fault exits with status 2): so a fault
 // at any time, and any failure before the service was ready or lasted
-// HealthyAfter, are suspect. Once per streak bounds the cost: a crash loop
+// healthyAfter, are suspect. Once per streak bounds the cost: a crash loop
 // reads the text once, not at every restart.
 func textSuspect(sv *svc, ws syscall.WaitStatus, healthy bool) bool {
 	if sv.textChecked || ws.Exited() && ws.ExitStatus() == 0 {
@@ -42,7 +42,7 @@ func textSuspect(sv *svc, ws syscall.WaitStatus, healthy bool) bool {
 // its restart. It runs on Run's goroutine and holds it: reading a text of
 // a few MiB takes a fraction of a second, once per streak of failed starts,
 // and the service must not start on the text while it is being rewritten.
-func (s *Supervisor) checkText(sv *svc) {
+func (s *supervisor) checkText(sv *svc) {
 	sv.textChecked = true
 	c, err := s.Texts.CheckText(sv.Path)
 	switch {

@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/off2f"
 )
 
-// TextRepair checks an OFF2F program's text in the store against its
+// textRepair checks an OFF2F program's text in the store against its
 // content hash, and rewrites a damaged one from the clean copy on the root
 // filesystem (the fallback the loader would use).
 //
@@ -19,32 +20,32 @@ import (
 // the program's note carries the same hash. The loader checks only the
 // header page against the note at each start, which is why a damaged body
 // is mapped and run; a check here reads the whole text, so it is made only
-// when a service failed (see Supervisor), never at every boot.
-type TextRepair struct {
+// when a service failed (see supervisor), never at every boot.
+type textRepair struct {
 	// Store is the mounted text store: only texts in its Dir are checked,
 	// and it is remounted read-write for the time of a repair.
-	Store   TextStore
-	Mounter Mounter
+	Store   contract.TextStore
+	Mounter mounter
 }
 
-// CheckText: see TextChecker. An error with a zero Repaired means the text
+// CheckText: see textChecker. An error with a zero Repaired means the text
 // was left as it was; with Repaired set, the repair is done and only what
 // came after it (the remount read-only) failed.
-func (r *TextRepair) CheckText(program string) (TextCheck, error) {
+func (r *textRepair) CheckText(program string) (textCheck, error) {
 	raw, err := os.ReadFile(program)
 	if err != nil {
-		return TextCheck{}, nil // not started from here either: nothing to check
+		return textCheck{}, nil // not started from here either: nothing to check
 	}
 	h, err := off2f.ParseHeader(raw)
 	if err != nil {
-		return TextCheck{}, nil // not an OFF2F program
+		return textCheck{}, nil // not an OFF2F program
 	}
 	dir := r.Store.DirOrDefault()
 	if filepath.Clean(h.Note.StoreDir) != filepath.Clean(dir) {
-		return TextCheck{}, nil
+		return textCheck{}, nil
 	}
 	name := off2f.HashName(h.Note.Hash)
-	c := TextCheck{Text: filepath.Join(dir, name)}
+	c := textCheck{Text: filepath.Join(dir, name)}
 	c.Damage = checkText(h, c.Text)
 	if c.Damage == nil {
 		return c, nil
@@ -82,7 +83,7 @@ func (r *TextRepair) CheckText(program string) (TextCheck, error) {
 
 // remount changes the store's read-only flag; the filesystem type and the
 // mount data stay the mount's own (ext4 refuses a remount that changes dax).
-func (r *TextRepair) remount(flags uintptr) error {
+func (r *textRepair) remount(flags uintptr) error {
 	s := &r.Store
 	return r.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount|flags, s.OptionsOrDefault())
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -118,8 +119,8 @@ func (m *remountLog) Mount(source, target, fstype string, flags uintptr, data st
 	return nil
 }
 
-func (f *textFixture) repairer(m Mounter) *TextRepair {
-	return &TextRepair{Store: TextStore{Device: "/dev/pmem0", Dir: f.store}, Mounter: m}
+func (f *textFixture) repairer(m mounter) *textRepair {
+	return &textRepair{Store: contract.TextStore{Device: "/dev/pmem0", Dir: f.store}, Mounter: m}
 }
 
 func TestTextRepairSoundText(t *testing.T) {
@@ -247,7 +248,7 @@ func TestTextRepairRefuses(t *testing.T) {
 	t.Run("text in another store", func(t *testing.T) {
 		f := newTextFixture(t)
 		f.damage(t, f.storeText())
-		r := &TextRepair{Store: TextStore{Device: "/dev/pmem0", Dir: t.TempDir()}, Mounter: &fakeMounter{}}
+		r := &textRepair{Store: contract.TextStore{Device: "/dev/pmem0", Dir: t.TempDir()}, Mounter: &fakeMounter{}}
 		got, err := r.CheckText(f.header)
 		if err != nil || got.Text != "" {
 			t.Fatalf("CheckText = %+v, %v; want nothing checked: nvinit does not manage that store", got, err)

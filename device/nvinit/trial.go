@@ -7,31 +7,18 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/update"
 )
 
-// A trial is the supervisor's side of a deploy: stop the service, switch
-// its program, start it, and keep the new program only if it becomes ready
-// within a deadline; otherwise stop it, switch back, start the old one.
-// All of it runs on Run's goroutine, like every other change to a service,
-// so a trial and the restart logic never race; the store's side (the
-// links) is TrialOps.
+// A trial is the supervisor's side of a deploy (update.Supervisor.Replace):
+// stop the service, switch its program, start it, and keep the new program
+// only if it becomes ready within a deadline; otherwise stop it, switch
+// back, start the old one. All of it runs on Run's goroutine, like every
+// other change to a service, so a trial and the restart logic never race;
+// the store's side (the links) is update.TrialOps.
 
-// TrialOps are the store's steps of a trial, each called on Run's
-// goroutine with the service stopped (Keep: running and ready).
-type TrialOps struct {
-	Path   string       // what the service starts from during and after the trial (its link)
-	Switch func() error // make Path name the new program
-	Keep   func() error // the new program stays
-	Revert func() error // make Path name the old program again
-}
-
-// TrialResult is how a trial ended.
-type TrialResult struct {
-	Result          string // contract.DeployKept or contract.DeployRolledBack; "" with Err
-	Reason          string // why it was rolled back
-	Ready, Downtime time.Duration
-	Err             error // the trial could not run, or could not switch; see the text
-}
+// The supervisor runs the update endpoint's trials.
+var _ update.Supervisor = (*supervisor)(nil)
 
 type trialPhase int
 
@@ -43,7 +30,7 @@ const (
 )
 
 type trial struct {
-	ops      TrialOps
+	ops      update.TrialOps
 	deadline time.Duration
 	phase    trialPhase
 	oldPath  string
@@ -52,18 +39,18 @@ type trial struct {
 	reason   string
 	timer    func() bool // the deadline
 	kill     func() bool // SIGKILL after the grace period
-	done     chan TrialResult
+	done     chan update.TrialResult
 }
 
-// ErrSupervisorDone is a trial's error once the supervisor has returned.
-var ErrSupervisorDone = errors.New("nvinit is shutting down")
+// errSupervisorDone is a trial's error once the supervisor has returned.
+var errSupervisorDone = errors.New("nvinit is shutting down")
 
 // Replace runs a trial of service name (see trial), waiting for its end.
 // It is refused for a service that is not supervised here (unknown, or
 // DontStart), a pooled one (poold keeps its own program path) or one with
 // a trial running.
-func (s *Supervisor) Replace(name string, deadline time.Duration, ops TrialOps) TrialResult {
-	done := make(chan TrialResult, 1)
+func (s *supervisor) Replace(name string, deadline time.Duration, ops update.TrialOps) update.TrialResult {
+	done := make(chan update.TrialResult, 1)
 	s.post(func() { s.beginTrial(name, deadline, ops, done) })
 	select {
 	case r := <-done:
@@ -73,14 +60,14 @@ func (s *Supervisor) Replace(name string, deadline time.Duration, ops TrialOps) 
 		case r := <-done:
 			return r
 		default:
-			return TrialResult{Err: ErrSupervisorDone}
+			return update.TrialResult{Err: errSupervisorDone}
 		}
 	}
 }
 
 // Do runs f on Run's goroutine and waits for it: the store's remounts
 // happen there, never beside a text repair or a start.
-func (s *Supervisor) Do(f func()) error {
+func (s *supervisor) Do(f func()) error {
 	done := make(chan struct{})
 	s.post(func() { f(); close(done) })
 	select {
@@ -91,14 +78,14 @@ func (s *Supervisor) Do(f func()) error {
 		case <-done:
 			return nil
 		default:
-			return ErrSupervisorDone
+			return errSupervisorDone
 		}
 	}
 }
 
 // Service returns the supervised service called name, and the path it
 // starts from; ok false when there is none.
-func (s *Supervisor) lookup(name string) *svc {
+func (s *supervisor) lookup(name string) *svc {
 	for _, sv := range s.svcs {
 		if sv.Name == name {
 			return sv
@@ -107,20 +94,20 @@ func (s *Supervisor) lookup(name string) *svc {
 	return nil
 }
 
-func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops TrialOps, done chan TrialResult) {
+func (s *supervisor) beginTrial(name string, deadline time.Duration, ops update.TrialOps, done chan update.TrialResult) {
 	sv := s.lookup(name)
 	switch {
 	case s.stopping:
-		done <- TrialResult{Err: ErrSupervisorDone}
+		done <- update.TrialResult{Err: errSupervisorDone}
 		return
 	case sv == nil:
-		done <- TrialResult{Err: fmt.Errorf("no service %q is supervised here (not in the image's config, or DontStart)", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("no service %q is supervised here (not in the image's config, or DontStart)", name)}
 		return
 	case sv.Pool != "":
-		done <- TrialResult{Err: fmt.Errorf("service %s is started through poold, whose programs cannot be deployed yet", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("service %s is started through poold, whose programs cannot be deployed yet", name)}
 		return
 	case sv.trial != nil:
-		done <- TrialResult{Err: fmt.Errorf("service %s: another deploy of it is running", name)}
+		done <- update.TrialResult{Err: fmt.Errorf("service %s: another deploy of it is running", name)}
 		return
 	}
 	t := &trial{ops: ops, deadline: deadline, oldPath: sv.Path, done: done, stopped: s.Clock.Now()}
@@ -132,7 +119,7 @@ func (s *Supervisor) beginTrial(name string, deadline time.Duration, ops TrialOp
 // stopForTrial stops sv's current run (SIGTERM, SIGKILL after the grace
 // period) and cancels a pending restart; the trial goes on in its exit, or
 // at once when nothing runs.
-func (s *Supervisor) stopForTrial(sv *svc) {
+func (s *supervisor) stopForTrial(sv *svc) {
 	if sv.stopTimer != nil {
 		sv.stopTimer()
 		sv.stopTimer = nil
@@ -147,7 +134,7 @@ func (s *Supervisor) stopForTrial(sv *svc) {
 	}
 	grace := s.Grace
 	if grace == 0 {
-		grace = DefaultGrace
+		grace = defaultGrace
 	}
 	t.kill = s.Clock.AfterFunc(grace, func() {
 		s.post(func() {
@@ -161,7 +148,7 @@ func (s *Supervisor) stopForTrial(sv *svc) {
 
 // trialStopped goes on once the service is down: into the new program
 // (stopping) or back into the old one (undoing).
-func (s *Supervisor) trialStopped(sv *svc) {
+func (s *supervisor) trialStopped(sv *svc) {
 	t := sv.trial
 	if t.kill != nil {
 		t.kill()
@@ -176,7 +163,7 @@ func (s *Supervisor) trialStopped(sv *svc) {
 			sv.trial = nil
 			s.Console.Logf("%s: deploy: switching the program: %v; starting the old one again", sv.Name, err)
 			s.start(sv)
-			t.done <- TrialResult{Err: fmt.Errorf("switching %s's program: %w (the old one was started again)", sv.Name, err)}
+			t.done <- update.TrialResult{Err: fmt.Errorf("switching %s's program: %w (the old one was started again)", sv.Name, err)}
 			return
 		}
 		sv.Path = t.ops.Path
@@ -198,7 +185,7 @@ func (s *Supervisor) trialStopped(sv *svc) {
 	}
 }
 
-func (s *Supervisor) armTrialDeadline(sv *svc, t *trial) {
+func (s *supervisor) armTrialDeadline(sv *svc, t *trial) {
 	if t.timer != nil {
 		t.timer()
 	}
@@ -212,7 +199,7 @@ func (s *Supervisor) armTrialDeadline(sv *svc, t *trial) {
 }
 
 // trialReady is called when sv is marked ready.
-func (s *Supervisor) trialReady(sv *svc) {
+func (s *supervisor) trialReady(sv *svc) {
 	t := sv.trial
 	now := s.Clock.Now()
 	switch t.phase {
@@ -220,24 +207,24 @@ func (s *Supervisor) trialReady(sv *svc) {
 		if err := t.ops.Keep(); err != nil {
 			// The new program runs and is ready; the store still says
 			// trial, so the next boot would run the old one: say so.
-			s.finishTrial(sv, TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped),
+			s.finishTrial(sv, update.TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped),
 				Err: fmt.Errorf("the new program is ready but ending the trial in the store failed (the next boot runs the old one): %w", err)})
 			return
 		}
 		s.Console.Logf("%s: deploy: the new program is ready; kept", sv.Name)
-		s.finishTrial(sv, TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployKept, Ready: now.Sub(t.started), Downtime: now.Sub(t.stopped)})
 	case trialRestoring:
 		s.Console.Logf("%s: deploy: the old program is ready again", sv.Name)
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason, Downtime: now.Sub(t.stopped)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason, Downtime: now.Sub(t.stopped)})
 	}
 }
 
 // trialExited handles an exit of sv during a trial; it reports whether the
 // supervisor's usual handling (restart by policy) should follow.
-func (s *Supervisor) trialExited(sv *svc, how string) bool {
+func (s *supervisor) trialExited(sv *svc, how string) bool {
 	t := sv.trial
 	if s.stopping {
-		s.finishTrial(sv, TrialResult{Err: ErrSupervisorDone})
+		s.finishTrial(sv, update.TrialResult{Err: errSupervisorDone})
 		return false
 	}
 	switch t.phase {
@@ -246,7 +233,7 @@ func (s *Supervisor) trialExited(sv *svc, how string) bool {
 	case trialTrying:
 		s.rollBack(sv, fmt.Sprintf("the new program %s before it was ready", how))
 	case trialRestoring:
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + "; the old program " + how + " too, and restarts as usual"})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + "; the old program " + how + " too, and restarts as usual"})
 		return true
 	}
 	return false
@@ -254,21 +241,21 @@ func (s *Supervisor) trialExited(sv *svc, how string) bool {
 
 // trialStartFailed handles a start that did not fork during a trial; it
 // reports whether the usual handling should follow.
-func (s *Supervisor) trialStartFailed(sv *svc, how string) bool {
+func (s *supervisor) trialStartFailed(sv *svc, how string) bool {
 	return s.trialExited(sv, how)
 }
 
-func (s *Supervisor) trialTimeout(sv *svc) {
+func (s *supervisor) trialTimeout(sv *svc) {
 	t := sv.trial
 	switch t.phase {
 	case trialTrying:
 		s.rollBack(sv, fmt.Sprintf("the new program was not ready within %v", t.deadline))
 	case trialRestoring:
-		s.finishTrial(sv, TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + fmt.Sprintf("; the old program was not ready within %v either", t.deadline)})
+		s.finishTrial(sv, update.TrialResult{Result: contract.DeployRolledBack, Reason: t.reason + fmt.Sprintf("; the old program was not ready within %v either", t.deadline)})
 	}
 }
 
-func (s *Supervisor) rollBack(sv *svc, reason string) {
+func (s *supervisor) rollBack(sv *svc, reason string) {
 	t := sv.trial
 	s.Console.Logf("%s: deploy: %s; switching back to the old program", sv.Name, reason)
 	t.reason, t.phase = reason, trialUndoing
@@ -279,7 +266,7 @@ func (s *Supervisor) rollBack(sv *svc, reason string) {
 	s.stopForTrial(sv)
 }
 
-func (s *Supervisor) finishTrial(sv *svc, r TrialResult) {
+func (s *supervisor) finishTrial(sv *svc, r update.TrialResult) {
 	t := sv.trial
 	for _, stop := range []func() bool{t.timer, t.kill} {
 		if stop != nil {

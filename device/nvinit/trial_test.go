@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/update"
 )
 
 // lockedMounter records mounts from any goroutine and does nothing.
@@ -49,8 +50,8 @@ func script(t *testing.T, dir, name, body string) string {
 // trialFixture is a supervised service "srv" (the test binary serving on a
 // unix socket, its WaitFor) with a text store directory for its links.
 type trialFixture struct {
-	s     *Supervisor
-	p     *Programs
+	s     *supervisor
+	p     *update.Programs
 	m     *lockedMounter
 	out   lines
 	clock *fakeClock
@@ -62,24 +63,18 @@ func newTrialFixture(t *testing.T) *trialFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &trialFixture{dir: dir, m: &lockedMounter{}, clock: newFakeClock()}
-	f.p = &Programs{Store: TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m}
+	f.p = &update.Programs{Store: contract.TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m}
 	sv := helperService(t, "srv", "serve", filepath.Join(dir, "sock"), "")
 	f.old = sv.Path
-	f.s = &Supervisor{Services: []Service{sv}, Clock: f.clock}
+	f.s = &supervisor{Services: []contract.Service{sv}, Clock: f.clock}
 	f.out, _, _ = harness(t, f.s)
 	f.out.expect(t, "service-ready srv")
 	return f
 }
 
 // try deploys program to srv as the update endpoint does.
-func (f *trialFixture) try(program string) TrialResult {
-	name := "srv"
-	return f.s.Replace(name, contract.DefaultReadyDeadline, TrialOps{
-		Path:   f.p.Link(name),
-		Switch: func() error { return f.p.Switch(name, program, f.p.Current(name, f.old)) },
-		Keep:   func() error { return f.p.Keep(name) },
-		Revert: func() error { return f.p.Revert(name) },
-	})
+func (f *trialFixture) try(program string) update.TrialResult {
+	return f.s.Replace("srv", contract.DefaultReadyDeadline, f.p.Trial("srv", program, f.p.Current("srv", f.old)))
 }
 
 // links says what services/ holds: "srv -> X" and "srv.trial -> Y".
@@ -136,7 +131,7 @@ func TestSupervisorTrialRollsBack(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTrialFixture(t)
 			bad := script(t, f.dir, "bad", tc.body)
-			res := make(chan TrialResult, 1)
+			res := make(chan update.TrialResult, 1)
 			go func() { res <- f.try(bad) }()
 			if tc.fire {
 				// The stop's SIGKILL timer, then the new program's deadline.
@@ -164,50 +159,12 @@ func TestSupervisorTrialRollsBack(t *testing.T) {
 func TestSupervisorTrialRefused(t *testing.T) {
 	f := newTrialFixture(t)
 	for _, name := range []string{"nosuch"} {
-		r := f.s.Replace(name, contract.DefaultReadyDeadline, TrialOps{})
+		r := f.s.Replace(name, contract.DefaultReadyDeadline, update.TrialOps{})
 		if r.Err == nil || !strings.Contains(r.Err.Error(), "no service") {
 			t.Errorf("Replace(%q) = %+v, want refused", name, r)
 		}
 	}
 	if f.m.log() != "" {
 		t.Errorf("a refused trial remounted the store: %s", f.m.log())
-	}
-}
-
-func TestProgramsRecover(t *testing.T) {
-	dir := t.TempDir()
-	m := &lockedMounter{}
-	p := &Programs{Store: TextStore{Device: "pmem0", Dir: dir}, Mounter: m}
-	if back, err := p.Recover(); err != nil || back != nil || m.log() != "" {
-		t.Fatalf("Recover with no services dir: %v %v, mounts %q: want nothing done", back, err, m.log())
-	}
-	// A power cut after the switch: the new link and the trial link.
-	if err := p.Switch("kv", "/nv/text/programs/new", "/bin/kv"); err != nil {
-		t.Fatal(err)
-	}
-	if got := p.Current("kv", "/bin/kv"); got != "/nv/text/programs/new" {
-		t.Fatalf("Current after Switch = %q", got)
-	}
-	if _, err := p.GC(); err == nil || !strings.Contains(err.Error(), "on trial") {
-		t.Errorf("gc during a trial: %v, want refused", err)
-	}
-	back, err := p.Recover()
-	if err != nil || len(back) != 1 || back[0] != "kv" {
-		t.Fatalf("Recover = %v, %v; want kv switched back", back, err)
-	}
-	if got := p.Current("kv", "/bin/kv"); got != "/bin/kv" {
-		t.Errorf("Current after Recover = %q, want the old program", got)
-	}
-	if _, err := os.Lstat(p.Link("kv") + contract.TrialSuffix); !os.IsNotExist(err) {
-		t.Errorf("the trial link is still there: %v", err)
-	}
-	// A kept program is not undone.
-	p.Switch("kv", "/nv/text/programs/new", "/bin/kv")
-	p.Keep("kv")
-	if back, err := p.Recover(); err != nil || back != nil {
-		t.Errorf("Recover after Keep = %v, %v; want nothing", back, err)
-	}
-	if got := p.Current("kv", "/bin/kv"); got != "/nv/text/programs/new" {
-		t.Errorf("Current after Keep and Recover = %q", got)
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/pool"
 )
 
 // The test binary is the pooled program too (see device/poold's tests):
@@ -35,7 +37,7 @@ func startPoold(t *testing.T) string {
 	t.Helper()
 	exe, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	srv, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
+	srv, stop, err := poold.Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{
 		{Name: "echo", Path: exe, MinIdle: 1, Allow: []string{"*"}}}}, poold.Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestStatusStatsReduce(t *testing.T) {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
 	out, _, err = run(t, "", "stats", "-socket", sock, "-json")
-	var st poold.Stats
+	var st pool.Stats
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Programs[0].Hits+st.Programs[0].Misses != 1 {
 		t.Fatalf("stats -json: %v\n%s", err, out)
 	}
@@ -103,7 +105,7 @@ func TestStatusStatsReduce(t *testing.T) {
 			t.Fatalf("%s -json: %v", verb, err)
 		}
 		var obj struct {
-			Programs []poold.ProgramStats `json:"programs"`
+			Programs []pool.ProgramStats `json:"programs"`
 		}
 		dec := json.NewDecoder(strings.NewReader(out))
 		if err := dec.Decode(&obj); err != nil || len(obj.Programs) != 1 || obj.Programs[0].Name != "echo" || dec.More() {

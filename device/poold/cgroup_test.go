@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // needRoot skips a test that starts processes as other users or in
@@ -91,7 +93,7 @@ func TestCgroup(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.Cgroup, prog.CgroupMemoryMax = dir, memMax
 	lb := &logBuf{t: t}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true, Log: log.New(lb, "", 0)})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true, Log: log.New(lb, "", 0)})
 	srv.Fill()
 	want := "/" + strings.TrimPrefix(dir, root+"/")
 	pr, _ := srv.lookup("child")
@@ -138,7 +140,7 @@ func TestCgroupErrors(t *testing.T) {
 	notCgroup := filepath.Join(t.TempDir(), "cg")
 	bad := prog
 	bad.Cgroup = notCgroup
-	_, err := New(&Config{Programs: []Program{bad}}, Options{ManualFill: true})
+	_, err := New(&contract.PooldConfig{Programs: []contract.Program{bad}}, Options{ManualFill: true})
 	if err == nil || !strings.Contains(err.Error(), "program child: cgroup "+notCgroup+": ") ||
 		!strings.Contains(err.Error(), "is not in a cgroup v2 hierarchy") {
 		t.Fatalf("Cgroup in a tmpdir: %v, want a load error naming it", err)
@@ -151,9 +153,9 @@ func TestCgroupErrors(t *testing.T) {
 		t.Fatalf("CgroupMemoryMax without Cgroup: %v", err)
 	}
 
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	before, _ := srv.lookup("child")
-	err = srv.Reload(&Config{Socket: sock, Programs: []Program{bad}})
+	err = srv.Reload(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{bad}})
 	if err == nil || !strings.Contains(err.Error(), notCgroup) {
 		t.Fatalf("reload to a bad cgroup: %v", err)
 	}

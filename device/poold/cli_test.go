@@ -14,10 +14,11 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
-func writeConfig(t *testing.T, path string, cfg *Config) {
+func writeConfig(t *testing.T, path string, cfg *contract.PooldConfig) {
 	t.Helper()
 	b, _ := json.Marshal(cfg)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -48,7 +49,7 @@ func TestExecuteHelpAndErrors(t *testing.T) {
 func TestExecuteServesAndReloads(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath, sock := filepath.Join(dir, "poold.json"), filepath.Join(dir, "poold.sock")
-	writeConfig(t, cfgPath, &Config{Socket: sock, Programs: []Program{selfProgram(t, "child", 1)}})
+	writeConfig(t, cfgPath, &contract.PooldConfig{Socket: sock, Programs: []contract.Program{selfProgram(t, "child", 1)}})
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -68,7 +69,7 @@ func TestExecuteServesAndReloads(t *testing.T) {
 	}
 	expect("serving 1 programs on " + sock)
 	spawnReport(t, sock)
-	writeConfig(t, cfgPath, &Config{Socket: sock, Programs: []Program{selfProgram(t, "child", 1), selfProgram(t, "two", 0)}})
+	writeConfig(t, cfgPath, &contract.PooldConfig{Socket: sock, Programs: []contract.Program{selfProgram(t, "child", 1), selfProgram(t, "two", 0)}})
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
 	expect("reloaded " + cfgPath + ": 2 programs")
 	spawnReportName(t, sock, "two")
@@ -120,7 +121,7 @@ func TestExecutePathCheckedAtLoad(t *testing.T) {
 	} {
 		prog := selfProgram(t, "child", 1)
 		prog.Path = path
-		writeConfig(t, cfgPath, &Config{Socket: sock, Programs: []Program{prog}})
+		writeConfig(t, cfgPath, &contract.PooldConfig{Socket: sock, Programs: []contract.Program{prog}})
 		err := Execute(context.Background(), &cli.Context{Stdout: io.Discard, Stderr: io.Discard, Args: []string{"-config", cfgPath}})
 		if want := "program child: Path " + path + ": " + why; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), cfgPath) {
 			t.Errorf("Path %s: %v, want %q and the config named", path, err, want)
@@ -131,10 +132,10 @@ func TestExecutePathCheckedAtLoad(t *testing.T) {
 	}
 
 	lb := &logBuf{t: t}
-	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{Log: log.New(lb, "", 0)})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{Log: log.New(lb, "", 0)})
 	bad := selfProgram(t, "child", 2)
 	bad.Path = text
-	err := srv.Reload(&Config{Socket: sock, Programs: []Program{bad, selfProgram(t, "two", 0)}})
+	err := srv.Reload(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{bad, selfProgram(t, "two", 0)}})
 	if err == nil || !strings.Contains(err.Error(), "program child: Path "+text) {
 		t.Fatalf("reload: %v", err)
 	}

@@ -14,15 +14,8 @@ import (
 // DefaultConfigPath is where poold reads its config.
 const DefaultConfigPath = contract.PooldConfigPath
 
-// Config is poold's config file; its fields, defaults and checks are the
-// device contract's (device/contract), which `nvboot build` writes.
-type Config = contract.PooldConfig
-
-// Program is one pool of a Config.
-type Program = contract.Program
-
 // LoadConfig reads a config file, validates it and resolves its names.
-func LoadConfig(path string) (*Config, error) {
+func LoadConfig(path string) (*contract.PooldConfig, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -36,7 +29,7 @@ func LoadConfig(path string) (*Config, error) {
 
 // ParseConfig decodes and validates a config, and resolves its names (users,
 // groups) to check they exist here.
-func ParseConfig(b []byte) (*Config, error) {
+func ParseConfig(b []byte) (*contract.PooldConfig, error) {
 	c, err := contract.ParsePooldConfig(b)
 	if err != nil {
 		return nil, err
@@ -56,7 +49,7 @@ type peers struct {
 
 // resolve looks up the names the peer rules and Users of c, a validated
 // config, give, reporting every one that fails, named by its field.
-func resolve(c *Config) (*peers, error) {
+func resolve(c *contract.PooldConfig) (*peers, error) {
 	var errs []error
 	p := &peers{allow: make([][]peerRule, len(c.Programs))}
 	var err error

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 func ptr(s []uint32) unsafe.Pointer {
@@ -148,7 +150,7 @@ func TestUser(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.Path, prog.MaxIdle = worldBinary(t), 1
 	prog.User = fmt.Sprintf("%d:%d", testUID, testGID)
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	parked := parkedPids(srv, "child")
 	if len(parked) != 1 {
@@ -175,7 +177,7 @@ func TestPeerWithoutUser(t *testing.T) {
 	needRoot(t)
 	prog := selfProgram(t, "child", 1)
 	prog.Path, prog.MaxIdle, prog.Allow = worldBinary(t), 1, []string{"*"}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	openSocket(t, sock)
 	srv.Fill()
 	env := []string{envChild + "=report", "LD_LIBRARY_PATH=/nonexistent", "TMPDIR=/tmp/x"}
@@ -219,7 +221,7 @@ func TestUnsafeEnv(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.Path, prog.MaxIdle, prog.Allow = worldBinary(t), 1, []string{"*"}
 	prog.User = fmt.Sprintf("%d:%d", testUID, testGID)
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	openSocket(t, sock)
 	kept := []string{envChild + "=report", "LANG=C", "PATH=/bin:/usr/bin", "LD=kept", "X_LD_PRELOAD=kept", "TMP=kept", "EMPTY="}
 	unsafe := []string{"LD_PRELOAD=/nonexistent.so", "LD_LIBRARY_PATH=/x", "LD_AUDIT=/x", "GCONV_PATH=/x",

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -19,7 +20,7 @@ func TestExecProgram(t *testing.T) {
 		t.Skip("no /bin/sh")
 	}
 	self, _ := os.Executable()
-	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "sh", Path: sh, Exec: true, MinIdle: 1,
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{{Name: "sh", Path: sh, Exec: true, MinIdle: 1,
 		Allow: []string{"*"}, Rlimits: map[string]uint64{"nofile": 77}}}}, Options{Self: self})
 	srv.Fill()
 	dir := t.TempDir()
@@ -59,7 +60,7 @@ func TestExecMissingProgram(t *testing.T) {
 	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "gone", Path: prog, Exec: true,
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{{Name: "gone", Path: prog, Exec: true,
 		MaxIdle: 1, Allow: []string{"*"}}}}, Options{Self: self, ManualFill: true})
 	os.Remove(prog)
 	_, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "gone", pool.Attr{})
@@ -90,7 +91,7 @@ func TestMissStandardFds(t *testing.T) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		t.Skip("no /bin/sh")
 	}
-	srv, sock := testServer(t, &Config{Programs: []Program{{Name: "sh", Path: "/bin/sh", Exec: true,
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{{Name: "sh", Path: "/bin/sh", Exec: true,
 		Allow: []string{"*"}}}}, Options{ManualFill: true})
 	out := filepath.Join(t.TempDir(), "out")
 	conn, err := (&pool.Client{Socket: sock}).Dial(context.Background())

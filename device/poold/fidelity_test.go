@@ -11,12 +11,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/poold/childreport"
 	"github.com/nvboot/nvboot/pool"
 )
 
 // run is one start of the report child, through poold or os/exec.
 type run struct {
-	rep    report
+	rep    childreport.Report
 	status syscall.WaitStatus
 	stderr string
 	fd3    string
@@ -110,7 +112,7 @@ func testFidelity(t *testing.T, hit bool) {
 	if !hit {
 		prog.MinIdle, prog.MaxIdle = 0, 0
 	}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	dir := t.TempDir()
 	base := []string{envChild + "=report"}
 	for _, tc := range []struct {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -19,12 +20,12 @@ import (
 func TestKeepConns(t *testing.T) {
 	bin := buildReuseChild(t)
 	allow := []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}
-	progs := []Program{
+	progs := []contract.Program{
 		{Name: "fresh", Path: bin, MinIdle: 1, Allow: allow},
 		{Name: "once", Path: bin, MinIdle: 1, MaxUses: 1, Allow: allow},
 		{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 100, Allow: allow},
 	}
-	srv, sock := testServer(t, &Config{Programs: progs}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: progs}, Options{ManualFill: true})
 	c := &pool.Client{Socket: sock, KeepConns: true}
 	defer c.Close()
 	null := devNull(t)
@@ -64,9 +65,9 @@ func TestKeepConns(t *testing.T) {
 // same process when it is reused.
 func TestKeepConnsSignalStaysWithItsSpawn(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 1000,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 1000,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	c := &pool.Client{Socket: sock, KeepConns: true}
 	defer c.Close()
@@ -116,7 +117,7 @@ func TestKeepConnsAcrossRestart(t *testing.T) {
 			t.Fatalf("%v %v", st, err)
 		}
 	}
-	srv, sock, stop := startServer(t, &Config{Programs: []Program{prog}}, Options{})
+	srv, sock, stop := startServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{})
 	srv.Fill()
 	warm := &pool.Client{Socket: sock, KeepConns: true}
 	run(warm) // what the process opens once
@@ -124,14 +125,14 @@ func TestKeepConnsAcrossRestart(t *testing.T) {
 	stop()
 	fds0 := settledFds(t)
 
-	cfg := &Config{Programs: []Program{prog}}
+	cfg := &contract.PooldConfig{Programs: []contract.Program{prog}}
 	srv, sock, stop = startServer(t, cfg, Options{})
 	srv.Fill()
 	c := &pool.Client{Socket: sock, KeepConns: true}
 	run(c)
 	run(c)
 	stop()
-	srv2, stop2, err := Start(&Config{Socket: sock, Programs: []Program{prog}}, Options{Log: testLogger(t), NoTicker: true})
+	srv2, stop2, err := Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{prog}}, Options{Log: testLogger(t), NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +162,9 @@ func TestEndPipe(t *testing.T) {
 }
 
 func testEndPipe(t *testing.T, bin string, uses int) {
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: uses,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: uses,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	conn, err := (&pool.Client{Socket: sock}).Dial(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -244,9 +245,9 @@ func testEndPipe(t *testing.T, bin string, uses int) {
 // os.Exit's status from poold, spawn after spawn.
 func TestEndPipeClient(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 2, MaxUses: 100,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 2, MaxUses: 100,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	c := &pool.Client{Socket: sock, KeepConns: true}
 	defer c.Close()
 	null := devNull(t)
@@ -287,7 +288,7 @@ func devNull(t *testing.T) *os.File {
 // process's status: the next parked process, or a direct start, serves it.
 func TestSpawnOfADyingParkedProcess(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	null := devNull(t)
 	for i := range 20 {
 		srv.Fill()
@@ -319,9 +320,9 @@ func TestSpawnOfADyingParkedProcess(t *testing.T) {
 // connections.
 func TestKeptConnectionsForgotten(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 2, MaxUses: 100,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 2, MaxUses: 100,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{})
 	null := devNull(t)
 	for range 10 {
 		c := &pool.Client{Socket: sock, KeepConns: true}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -14,7 +15,7 @@ import (
 // left no zombie.
 func TestNoLeaks(t *testing.T) {
 	// Warm up what the process opens once (netpoll, /dev/null caches).
-	_, sock, stop := startServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
+	_, sock, stop := startServer(t, &contract.PooldConfig{Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{})
 	spawnReport(t, sock)
 	stop()
 	fds0 := settledFds(t)
@@ -27,7 +28,7 @@ func TestNoLeaks(t *testing.T) {
 	cold, coldLim := selfProgram(t, "cold", 0), selfProgram(t, "coldlim", 0)
 	cold.MaxIdle, coldLim.MaxIdle = 0, 0
 	coldLim.Rlimits = map[string]uint64{"nofile": 1000}
-	srv, sock, stop := startServer(t, &Config{Programs: []Program{prog, cold, coldLim}}, Options{Clock: clk})
+	srv, sock, stop := startServer(t, &contract.PooldConfig{Programs: []contract.Program{prog, cold, coldLim}}, Options{Clock: clk})
 	for i := range 12 {
 		if i%3 == 0 {
 			srv.Fill()
@@ -60,7 +61,7 @@ func TestNoLeaks(t *testing.T) {
 	waitInactive(t, srv, served+1)
 	prog2 := prog
 	prog2.MinIdle = 1
-	cfg2 := &Config{Socket: sock, Programs: []Program{prog2, cold, coldLim}}
+	cfg2 := &contract.PooldConfig{Socket: sock, Programs: []contract.Program{prog2, cold, coldLim}}
 	srv.Fill()
 	killParked(t, srv, "child")
 	srv.Fill()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/pool"
 )
@@ -50,7 +51,7 @@ func TestListenNotASocket(t *testing.T) {
 // accepts on it) is replaced.
 func TestListenLiveAndStale(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	_, stop, err := Start(&Config{Socket: sock}, Options{NoTicker: true})
+	_, stop, err := Start(&contract.PooldConfig{Socket: sock}, Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +137,8 @@ func TestListenCloseRemovesOnlyOurs(t *testing.T) {
 func TestExecuteSocketInUse(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath, sock := filepath.Join(dir, "poold.json"), filepath.Join(dir, "poold.sock")
-	writeConfig(t, cfgPath, &Config{Socket: sock, Programs: []Program{selfProgram(t, "child", 1)}})
-	_, stop, err := Start(&Config{Socket: sock, Programs: []Program{selfProgram(t, "child", 1)}}, Options{NoTicker: true})
+	writeConfig(t, cfgPath, &contract.PooldConfig{Socket: sock, Programs: []contract.Program{selfProgram(t, "child", 1)}})
+	_, stop, err := Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold/childreport"
 )
 
@@ -34,10 +35,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// report is what a child saw of its start; the fidelity test compares the
-// pooled and the exec'd one.
-type report = childreport.Report
 
 func childMain(mode string) int {
 	switch mode {
@@ -82,7 +79,7 @@ func exitFromEnv() int {
 
 // testServer runs a poold in this process serving programs, on a socket in
 // a temporary directory, with the reduce ticker off.
-func testServer(t *testing.T, cfg *Config, opt Options) (*Server, string) {
+func testServer(t *testing.T, cfg *contract.PooldConfig, opt Options) (*Server, string) {
 	t.Helper()
 	srv, sock, stop := startServer(t, cfg, opt)
 	t.Cleanup(stop)
@@ -90,7 +87,7 @@ func testServer(t *testing.T, cfg *Config, opt Options) (*Server, string) {
 }
 
 // startServer is testServer with the stop left to the caller.
-func startServer(t *testing.T, cfg *Config, opt Options) (*Server, string, func()) {
+func startServer(t *testing.T, cfg *contract.PooldConfig, opt Options) (*Server, string, func()) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
 	cfg.Socket = sock
@@ -105,12 +102,12 @@ func startServer(t *testing.T, cfg *Config, opt Options) (*Server, string, func(
 	return srv, sock, stop
 }
 
-func selfProgram(t *testing.T, name string, min int) Program {
+func selfProgram(t *testing.T, name string, min int) contract.Program {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Program{Name: name, Path: exe, MinIdle: min, MaxIdle: min + 2, Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
+	return contract.Program{Name: name, Path: exe, MinIdle: min, MaxIdle: min + 2, Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
 }
 
 // zombies lists this process's children that exited and were not reaped.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -82,7 +83,7 @@ func smapsPss(t *testing.T, pid int) int64 {
 func TestMemoryMaxRealProcesses(t *testing.T) {
 	prog := selfProgram(t, "child", 3)
 	prog.MemoryMax = 1 << 40 // measured, not binding yet
-	srv, _ := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, _ := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	before := parkedPids(srv, "child")
 	held := srv.Stats().Programs[0].HeldBytes
@@ -118,9 +119,9 @@ func TestMemoryMaxRealProcesses(t *testing.T) {
 // and is reaped) instead of parking again.
 func TestMemoryMaxRefusesReturn(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 10, MemoryMax: 1 << 40,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 10, MemoryMax: 1 << 40,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	// reusechild reads its stdin to the end: it is active until we close it.
 	a, aIn, _ := spawnBlockReuse(t, sock)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // TestPeerRuleErrors: a bad Admins or Allow rule is a load error naming the
@@ -50,7 +52,7 @@ func TestPeerRulesResolvedOnce(t *testing.T) {
 	}
 	prog := selfProgram(t, "child", 1)
 	prog.Allow = []string{"group:whatever", "user:" + me.Username}
-	cfg := &Config{Admins: []string{"uid:4243"}, Programs: []Program{prog}}
+	cfg := &contract.PooldConfig{Admins: []string{"uid:4243"}, Programs: []contract.Program{prog}}
 	srv, sock := testServer(t, cfg, Options{})
 	if users.Load() != 1 || groups.Load() != 1 {
 		t.Fatalf("load: %d user and %d group lookups, want 1 each", users.Load(), groups.Load())
@@ -64,7 +66,7 @@ func TestPeerRulesResolvedOnce(t *testing.T) {
 	if pr, _ := srv.lookup("child"); !allowed(pr.allow, &syscall.Ucred{Uid: 999999, Gid: 4711}) {
 		t.Error("the group rule, resolved at load, does not match its gid")
 	}
-	if err := srv.Reload(&Config{Socket: sock, Admins: cfg.Admins, Programs: []Program{prog}}); err != nil {
+	if err := srv.Reload(&contract.PooldConfig{Socket: sock, Admins: cfg.Admins, Programs: []contract.Program{prog}}); err != nil {
 		t.Fatal(err)
 	}
 	if users.Load() != 2 || groups.Load() != 2 {

@@ -65,7 +65,7 @@ type Pool struct {
 	out      int // taken entries that may come back (Reuse)
 	want     int
 	closed   bool
-	c        Counters
+	c        pool.Counters
 	// lastMem is the size of the entry measured last: what an entry
 	// starting will hold, for MemoryMax.
 	lastMem int64
@@ -78,9 +78,6 @@ type idleEntry struct {
 	// MemoryMax is checked against these without reading /proc under mu.
 	mem int64
 }
-
-// Counters are a pool's events since poold started.
-type Counters = pool.Counters
 
 // CountAsPeer counts a spawn served with the client's credentials.
 func (p *Pool) CountAsPeer() {
@@ -306,13 +303,10 @@ func (p *Pool) Close() {
 	}
 }
 
-// PoolState is a snapshot of a pool, as the stats report it.
-type PoolState = pool.PoolState
-
 // State returns a snapshot; HeldBytes is measured now.
-func (p *Pool) State() PoolState {
+func (p *Pool) State() pool.PoolState {
 	held := p.refresh()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PoolState{Idle: len(p.idle), Starting: p.starting, Want: p.want, HeldBytes: held, Counters: p.c}
+	return pool.PoolState{Idle: len(p.idle), Starting: p.starting, Want: p.want, HeldBytes: held, Counters: p.c}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
 )
 
 // madvPopulateRead is MADV_POPULATE_READ (Linux 5.14).
@@ -63,7 +65,7 @@ func TestPrefault(t *testing.T) {
 	}
 	on, off := selfProgram(t, "on", 1), selfProgram(t, "off", 1)
 	on.Prefault = true
-	srv, _ := testServer(t, &Config{Programs: []Program{on, off}}, Options{ManualFill: true})
+	srv, _ := testServer(t, &contract.PooldConfig{Programs: []contract.Program{on, off}}, Options{ManualFill: true})
 	srv.Fill()
 	size, rss := textRss(t, parkedPids(srv, "on")[0])
 	if rss < size*98/100 {

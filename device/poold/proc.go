@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -18,7 +19,7 @@ const startTimeout = 30 * time.Second
 
 // procStarter starts parked processes of one program.
 type procStarter struct {
-	prog     Program
+	prog     contract.Program
 	self     string // the binary that parks for Exec programs
 	cgroupFD int    // -1: none
 	cred     *syscall.Credential

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -18,7 +19,7 @@ func TestReduceFreesMemory(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.MaxIdle = 4
 	prog.IdleTimeout = "200ms"
-	srv, sock := testServer(t, &Config{Admins: []string{fmt.Sprintf("uid:%d", os.Getuid())}, Programs: []Program{prog}},
+	srv, sock := testServer(t, &contract.PooldConfig{Admins: []string{fmt.Sprintf("uid:%d", os.Getuid())}, Programs: []contract.Program{prog}},
 		Options{Clock: clk, ManualFill: true})
 	srv.Fill()
 	// A burst of concurrent spawns: the first is a hit, the others miss.
@@ -91,13 +92,13 @@ func TestReduceFreesMemory(t *testing.T) {
 // one is rebuilt, a removed one is gone, an added one appears.
 func TestReload(t *testing.T) {
 	a, b := selfProgram(t, "a", 1), selfProgram(t, "b", 1)
-	srv, sock := testServer(t, &Config{Programs: []Program{a, b}}, Options{})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{a, b}}, Options{})
 	srv.Fill()
 	pa, _ := srv.lookup("a")
 	b2 := b
 	b2.MinIdle = 2
 	c := selfProgram(t, "c", 1)
-	if err := srv.Reload(&Config{Socket: sock, Programs: []Program{a, c}}); err != nil {
+	if err := srv.Reload(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{a, c}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := srv.lookup("a"); got != pa {
@@ -106,14 +107,14 @@ func TestReload(t *testing.T) {
 	if got, _ := srv.lookup("b"); got != nil {
 		t.Error("removed program b still there")
 	}
-	if err := srv.Reload(&Config{Socket: sock, Programs: []Program{a, b2, c}}); err != nil {
+	if err := srv.Reload(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{a, b2, c}}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Fill()
 	if s := srv.Stats(); len(s.Programs) != 3 || s.Programs[1].Idle != 2 {
 		t.Fatalf("after reload: %+v", s.Programs)
 	}
-	if err := srv.Reload(&Config{Programs: []Program{{Name: "bad name!"}}}); err == nil {
+	if err := srv.Reload(&contract.PooldConfig{Programs: []contract.Program{{Name: "bad name!"}}}); err == nil {
 		t.Fatal("a bad config was accepted")
 	}
 	if s := srv.Stats(); len(s.Programs) != 3 {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -58,9 +59,9 @@ func execBin(bin string) startFunc {
 // leaks across reuses (descriptors in the process, zombies in poold).
 func TestReuseFidelity(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 100,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 100,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	dir := t.TempDir()
 	const (
@@ -142,8 +143,8 @@ func TestReuseNeedsDeclaration(t *testing.T) {
 	bin := buildReuseChild(t)
 	self := selfProgram(t, "self", 1)
 	self.MaxUses = 10
-	fresh := Program{Name: "fresh", Path: bin, MinIdle: 1, Allow: self.Allow}
-	srv, sock := testServer(t, &Config{Programs: []Program{self, fresh}}, Options{ManualFill: true})
+	fresh := contract.Program{Name: "fresh", Path: bin, MinIdle: 1, Allow: self.Allow}
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{self, fresh}}, Options{ManualFill: true})
 	for _, name := range []string{"self", "fresh"} {
 		pids := map[int]bool{}
 		for range 3 {
@@ -173,9 +174,9 @@ func TestReuseNeedsDeclaration(t *testing.T) {
 // go (it exits, is reaped) and the next spawn gets a new one.
 func TestReuseMaxUses(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 2,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 2,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	var got []reuseLine
 	for range 5 {
 		srv.Fill()
@@ -204,7 +205,7 @@ func TestReuseMaxUses(t *testing.T) {
 // before it started, and no zombie.
 func TestReuseNoLeaks(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 3,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxIdle: 2, MaxUses: 3,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
 	spawn := func(sock string, env ...string) {
 		r := runChild(t, poolStartName(sock, "reuse"), []string{"h"}, append([]string{"X=1"}, env...), "/", 2)
@@ -213,13 +214,13 @@ func TestReuseNoLeaks(t *testing.T) {
 		}
 	}
 	// Warm up what the process opens once (netpoll, /dev/null caches).
-	srv, sock, stop := startServer(t, &Config{Programs: []Program{prog}}, Options{})
+	srv, sock, stop := startServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{})
 	srv.Fill()
 	spawn(sock)
 	stop()
 	fds0 := settledFds(t)
 
-	srv, sock, stop = startServer(t, &Config{Programs: []Program{prog}}, Options{})
+	srv, sock, stop = startServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{})
 	for i := range 10 {
 		srv.Fill()
 		if i == 4 {
@@ -245,9 +246,9 @@ func TestReuseNoLeaks(t *testing.T) {
 // activation free to start in between) must not reach the next one.
 func TestReuseSignalStaysWithItsActivation(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 10,
+	prog := contract.Program{Name: "reuse", Path: bin, MinIdle: 1, MaxUses: 10,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, _ := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, _ := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 	srv.Fill()
 	pr := srv.programs["reuse"]
 	e := pr.pool.Take()
@@ -319,9 +320,9 @@ func TestReuseSignalStaysWithItsActivation(t *testing.T) {
 // process is reaped; nothing counts as reused.
 func TestMaxUsesOneReportsReturn(t *testing.T) {
 	bin := buildReuseChild(t)
-	prog := Program{Name: "once", Path: bin, MinIdle: 1, MaxUses: 1,
+	prog := contract.Program{Name: "once", Path: bin, MinIdle: 1, MaxUses: 1,
 		Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
-	srv, sock := testServer(t, &Config{Programs: []Program{prog}}, Options{ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{prog}}, Options{ManualFill: true})
 
 	// The end of an activation whose main returned is a Done, and the
 	// process exits by itself afterwards.

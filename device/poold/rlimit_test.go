@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -43,9 +44,9 @@ func TestRlimits(t *testing.T) {
 	self, _ := os.Executable()
 	goProg := selfProgram(t, "go", 1)
 	goProg.Rlimits = map[string]uint64{"nofile": 77}
-	shProg := Program{Name: "sh", Path: "/bin/sh", Exec: true, MinIdle: 1, Allow: goProg.Allow,
+	shProg := contract.Program{Name: "sh", Path: "/bin/sh", Exec: true, MinIdle: 1, Allow: goProg.Allow,
 		Rlimits: map[string]uint64{"nofile": 77}}
-	srv, sock := testServer(t, &Config{Programs: []Program{goProg, shProg}}, Options{Self: self, ManualFill: true})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{goProg, shProg}}, Options{Self: self, ManualFill: true})
 	run := func(name string, argv, env []string) (string, bool) {
 		t.Helper()
 		r, w, _ := os.Pipe()
@@ -82,7 +83,7 @@ func TestRlimits(t *testing.T) {
 	// fails, naming the limit, and nothing runs without it.
 	bad := selfProgram(t, "bad", 0)
 	bad.Rlimits = map[string]uint64{"nofile": 1 << 40}
-	srv, sock = testServer(t, &Config{Programs: []Program{bad}}, Options{ManualFill: true})
+	srv, sock = testServer(t, &contract.PooldConfig{Programs: []contract.Program{bad}}, Options{ManualFill: true})
 	_, err := (&pool.Client{Socket: sock}).Spawn(context.Background(), "bad", pool.Attr{
 		Argv: []string{"r"}, Env: []string{envChild + "=report"}})
 	if err == nil || !strings.Contains(err.Error(), "rlimit nofile=1099511627776") {

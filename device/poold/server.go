@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -37,7 +38,7 @@ type Server struct {
 	opt Options
 
 	mu       sync.Mutex
-	cfg      *Config
+	cfg      *contract.PooldConfig
 	admins   []peerRule // cfg's Admins, resolved
 	programs map[string]*program
 	closed   bool
@@ -52,7 +53,7 @@ type Server struct {
 
 // program is one configured pool and what runs it.
 type program struct {
-	cfg     Program
+	cfg     contract.Program
 	allow   []peerRule // cfg's Allow, resolved
 	pool    *Pool
 	starter *procStarter
@@ -67,7 +68,7 @@ type program struct {
 }
 
 // New makes a server and starts filling its pools.
-func New(cfg *Config, opt Options) (*Server, error) {
+func New(cfg *contract.PooldConfig, opt Options) (*Server, error) {
 	if opt.Clock == nil {
 		opt.Clock = RealClock{}
 	}
@@ -91,7 +92,7 @@ func New(cfg *Config, opt Options) (*Server, error) {
 // whose new pool cannot be made (its Path is not an executable file, its
 // cgroup, its user) keeps its old pool, if it had one, and is named in the
 // error.
-func (s *Server) Reload(cfg *Config) error {
+func (s *Server) Reload(cfg *contract.PooldConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func (s *Server) Reload(cfg *Config) error {
 	return errors.Join(errs...)
 }
 
-func (s *Server) newProgram(pc Program, allow []peerRule) (*program, error) {
+func (s *Server) newProgram(pc contract.Program, allow []peerRule) (*program, error) {
 	pr := &program{cfg: pc, allow: allow, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	st := &procStarter{prog: pc, self: s.opt.Self, cgroupFD: -1,
 		runAs: credential{uint32(os.Geteuid()), uint32(os.Getegid())}}
@@ -297,13 +298,13 @@ func (s *Server) lookup(name string) (*program, []peerRule) {
 }
 
 // Stats returns a snapshot of every pool.
-func (s *Server) Stats() Stats {
-	st := Stats{SpawnLatency: s.hist.Buckets(), Connections: s.conns.Load()}
+func (s *Server) Stats() pool.Stats {
+	st := pool.Stats{SpawnLatency: s.hist.Buckets(), Connections: s.conns.Load()}
 	for _, pr := range s.snapshot() {
 		pr.mu.Lock()
 		active := pr.active
 		pr.mu.Unlock()
-		ps := ProgramStats{Name: pr.cfg.Name, Active: active, PoolState: pr.pool.State(),
+		ps := pool.ProgramStats{Name: pr.cfg.Name, Active: active, PoolState: pr.pool.State(),
 			HitLatency: pr.hits.Buckets(), MissLatency: pr.misses.Buckets()}
 		st.HeldBytes += ps.HeldBytes
 		st.Programs = append(st.Programs, ps)

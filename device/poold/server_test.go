@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -39,7 +40,7 @@ func TestRefusesUnauthorisedPeer(t *testing.T) {
 	prog := selfProgram(t, "child", 1)
 	prog.Allow = []string{"uid:4242"}
 	lb := &logBuf{t: t}
-	_, sock := testServer(t, &Config{Admins: []string{"uid:4243"}, Programs: []Program{prog}},
+	_, sock := testServer(t, &contract.PooldConfig{Admins: []string{"uid:4243"}, Programs: []contract.Program{prog}},
 		Options{Log: log.New(lb, "", 0)})
 	c := &pool.Client{Socket: sock}
 	_, err := c.Spawn(context.Background(), "child", pool.Attr{Env: []string{envChild + "=report"}})
@@ -61,7 +62,7 @@ func TestRefusesUnauthorisedPeer(t *testing.T) {
 }
 
 func TestSignalAndUsage(t *testing.T) {
-	_, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
+	_, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{})
 	p, _, _ := spawnBlock(t, sock, "child")
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestSignalAndUsage(t *testing.T) {
 // TestParkedChildDies: a parked process killed from outside is replaced, and
 // spawns still work.
 func TestParkedChildDies(t *testing.T) {
-	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{})
 	srv.Fill()
 	pr, _ := srv.lookup("child")
 	killParked(t, srv, "child")
@@ -99,7 +100,7 @@ func TestParkedChildDies(t *testing.T) {
 // changes nothing for poold: the process still runs, is reaped (no zombie,
 // no /proc entry left), and poold still serves.
 func TestClientDisconnects(t *testing.T) {
-	srv, sock := testServer(t, &Config{Programs: []Program{selfProgram(t, "child", 1)}}, Options{})
+	srv, sock := testServer(t, &contract.PooldConfig{Programs: []contract.Program{selfProgram(t, "child", 1)}}, Options{})
 	p, stdin, _ := spawnBlock(t, sock, "child")
 	p.Release()
 	stdin.Close() // the child exits now; poold reaps it and drops the status

@@ -1,11 +1,15 @@
 package poold
 
-import "context"
+import (
+	"context"
+
+	"github.com/nvboot/nvboot/device/contract"
+)
 
 // Start makes a server for cfg, listens on cfg's socket and serves in the
 // background: what tests, benchmarks and examples need of a poold in their
 // own process. stop ends serving, closes the server and removes the socket.
-func Start(cfg *Config, opt Options) (srv *Server, stop func(), err error) {
+func Start(cfg *contract.PooldConfig, opt Options) (srv *Server, stop func(), err error) {
 	ln, err := Listen(cfg.SocketOrDefault())
 	if err != nil {
 		return nil, nil, err

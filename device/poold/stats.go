@@ -17,9 +17,6 @@ type Histogram struct {
 
 const histBuckets = 24 // up to 2^23 µs ≈ 8 s, the last bucket open-ended
 
-// Bucket is one histogram bucket, as the stats report it.
-type Bucket = pool.Bucket
-
 // Add records one latency.
 func (h *Histogram) Add(d time.Duration) {
 	us := d.Microseconds()
@@ -33,22 +30,16 @@ func (h *Histogram) Add(d time.Duration) {
 }
 
 // Buckets returns the non-empty buckets in order.
-func (h *Histogram) Buckets() []Bucket {
+func (h *Histogram) Buckets() []pool.Bucket {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []Bucket
+	var out []pool.Bucket
 	for i, c := range h.counts {
 		if c > 0 {
-			out = append(out, Bucket{LeMicros: int64(1) << i, Count: c})
+			out = append(out, pool.Bucket{LeMicros: int64(1) << i, Count: c})
 		}
 	}
 	return out
 }
-
-// Stats and ProgramStats are what a StatsReply carries (pool.Client.Stats).
-type (
-	Stats        = pool.Stats
-	ProgramStats = pool.ProgramStats
-)
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
 	"github.com/nvboot/nvboot/pool"
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 func TestGatewayExecAndPool(t *testing.T) {
 	exe, _ := os.Executable()
 	sock := filepath.Join(t.TempDir(), "poold.sock")
-	_, stop, err := poold.Start(&poold.Config{Socket: sock, Programs: []poold.Program{
+	_, stop, err := poold.Start(&contract.PooldConfig{Socket: sock, Programs: []contract.Program{
 		{Name: "h", Path: exe, MinIdle: 1, Allow: []string{"*"}}}}, poold.Options{NoTicker: true})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/poold"
 )
 
@@ -26,8 +27,8 @@ func localPool(handler string, maxUses int, stderr io.Writer) (sock string, stop
 		return "", nil, fmt.Errorf("local poold: %w", err)
 	}
 	sock = filepath.Join(dir, "poold.sock")
-	cfg := &poold.Config{Socket: sock, Admins: []string{fmt.Sprintf("uid:%d", os.Getuid())},
-		Programs: []poold.Program{{Name: localName, Path: path, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s",
+	cfg := &contract.PooldConfig{Socket: sock, Admins: []string{fmt.Sprintf("uid:%d", os.Getuid())},
+		Programs: []contract.Program{{Name: localName, Path: path, MinIdle: 4, MaxIdle: 16, IdleTimeout: "10s",
 			Prefault: true, MaxUses: maxUses, Allow: []string{fmt.Sprintf("uid:%d", os.Getuid())}}}}
 	srv, stopSrv, err := poold.Start(cfg, poold.Options{Log: log.New(stderr, "cgi: poold: ", 0)})
 	if err != nil {

@@ -32,6 +32,11 @@ func TestParse(t *testing.T) {
 		{"NVBOOT-MARK a b c 1", false, Mark{}},
 		{"NVBOOT-MARK in/it 1", false, Mark{}},
 		{"no marker here", false, Mark{}},
+		{"", false, Mark{}},
+		{"NVBOOT-MARK", false, Mark{}},
+		{"NVBOOT-MARK init x", false, Mark{}},
+		{"NVBOOT-MARKinit 1", false, Mark{}},
+		{"nvinit: NVBOOT-MARK", false, Mark{}},
 	} {
 		got, ok := Parse(tc.line)
 		if ok != tc.ok || got != tc.want {

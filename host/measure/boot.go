@@ -271,7 +271,7 @@ func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o a
 	}
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	if o.CPURate != 0 {
-		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" nvboot.answer=%d", svc.ForwardPort))
+		o.ExtraCmdline = strings.TrimSpace(o.ExtraCmdline + fmt.Sprintf(" %s=%d", contract.AnswerParam, svc.ForwardPort))
 	}
 	cfg, err := appliance.VMConfig(dir, im, o)
 	return cfg, port, err

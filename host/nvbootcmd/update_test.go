@@ -15,7 +15,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/efivar"
-	"github.com/nvboot/nvboot/device/nvinit"
+	"github.com/nvboot/nvboot/device/update"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/outdir"
 )
@@ -28,7 +28,7 @@ type fakeAppliance struct {
 	dir   string
 	vars  efivar.Vars
 	mu    sync.Mutex
-	cur   *nvinit.UpdateServer
+	cur   *update.Server
 	boots int
 	after func(n int) (slot, image string, committed bool)
 	srv   *httptest.Server
@@ -56,13 +56,13 @@ func newFakeAppliance(t *testing.T) *fakeAppliance {
 // boot is a new boot of slot running image, committed or on trial.
 func (a *fakeAppliance) boot(slot, image string, committed bool) {
 	a.boots++
-	s := &nvinit.SlotState{Slot: slot, ID: image, BootID: strings.Repeat("x", a.boots), Logf: a.t.Logf,
-		Boot: &nvinit.BootSlots{Vars: a.vars, Entries: map[string]uint16{"a": 1, "b": 2}}}
+	s := &update.SlotState{Slot: slot, ID: image, BootID: strings.Repeat("x", a.boots), Logf: a.t.Logf,
+		Boot: &update.BootSlots{Vars: a.vars, Entries: map[string]uint16{"a": 1, "b": 2}}}
 	if committed {
 		s.StartTrial(1 << 40)
 		s.AllReady()
 	}
-	u := &nvinit.UpdateServer{Password: updatePassword, Slots: s, Logf: a.t.Logf,
+	u := &update.Server{Password: updatePassword, Slots: s, Logf: a.t.Logf,
 		SlotDevice: func(part string) string { return filepath.Join(a.dir, part) }}
 	u.Reboot = func() {
 		slot, image, committed := a.after(a.boots)

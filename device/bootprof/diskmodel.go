@@ -1,4 +1,4 @@
-package nvinit
+package bootprof
 
 import (
 	"errors"
@@ -12,25 +12,29 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 )
 
-// DiskModelCgroup is the cgroup whose io.max holds a DiskLimit (io.max
+// diskModelCgroup is the cgroup whose io.max holds a DiskLimit (io.max
 // cannot be set on the root cgroup). nvinit moves itself into its child
-// DiskModelInit, so everything it starts inherits the limit, and
-// DiskModelCgroup itself holds no process: cgroup v2 lets only such a
+// diskModelInit, so everything it starts inherits the limit, and
+// diskModelCgroup itself holds no process: cgroup v2 lets only such a
 // cgroup enable controllers for its children, so a poold pool placed under
 // it (Cgroup "/sys/fs/cgroup/disk-model/NAME") can still have its memory
 // controller, and shares the limit.
 const (
-	DiskModelCgroup = "disk-model"
-	DiskModelInit   = "init"
+	diskModelCgroup = "disk-model"
+	diskModelInit   = "init"
 )
+
+// MountFunc is mount(2): syscall.Mount, or a fake in tests.
+type MountFunc func(source, target, fstype string, flags uintptr, data string) error
 
 // ApplyDiskLimit limits l.Disk for this process and every process it starts
 // from now on: it enables the io controller in the cgroup2 hierarchy at
-// cgroupRoot (mounting it there unless mounted), writes l to the io.max of
-// DiskModelCgroup, shortens the disk's throttle window to contract.DiskLimitSlice
-// and moves the calling process into DiskModelCgroup/DiskModelInit. sys is
-// the sysfs root, to find the disk. It returns the io.max line written.
-func ApplyDiskLimit(l contract.DiskLimit, m Mounter, sys, cgroupRoot string) (string, error) {
+// cgroupRoot (mounting it there with mount unless mounted), writes l to
+// the io.max of diskModelCgroup, shortens the disk's throttle window to
+// contract.DiskLimitSlice and moves the calling process into
+// diskModelCgroup/diskModelInit. sys is the sysfs root, to find the disk.
+// It returns the io.max line written.
+func ApplyDiskLimit(l contract.DiskLimit, mount MountFunc, sys, cgroupRoot string) (string, error) {
 	fail := func(format string, args ...any) (string, error) {
 		return "", fmt.Errorf("disk limit on %s: "+format, append([]any{l.Disk}, args...)...)
 	}
@@ -38,14 +42,14 @@ func ApplyDiskLimit(l contract.DiskLimit, m Mounter, sys, cgroupRoot string) (st
 	if err != nil {
 		return fail("%w", err)
 	}
-	if err := m.Mount("cgroup2", cgroupRoot, "cgroup2", msNoSUID|msNoDev|msNoExec, ""); err != nil && !errors.Is(err, syscall.EBUSY) {
+	if err := mount("cgroup2", cgroupRoot, "cgroup2", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil && !errors.Is(err, syscall.EBUSY) {
 		return fail("mounting cgroup2 on %s: %w", cgroupRoot, err)
 	}
 	if err := os.WriteFile(filepath.Join(cgroupRoot, "cgroup.subtree_control"), []byte("+io"), 0); err != nil {
 		return fail("enabling the io controller in %s (a kernel without CONFIG_BLK_CGROUP?): %w", cgroupRoot, err)
 	}
-	cg := filepath.Join(cgroupRoot, DiskModelCgroup)
-	leaf := filepath.Join(cg, DiskModelInit)
+	cg := filepath.Join(cgroupRoot, diskModelCgroup)
+	leaf := filepath.Join(cg, diskModelInit)
 	for _, d := range []string{cg, leaf} {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fail("%w", err)

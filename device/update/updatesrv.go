@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"bytes"
@@ -25,17 +25,16 @@ import (
 	"github.com/nvboot/nvboot/off2f"
 )
 
-// UpdateServer is the update endpoint nvinit serves when its config has an
-// Update password (contract.Update): `nvboot deploy` talks to it. It lives in
-// nvinit, not in a service of its own, because what it does is nvinit's:
-// stop, switch and start a supervised service, and remount the text store
-// on the supervisor's goroutine; a separate service would need a control
-// protocol into nvinit for each of those steps. gokrazy serves its update
-// endpoints from its init the same way (gokrazy/update.go).
-type UpdateServer struct {
+// Server is the update endpoint nvinit serves when its config has an
+// Update password (contract.Update): `nvboot deploy` and `nvboot update`
+// talk to it. Authenticated, it routes each request to its handler; a
+// deploy's store steps and its trial run on Sup's goroutine.
+type Server struct {
 	Password string
+	// Programs is the mounted text store's deployed programs; nil: no
+	// store, no deploys (the A/B update still is served).
 	Programs *Programs
-	Sup      *Supervisor
+	Sup      Supervisor
 	// Images are the services' programs as built, by name (their config
 	// Path): what a service without a link runs.
 	Images map[string]string
@@ -52,7 +51,7 @@ type UpdateServer struct {
 
 // Serve listens on port until ctx ends; with certFile and keyFile (PEM),
 // HTTPS only.
-func (u *UpdateServer) Serve(ctx context.Context, port int, certFile, keyFile string) error {
+func (u *Server) Serve(ctx context.Context, port int, certFile, keyFile string) error {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		return fmt.Errorf("update endpoint on port %d: %w", port, err)
@@ -77,7 +76,7 @@ func (u *UpdateServer) Serve(ctx context.Context, port int, certFile, keyFile st
 }
 
 // ServeHTTP authenticates, then routes.
-func (u *UpdateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	user, pass, ok := r.BasicAuth()
 	// Compared in constant time, user and password both, so the answer's
 	// timing says nothing about how much of a guess was right.
@@ -116,7 +115,7 @@ func (u *UpdateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (u *UpdateServer) only(w http.ResponseWriter, r *http.Request, method string, h func(http.ResponseWriter, *http.Request)) {
+func (u *Server) only(w http.ResponseWriter, r *http.Request, method string, h func(http.ResponseWriter, *http.Request)) {
 	if r.Method != method {
 		w.Header().Set("Allow", method)
 		http.Error(w, r.URL.Path+" wants "+method, http.StatusMethodNotAllowed)
@@ -130,7 +129,7 @@ func reply(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func (u *UpdateServer) features(w http.ResponseWriter, r *http.Request) {
+func (u *Server) features(w http.ResponseWriter, r *http.Request) {
 	f := contract.Features{Arch: runtime.GOARCH}
 	if u.Programs != nil {
 		f.Features = []string{"deploy", "gc"}
@@ -139,13 +138,13 @@ func (u *UpdateServer) features(w http.ResponseWriter, r *http.Request) {
 	reply(w, f)
 }
 
-func (u *UpdateServer) have(w http.ResponseWriter, r *http.Request) {
+func (u *Server) have(w http.ResponseWriter, r *http.Request) {
 	var req contract.HaveRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		http.Error(w, "reading the list of texts: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	reply(w, contract.HaveResponse{Have: u.Programs.Have(req.Texts)})
+	reply(w, contract.HaveResponse{Have: u.Programs.have(req.Texts)})
 }
 
 // upload is a deploy's body, read whole and checked.
@@ -162,7 +161,7 @@ type badRequest struct{ error }
 // readUpload reads and checks a deploy's body: the sizes and hash the
 // headers announce, then the program itself (an OFF2F header for this
 // machine naming the store, its text matching it). Nothing is written.
-func (u *UpdateServer) readUpload(r *http.Request) (*upload, error) {
+func (u *Server) readUpload(r *http.Request) (*upload, error) {
 	bad := func(format string, args ...any) error { return badRequest{fmt.Errorf(format, args...)} }
 	up := &upload{service: r.Header.Get(contract.HeaderService)}
 	if _, ok := u.Images[up.service]; !ok {
@@ -219,7 +218,7 @@ func (u *UpdateServer) readUpload(r *http.Request) (*upload, error) {
 // checkProgram checks that the program can run here: an OFF2F header file
 // for this machine whose text is in this store, and the text, if sent,
 // the one the header names, whole.
-func (u *UpdateServer) checkProgram(up *upload) error {
+func (u *Server) checkProgram(up *upload) error {
 	f, err := elf.NewFile(bytes.NewReader(up.header))
 	if err != nil {
 		return fmt.Errorf("the header file is not an ELF file: %w", err)
@@ -260,7 +259,7 @@ func machineOf(goarch string) elf.Machine {
 	return elf.EM_NONE
 }
 
-func (u *UpdateServer) deploy(w http.ResponseWriter, r *http.Request) {
+func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
 	up, err := u.readUpload(r)
 	if err != nil {
 		var br badRequest
@@ -286,12 +285,12 @@ func (u *UpdateServer) deploy(w http.ResponseWriter, r *http.Request) {
 }
 
 // apply writes the program into the store and has the supervisor try it.
-func (u *UpdateServer) apply(up *upload) (contract.DeployResult, int, error) {
+func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
 	textHash := off2f.HashName(up.hdr.Note.Hash)
 	res := contract.DeployResult{Service: up.service, Text: textHash, TextSent: up.text != nil,
 		Previous: u.Programs.Current(up.service, u.Images[up.service])}
 	var ierr error
-	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.Install(up.header, textHash, up.text) }); err != nil {
+	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(up.header, textHash, up.text) }); err != nil {
 		return res, http.StatusServiceUnavailable, err
 	}
 	if ierr != nil {
@@ -308,12 +307,7 @@ func (u *UpdateServer) apply(up *upload) (contract.DeployResult, int, error) {
 		return res, 0, nil
 	}
 	name := up.service
-	tr := u.Sup.Replace(name, up.deadline, TrialOps{
-		Path:   u.Programs.Link(name),
-		Switch: func() error { return u.Programs.Switch(name, res.Program, res.Previous) },
-		Keep:   func() error { return u.Programs.Keep(name) },
-		Revert: func() error { return u.Programs.Revert(name) },
-	})
+	tr := u.Sup.Replace(name, up.deadline, u.Programs.Trial(name, res.Program, res.Previous))
 	res.Result, res.Reason, res.Ready, res.Downtime = tr.Result, tr.Reason, tr.Ready, tr.Downtime
 	if tr.Err != nil && tr.Result == "" {
 		return res, http.StatusConflict, tr.Err
@@ -325,7 +319,7 @@ func (u *UpdateServer) apply(up *upload) (contract.DeployResult, int, error) {
 	return res, 0, nil
 }
 
-func (u *UpdateServer) gc(w http.ResponseWriter, r *http.Request) {
+func (u *Server) gc(w http.ResponseWriter, r *http.Request) {
 	if !u.mu.TryLock() {
 		http.Error(w, "a deploy is running on this appliance; gc when it is done", http.StatusConflict)
 		return
@@ -333,7 +327,7 @@ func (u *UpdateServer) gc(w http.ResponseWriter, r *http.Request) {
 	defer u.mu.Unlock()
 	var res contract.GCResult
 	var gerr error
-	if err := u.Sup.Do(func() { res, gerr = u.Programs.GC() }); err != nil {
+	if err := u.Sup.Do(func() { res, gerr = u.Programs.gc() }); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -344,7 +338,7 @@ func (u *UpdateServer) gc(w http.ResponseWriter, r *http.Request) {
 	reply(w, res)
 }
 
-func (u *UpdateServer) logf(format string, args ...any) {
+func (u *Server) logf(format string, args ...any) {
 	if u.Logf != nil {
 		u.Logf(format, args...)
 	}

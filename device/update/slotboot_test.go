@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"os"
@@ -49,14 +49,14 @@ func TestEnsureEntries(t *testing.T) {
 	other.PartGUID[0] = 0xee
 	data, _ := other.Marshal()
 	v.Set("Boot0001", data)
-	opts, err := SlotLoadOptions(slotDisk(t))
+	opts, err := slotLoadOptions(slotDisk(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a := opts["a"]; a.Partition != 4 || a.Path != `\EFI\nvboot\nvboot.efi` || opts["b"].Partition != 5 {
 		t.Fatalf("load options %+v: want boot-a as partition 4, boot-b as 5, the UKI's path", opts)
 	}
-	ents, err := EnsureEntries(v, opts)
+	ents, err := ensureEntries(v, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestEnsureEntries(t *testing.T) {
 	moved := opts["b"]
 	moved.Start += 2048
 	opts["b"] = moved
-	again, err := EnsureEntries(v, opts)
+	again, err := ensureEntries(v, opts)
 	if err != nil || !reflect.DeepEqual(again, ents) {
 		t.Fatalf("second boot: %v, %v; want the same entries", again, err)
 	}
@@ -89,7 +89,7 @@ func TestEnsureEntries(t *testing.T) {
 	if n, _ := os.ReadDir(v.Dir); len(n) != 4 {
 		t.Errorf("%d variables, want 4 (two of the firmware's, two slots)", len(n))
 	}
-	if _, err := SlotLoadOptions(&gpt.Table{}); err == nil || !strings.Contains(err.Error(), "no partition boot-a") {
+	if _, err := slotLoadOptions(&gpt.Table{}); err == nil || !strings.Contains(err.Error(), "no partition boot-a") {
 		t.Errorf("a disk without slots: %v", err)
 	}
 }
@@ -109,26 +109,26 @@ func TestSlotSetup(t *testing.T) {
 		o, _ := efivar.ParseOrder(d)
 		return o
 	}
-	if trial, err := b.Setup("a"); err != nil || trial {
+	if trial, err := b.setup("a"); err != nil || trial {
 		t.Fatalf("first boot, no BootOrder: trial %v, %v", trial, err)
 	}
 	if o := order(); !reflect.DeepEqual(o, []uint16{5, 6}) {
 		t.Errorf("BootOrder %v, want [5 6]", o)
 	}
 	v.Set("BootOrder", efivar.MarshalOrder([]uint16{0, 1}))
-	if trial, err := b.Setup("a"); err != nil || trial {
+	if trial, err := b.setup("a"); err != nil || trial {
 		t.Fatalf("firmware's BootOrder: trial %v, %v", trial, err)
 	}
 	if o := order(); !reflect.DeepEqual(o, []uint16{5, 6, 0, 1}) {
 		t.Errorf("BootOrder %v, want [5 6 0 1]", o)
 	}
-	if trial, err := b.Setup("b"); err != nil || !trial {
+	if trial, err := b.setup("b"); err != nil || !trial {
 		t.Fatalf("slot b while a is first: trial %v, %v; want a test boot", trial, err)
 	}
 	if o := order(); !reflect.DeepEqual(o, []uint16{5, 6, 0, 1}) {
 		t.Errorf("a test boot changed BootOrder to %v", o)
 	}
-	if _, err := b.Setup("c"); err == nil {
+	if _, err := b.setup("c"); err == nil {
 		t.Error("slot c accepted")
 	}
 }

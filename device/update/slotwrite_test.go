@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ func newSlotFixture(t *testing.T) *slotFixture {
 	f.slots = &SlotState{Slot: "a", ID: "0123456789abcdef", BootID: "boot-1", Logf: t.Logf,
 		Boot: &BootSlots{Vars: f.vars, Entries: map[string]uint16{"a": 1, "b": 2}}}
 	f.slots.setCommitted()
-	u := &UpdateServer{Password: testPassword, Slots: f.slots, Logf: t.Logf,
+	u := &Server{Password: testPassword, Slots: f.slots, Logf: t.Logf,
 		SlotDevice: func(part string) string { return filepath.Join(f.dir, part) },
 		Reboot:     func() { f.reboots <- struct{}{} }}
 	f.srv = httptest.NewServer(u)

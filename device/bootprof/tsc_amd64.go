@@ -1,4 +1,4 @@
-package nvinit
+package bootprof
 
 // readTSC returns the CPU's time-stamp counter (RDTSC).
 func readTSC() uint64

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 // the board, and a reset boots the committed slot.
 type Watchdog struct{ f *os.File }
 
-// OpenWatchdog arms the watchdog at path with a timeout in seconds.
-func OpenWatchdog(path string, timeout int) (*Watchdog, error) {
+// openWatchdog arms the watchdog at path with a timeout in seconds.
+func openWatchdog(path string, timeout int) (*Watchdog, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: %w", err)
@@ -28,18 +28,18 @@ func OpenWatchdog(path string, timeout int) (*Watchdog, error) {
 	return &Watchdog{f}, nil
 }
 
-// Pet restarts the timeout.
-func (w *Watchdog) Pet() error {
+// pet restarts the timeout.
+func (w *Watchdog) pet() error {
 	_, err := w.f.Write([]byte{0})
 	return err
 }
 
-// Run pets every interval until ctx ends.
-func (w *Watchdog) Run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
+// run pets every interval until ctx ends.
+func (w *Watchdog) run(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := w.Pet(); err != nil {
+		if err := w.pet(); err != nil {
 			logf("watchdog: %v", err)
 		}
 		select {

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ func FuzzDeployUpload(f *testing.F) {
 	f.Add("srv", "4", "0", "", []byte("\x7fELF"))
 	f.Add("srv", "64", "4096", "5s", make([]byte, 64+4096))
 	f.Add("nosuch", "-1", "x", "forever", []byte{})
-	u := &UpdateServer{Programs: &Programs{Store: TextStore{Dir: f.TempDir()}}, Images: map[string]string{"srv": "/bin/srv"}}
+	u := &Server{Programs: &Programs{Store: contract.TextStore{Dir: f.TempDir()}}, Images: map[string]string{"srv": "/bin/srv"}}
 	f.Fuzz(func(t *testing.T, service, hsize, tsize, deadline string, body []byte) {
 		r := httptest.NewRequest("PUT", contract.PathDeploy, bytes.NewReader(body))
 		r.Header.Set(contract.HeaderService, service)

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"context"
@@ -17,16 +17,16 @@ import (
 	"github.com/nvboot/nvboot/format/gpt"
 )
 
-// A slotted boot (docs/DESIGN.md, "Update: the whole image"): the UKI that
-// booted names its slot (nvboot.slot=a|b); the firmware's BootOrder names
-// the committed one. nvinit makes sure both slots have Boot#### entries,
-// and when the booted slot is not the committed one (the test boot BootNext
-// asked for) it commits it once every service was ready, or reboots into
-// the committed slot when the deadline passes first.
+// A slotted boot: the UKI that booted names its slot (contract.SlotParam);
+// the firmware's BootOrder names the committed one. SlotBoot.Start makes
+// sure both slots have Boot#### entries, and when the booted slot is not
+// the committed one (the test boot BootNext asked for) SlotState commits it
+// once every service was ready, or reboots into the committed slot when
+// the deadline passes first.
 
-// SlotLoadOptions are the slots' load options on the disk whose partition
+// slotLoadOptions are the slots' load options on the disk whose partition
 // table is tab: each slot's boot partition and its UKI.
-func SlotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
+func slotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
 	opts := map[string]efivar.LoadOption{}
 	for _, slot := range []string{"a", "b"} {
 		name := contract.BootPart(slot)
@@ -44,11 +44,11 @@ func SlotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
 
 var bootVarRE = regexp.MustCompile(`^Boot([0-9A-F]{4})-` + efivar.GlobalGUID + `$`)
 
-// EnsureEntries makes sure each slot has a Boot#### entry booting its
+// ensureEntries makes sure each slot has a Boot#### entry booting its
 // option: an entry for the same partition and file is kept (rewritten if
 // the partition moved), a missing one is written under the lowest free
 // number. Entries of the firmware and of other systems are left alone.
-func EnsureEntries(v efivar.Vars, opts map[string]efivar.LoadOption) (map[string]uint16, error) {
+func ensureEntries(v efivar.Vars, opts map[string]efivar.LoadOption) (map[string]uint16, error) {
 	ents, err := os.ReadDir(v.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("boot entries: %w", err)
@@ -107,13 +107,13 @@ func set(v efivar.Vars, n uint16, o efivar.LoadOption) error {
 	return v.Set(efivar.BootName(n), data)
 }
 
-// Setup reads the firmware's BootOrder for a boot of slot booted and says
+// setup reads the firmware's BootOrder for a boot of slot booted and says
 // whether it is a test boot: BootOrder starts with the other slot's entry.
 // A BootOrder that starts with neither slot (a flashed card's first boot,
 // through the ESP's BOOTX64.EFI) makes the booted slot the committed one;
 // the other slot's entry is kept in BootOrder after it, so a firmware that
 // cannot load the first entry tries the other slot.
-func (b *BootSlots) Setup(booted string) (trial bool, err error) {
+func (b *BootSlots) setup(booted string) (trial bool, err error) {
 	me, err := b.entry(booted)
 	if err != nil {
 		return false, err
@@ -187,7 +187,7 @@ func (s *SlotState) AllReady() {
 	if s.committed || s.timer == nil || !s.timer.Stop() {
 		return
 	}
-	if err := s.Boot.Commit(s.Slot); err != nil {
+	if err := s.Boot.commit(s.Slot); err != nil {
 		s.Logf("slot %s: every service is ready, but the commit failed: %v; rebooting into the committed slot", s.Slot, err)
 		go s.Reboot()
 		return
@@ -203,61 +203,85 @@ func (s *SlotState) setCommitted() {
 	s.mu.Unlock()
 }
 
-// slotBoot readies a slotted boot (cfg.Slots): the watchdog armed and
-// petted, efivarfs mounted, both slots' boot entries, and the test boot
+// Console is where a slotted boot says what it does: nvinit's console.
+type Console interface {
+	Logf(format string, args ...any)
+	Mark(name, arg string)
+}
+
+// SlotBoot is what a slotted boot (contract.InitConfig.Slots) needs of
+// nvinit.
+type SlotBoot struct {
+	Console Console
+	// Cmdline is the kernel's command line, which names the slot.
+	Cmdline string
+	// Deadline is the test boot's: every service ready within it, or a
+	// reboot into the committed slot.
+	Deadline time.Duration
+	// MountEfivars mounts efivarfs on contract.EfivarsDir.
+	MountEfivars func() error
+	// Reboot asks nvinit to reboot (the shutdown path, services stopped).
+	Reboot func()
+}
+
+// Start readies a slotted boot: the watchdog armed and petted until ctx
+// ends, efivarfs mounted, both slots' boot entries, and the test boot
 // started when this boot is one. Everything that fails is said and leaves
 // the boot running: a board without the watchdog, or booted without UEFI
-// (QEMU's -kernel), runs its slot with no test boot.
-func (b *Boot) slotBoot(ctx context.Context, cfg *Config, cmdline string, m Mounter) *SlotState {
+// (QEMU's -kernel), runs its slot with no test boot. It returns the boot's
+// slots (nil: the command line names none) and the armed watchdog (nil:
+// none), which only a power-off disarms.
+func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 	con := b.Console
-	slot, ok, err := contract.ParseSlot(cmdline)
+	slot, ok, err := contract.ParseSlot(b.Cmdline)
 	if err != nil || !ok {
 		con.Logf("slots: %v; the command line names no slot (nvboot.slot=a|b): no test boot, no update", err)
-		return nil
+		return nil, nil
 	}
-	s := &SlotState{Slot: slot, Logf: con.Logf, Reboot: b.requestReboot, verified: map[string]string{}}
+	s := &SlotState{Slot: slot, Logf: con.Logf, Reboot: b.Reboot, verified: map[string]string{}}
 	if id, err := os.ReadFile(contract.ImageIDPath); err == nil {
 		s.ID = strings.TrimSpace(string(id))
 	}
 	if id, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		s.BootID = strings.TrimSpace(string(id))
 	}
-	if wd, err := OpenWatchdog(contract.WatchdogDevice, contract.WatchdogTimeout); wd == nil {
+	var watchdog *Watchdog
+	if wd, err := openWatchdog(contract.WatchdogDevice, contract.WatchdogTimeout); wd == nil {
 		con.Logf("slot %s: %v; a hang is not caught", slot, err)
 	} else {
 		if err != nil {
 			con.Logf("slot %s: %v", slot, err)
 		}
-		b.watchdog = wd
+		watchdog = wd
 		con.Logf("slot %s: watchdog armed (%s, %d s, petted every %v)", slot, contract.WatchdogDevice, contract.WatchdogTimeout, contract.WatchdogPet)
-		go wd.Run(ctx, contract.WatchdogPet, con.Logf)
+		go wd.run(ctx, contract.WatchdogPet, con.Logf)
 	}
 	if _, err := os.Stat("/sys/firmware/efi"); err != nil {
 		con.Logf("slot %s: not booted through UEFI (no /sys/firmware/efi): no test boot, no update", slot)
-		return s
+		return s, watchdog
 	}
-	if err := MountAll(m, []MountPoint{{"efivarfs", contract.EfivarsDir, "efivarfs", msNoSUID | msNoDev | msNoExec, ""}}); err != nil {
+	if err := b.MountEfivars(); err != nil {
 		con.Logf("slot %s: %v: no test boot, no update", slot, err)
-		return s
+		return s, watchdog
 	}
 	bs, err := bootSlots(efivar.Vars{Dir: contract.EfivarsDir}, "/dev/"+contract.Disk)
 	if err != nil {
 		con.Logf("slot %s: %v: no test boot, no update", slot, err)
-		return s
+		return s, watchdog
 	}
 	s.Boot = bs
-	trial, err := bs.Setup(slot)
+	trial, err := bs.setup(slot)
 	if err != nil {
 		con.Logf("slot %s: BootOrder: %v", slot, err)
 	}
 	if trial {
 		con.Mark("slot-trial", slot)
-		s.StartTrial(cfg.Slots.TestBootDeadline())
+		s.StartTrial(b.Deadline)
 	} else {
 		con.Mark("slot-committed", slot)
 		s.setCommitted()
 	}
-	return s
+	return s, watchdog
 }
 
 // bootSlots finds both slots' boot entries, writing what is missing, on
@@ -272,21 +296,13 @@ func bootSlots(v efivar.Vars, dev string) (*BootSlots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the disk %s: %w", dev, err)
 	}
-	opts, err := SlotLoadOptions(tab)
+	opts, err := slotLoadOptions(tab)
 	if err != nil {
 		return nil, fmt.Errorf("the disk %s: %w", dev, err)
 	}
-	ents, err := EnsureEntries(v, opts)
+	ents, err := ensureEntries(v, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &BootSlots{Vars: v, Entries: ents}, nil
-}
-
-// requestReboot asks the running boot to reboot, as Ctrl-Alt-Del does.
-func (b *Boot) requestReboot() {
-	select {
-	case b.reboot <- struct{}{}:
-	default:
-	}
 }

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"crypto/sha256"
@@ -10,12 +10,18 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/off2f"
 )
+
+// Mounter is mount(2), for the store's remounts; tests pass a fake.
+type Mounter interface {
+	Mount(source, target, fstype string, flags uintptr, data string) error
+}
 
 // Programs is the store's side of a deploy: deployed header files in
 // programs/ named by their SHA-256, one link per deployed service in
@@ -24,7 +30,7 @@ import (
 // remount read-write and one read-only, on the supervisor's goroutine (as a
 // text repair does), so no service starts while its program is switched.
 type Programs struct {
-	Store   TextStore
+	Store   contract.TextStore
 	Mounter Mounter
 	// Images are the services' programs as built (their config Path), by
 	// name: what a service without a link runs.
@@ -51,8 +57,8 @@ func (p *Programs) Current(name, image string) string {
 	return image
 }
 
-// Have returns those of hashes the store holds as text files.
-func (p *Programs) Have(hashes []string) []string {
+// have returns those of hashes the store holds as text files.
+func (p *Programs) have(hashes []string) []string {
 	have := []string{}
 	for _, h := range hashes {
 		if !contract.IsTextHash(h) {
@@ -69,21 +75,21 @@ func (p *Programs) Have(hashes []string) []string {
 // read-only again whatever f did.
 func (p *Programs) writable(f func() error) error {
 	s := &p.Store
-	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount, s.OptionsOrDefault()); err != nil {
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), syscall.MS_REMOUNT, s.OptionsOrDefault()); err != nil {
 		return fmt.Errorf("remounting the text store %s read-write: %w", s.DirOrDefault(), err)
 	}
 	ferr := f()
-	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount|msRdonly, s.OptionsOrDefault()); err != nil {
+	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), syscall.MS_REMOUNT|syscall.MS_RDONLY, s.OptionsOrDefault()); err != nil {
 		return errors.Join(ferr, fmt.Errorf("remounting the text store %s read-only (it stays read-write until the next boot): %w", s.DirOrDefault(), err))
 	}
 	return ferr
 }
 
-// Install writes a checked program into the store: its text (when given;
+// install writes a checked program into the store: its text (when given;
 // else the store must hold it) under its hash, its header file under the
 // SHA-256 of its bytes. Both writes are atomic and kept when the same bytes
 // are there; nothing is switched. It returns the header file's path.
-func (p *Programs) Install(header []byte, textHash string, text []byte) (string, error) {
+func (p *Programs) install(header []byte, textHash string, text []byte) (string, error) {
 	sum := sha256.Sum256(header)
 	path := filepath.Join(p.programsDir(), hex.EncodeToString(sum[:]))
 	err := p.writable(func() error {
@@ -91,7 +97,7 @@ func (p *Programs) Install(header []byte, textHash string, text []byte) (string,
 			if _, err := (off2f.Store{Dir: p.dir()}).Put(textHash, text); err != nil {
 				return fmt.Errorf("writing text %s: %w", textHash, err)
 			}
-		} else if len(p.Have([]string{textHash})) == 0 {
+		} else if len(p.have([]string{textHash})) == 0 {
 			return fmt.Errorf("the store lacks text %s and the upload did not carry it", textHash)
 		}
 		if err := os.MkdirAll(p.programsDir(), 0o755); err != nil {
@@ -108,12 +114,12 @@ func (p *Programs) Install(header []byte, textHash string, text []byte) (string,
 	return path, err
 }
 
-// Switch makes service name run program: first SERVICE.trial, a link to
+// switchTo makes service name run program: first SERVICE.trial, a link to
 // what it runs now (prev), then the rename of a new link over SERVICE. A
-// power cut before the rename leaves the old link and a trial that Recover
-// undoes; after it, the new link and the trial, which Recover also undoes:
-// a program is kept only by Keep.
-func (p *Programs) Switch(name, program, prev string) error {
+// power cut before the rename leaves the old link and a trial that
+// recoverTrials undoes; after it, the new link and the trial, which
+// recoverTrials also undoes: a program is kept only by keep.
+func (p *Programs) switchTo(name, program, prev string) error {
 	return p.writable(func() error {
 		if err := os.MkdirAll(p.servicesDir(), 0o755); err != nil {
 			return err
@@ -131,8 +137,20 @@ func (p *Programs) Switch(name, program, prev string) error {
 	})
 }
 
-// Keep ends service name's trial: the new program stays.
-func (p *Programs) Keep(name string) error {
+// Trial is the store's side of a trial of program for service name, prev
+// being what it runs now: the supervisor calls each step with the service
+// stopped (Keep: running and ready).
+func (p *Programs) Trial(name, program, prev string) TrialOps {
+	return TrialOps{
+		Path:   p.Link(name),
+		Switch: func() error { return p.switchTo(name, program, prev) },
+		Keep:   func() error { return p.keep(name) },
+		Revert: func() error { return p.switchBack(name) },
+	}
+}
+
+// keep ends service name's trial: the new program stays.
+func (p *Programs) keep(name string) error {
 	return p.writable(func() error {
 		if err := os.Remove(p.Link(name) + contract.TrialSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -141,9 +159,9 @@ func (p *Programs) Keep(name string) error {
 	})
 }
 
-// Revert undoes service name's trial: SERVICE.trial is renamed over
+// switchBack undoes service name's trial: SERVICE.trial is renamed over
 // SERVICE, so the program that ran before runs again.
-func (p *Programs) Revert(name string) error {
+func (p *Programs) switchBack(name string) error {
 	return p.writable(func() error { return p.revert(name) })
 }
 
@@ -154,10 +172,10 @@ func (p *Programs) revert(name string) error {
 	return dirsync.Sync(p.servicesDir())
 }
 
-// Recover undoes every trial a power cut or a crash interrupted, and
+// recoverTrials undoes every trial a power cut or a crash interrupted, and
 // returns the services it switched back. Run at boot, before any service
 // starts; nothing is written when there is no trial.
-func (p *Programs) Recover() ([]string, error) {
+func (p *Programs) recoverTrials() ([]string, error) {
 	des, err := os.ReadDir(p.servicesDir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -199,12 +217,12 @@ func (p *Programs) symlinkAtomic(target, path string) error {
 	return nil
 }
 
-// GC removes the deployed programs no service link names and the texts
+// gc removes the deployed programs no service link names and the texts
 // neither the image's MANIFEST nor a kept program needs, then the
 // leftovers of interrupted writes (off2f.Store.GC). What runs is what the
 // links name (or the image's programs), so nothing running loses its text.
 // It is refused while a trial is open.
-func (p *Programs) GC() (contract.GCResult, error) {
+func (p *Programs) gc() (contract.GCResult, error) {
 	res := contract.GCResult{Removed: []string{}}
 	des, err := os.ReadDir(p.servicesDir())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

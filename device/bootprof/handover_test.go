@@ -1,9 +1,7 @@
-package nvinit
+package bootprof
 
 import (
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -25,35 +23,18 @@ func TestFindHandover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := FindHandover(strings.NewReader(tt.kmsg), "/sbin/nvinit")
+			got, ok := findHandover(strings.NewReader(tt.kmsg), "/sbin/nvinit")
 			if got != tt.want || ok != tt.ok {
-				t.Fatalf("FindHandover = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+				t.Fatalf("findHandover = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}
 }
 
-func TestConsoleCommands(t *testing.T) {
-	ch := make(chan os.Signal, 4)
-	var logged []string
-	ConsoleCommands(strings.NewReader("ls\n poweroff \nreboot\npoweroffx\n"), ch, func(f string, a ...any) { logged = append(logged, f) })
-	close(ch)
-	var got []os.Signal
-	for s := range ch {
-		got = append(got, s)
-	}
-	if len(got) != 2 || got[0] != syscall.SIGTERM || got[1] != syscall.SIGINT {
-		t.Fatalf("signals %v, want SIGTERM then SIGINT", got)
-	}
-	if len(logged) != 2 {
-		t.Fatalf("logged %v", logged)
-	}
-}
-
 func TestFindRecords(t *testing.T) {
 	kmsg := "6,1,0,-;Linux version 6.1\n6,300,812345,-;Run /sbin/nvinit as init process\n14,301,812400,-;nvinit: tsc 99\n14,302,900000,-;nvinit: tsc 99\n"
-	got := FindRecords(strings.NewReader(kmsg), "Run /sbin/nvinit as init process", "nvinit: tsc 99", "absent")
+	got := findRecords(strings.NewReader(kmsg), "Run /sbin/nvinit as init process", "nvinit: tsc 99", "absent")
 	if len(got) != 2 || got[0] != 812345*time.Microsecond || got[1] != 812400*time.Microsecond {
-		t.Fatalf("FindRecords = %v", got)
+		t.Fatalf("findRecords = %v", got)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package nvinit
+package bootprof
 
 func readTSC() uint64 { return 0 }
 

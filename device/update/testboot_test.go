@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"os"
@@ -16,51 +16,33 @@ func TestBootSlots(t *testing.T) {
 	if err := v.Set("BootOrder", efivar.MarshalOrder([]uint16{1, 3, 2})); err != nil {
 		t.Fatal(err)
 	}
-	if trial, err := b.Trial("a"); err != nil || trial {
+	if trial, err := b.onTrial("a"); err != nil || trial {
 		t.Errorf("slot a, first in BootOrder: trial %v, %v", trial, err)
 	}
-	if err := b.TryNext("b"); err != nil {
+	if err := b.tryNext("b"); err != nil {
 		t.Fatal(err)
 	}
 	if _, next, err := v.Get("BootNext"); err != nil || !reflect.DeepEqual(next, []byte{2, 0}) {
 		t.Errorf("BootNext after TryNext(b): %x, %v", next, err)
 	}
-	if trial, err := b.Trial("b"); err != nil || !trial {
+	if trial, err := b.onTrial("b"); err != nil || !trial {
 		t.Errorf("slot b, booted by BootNext: trial %v, %v; want a trial", trial, err)
 	}
-	if err := b.Commit("b"); err != nil {
+	if err := b.commit("b"); err != nil {
 		t.Fatal(err)
 	}
 	_, data, _ := v.Get("BootOrder")
 	if o, _ := efivar.ParseOrder(data); !reflect.DeepEqual(o, []uint16{2, 1, 3}) {
 		t.Errorf("BootOrder after Commit(b): %v, want [2 1 3]", o)
 	}
-	if trial, _ := b.Trial("b"); trial {
+	if trial, _ := b.onTrial("b"); trial {
 		t.Error("slot b is still on trial after its commit")
 	}
-	if err := b.Commit("c"); err == nil {
+	if err := b.commit("c"); err == nil {
 		t.Error("Commit of an unknown slot")
 	}
 	os.Remove(filepath.Join(v.Dir, "BootOrder-"+efivar.GlobalGUID))
-	if _, err := b.Trial("a"); err == nil {
+	if _, err := b.onTrial("a"); err == nil {
 		t.Error("Trial without a BootOrder: no error")
-	}
-}
-
-// AllReady fires once, when the last service is first marked ready, and
-// not again when one restarts and is marked ready anew.
-func TestSupervisorAllReady(t *testing.T) {
-	dir := t.TempDir()
-	fired := make(chan struct{}, 4)
-	s := &Supervisor{Services: []Service{
-		helperService(t, "one", "serve", filepath.Join(dir, "one"), ""),
-		{Name: "two", Path: "/bin/sh", Args: []string{"-c", "sleep 0.2; exit 1"}, Restart: RestartAlways},
-	}, AllReady: func() { fired <- struct{}{} }}
-	out, _, _ := harness(t, s)
-	out.expect(t, "service-ready one")
-	out.expect(t, "restarting in") // two, ready at start, then restarted
-	out.expect(t, "service-ready two")
-	if n := len(fired); n != 1 {
-		t.Errorf("AllReady called %d times, want once", n)
 	}
 }

@@ -1,6 +1,7 @@
-// Command disklimit applies the kernel command line's nvboot.disklimit the
-// way nvinit does, then times direct reads of the disk on the guest's clock:
-// TestDiskLimitUnderDeviceClock holds them to the storage profile.
+// Command disklimit applies the kernel command line's nvboot.disklimit as
+// nvinit does (bootprof.ApplyDiskLimit), then times direct reads of the
+// disk on the guest's clock: TestDiskLimitUnderDeviceClock holds them to
+// the storage profile.
 package main
 
 import (
@@ -9,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/bootprof"
 	"github.com/nvboot/nvboot/device/contract"
-	"github.com/nvboot/nvboot/device/nvinit"
 )
 
 func main() {
@@ -30,7 +31,7 @@ func run() error {
 		return err
 	}
 	if ok {
-		line, err := nvinit.ApplyDiskLimit(l, nvinit.SysMounter{}, "/sys", "/sys/fs/cgroup")
+		line, err := bootprof.ApplyDiskLimit(l, syscall.Mount, "/sys", "/sys/fs/cgroup")
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // boot variables as they were.
 
 // slotDevice is the block device of a slot partition.
-func (u *UpdateServer) slotDevice(part string) string {
+func (u *Server) slotDevice(part string) string {
 	if u.SlotDevice != nil {
 		return u.SlotDevice(part)
 	}
@@ -46,7 +46,7 @@ func deviceSize(path string) (int64, error) {
 }
 
 // slotFeatures adds the slot fields to f.
-func (u *UpdateServer) slotFeatures(f *contract.Features) {
+func (u *Server) slotFeatures(f *contract.Features) {
 	s := u.Slots
 	if s == nil {
 		return
@@ -83,7 +83,7 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // canUpdate says why the appliance cannot take an update now, or nil.
-func (u *UpdateServer) canUpdate() error {
+func (u *Server) canUpdate() error {
 	s := u.Slots
 	switch {
 	case s == nil:
@@ -96,9 +96,12 @@ func (u *UpdateServer) canUpdate() error {
 	return nil
 }
 
-// erofsMagic is at byte 1024 of an erofs filesystem (ext4Magic, from
-// fsimage.go, at 1080 of an ext4 one).
-const erofsMagic = 0xE0F5E1E2
+// erofsMagic is at byte 1024 of an erofs filesystem, ext4Magic at 1080 of
+// an ext4 one.
+const (
+	erofsMagic = 0xE0F5E1E2
+	ext4Magic  = 0xEF53
+)
 
 // checkHead checks the start of an upload for part ("root" or "boot").
 func checkHead(kind string, head []byte) error {
@@ -120,7 +123,7 @@ func checkHead(kind string, head []byte) error {
 }
 
 // writeSlot is PUT PathRoot (kind "root") and PathBoot ("boot").
-func (u *UpdateServer) writeSlot(kind string) http.HandlerFunc {
+func (u *Server) writeSlot(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		res, err := u.writeSlotPart(kind, r)
 		if err != nil {
@@ -133,7 +136,7 @@ func (u *UpdateServer) writeSlot(kind string) http.HandlerFunc {
 	}
 }
 
-func (u *UpdateServer) writeSlotPart(kind string, r *http.Request) (*contract.WriteResult, error) {
+func (u *Server) writeSlotPart(kind string, r *http.Request) (*contract.WriteResult, error) {
 	if err := u.canUpdate(); err != nil {
 		return nil, err
 	}
@@ -251,7 +254,7 @@ func (s *SlotState) verify(part, sum string) {
 }
 
 // testBoot is POST PathTestBoot.
-func (u *UpdateServer) testBoot(w http.ResponseWriter, r *http.Request) {
+func (u *Server) testBoot(w http.ResponseWriter, r *http.Request) {
 	res, err := u.setTestBoot(r)
 	if err != nil {
 		u.logf("update: test boot refused: %v", err)
@@ -262,7 +265,7 @@ func (u *UpdateServer) testBoot(w http.ResponseWriter, r *http.Request) {
 	reply(w, res)
 }
 
-func (u *UpdateServer) setTestBoot(r *http.Request) (*contract.TestBootResult, error) {
+func (u *Server) setTestBoot(r *http.Request) (*contract.TestBootResult, error) {
 	if err := u.canUpdate(); err != nil {
 		return nil, err
 	}
@@ -287,14 +290,14 @@ func (u *UpdateServer) setTestBoot(r *http.Request) (*contract.TestBootResult, e
 			return nil, errorf(http.StatusConflict, "%s holds sha256 %s, the request names %s; BootNext not set", c.part, c.have, c.want)
 		}
 	}
-	if err := s.Boot.TryNext(other); err != nil {
+	if err := s.Boot.tryNext(other); err != nil {
 		return nil, fmt.Errorf("setting BootNext to slot %s: %w", other, err)
 	}
 	return &contract.TestBootResult{Slot: other}, nil
 }
 
 // reboot is POST PathReboot: answered first, then the shutdown.
-func (u *UpdateServer) reboot(w http.ResponseWriter, r *http.Request) {
+func (u *Server) reboot(w http.ResponseWriter, r *http.Request) {
 	if u.Reboot == nil {
 		writeError(w, errorf(http.StatusConflict, "this nvinit cannot reboot (not PID 1)"))
 		return

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"bytes"
@@ -25,13 +25,16 @@ import (
 	"github.com/nvboot/nvboot/off2f"
 )
 
-// updateFixture is nvinit's update endpoint on a test server, over a text
+// updateFixture is the update endpoint on a test server, over a text
 // store in a temp dir holding one text (MANIFEST), with service srv
-// supervised (the test binary serving on a unix socket).
+// supervised by a fake that runs every trial to its end at once.
 type updateFixture struct {
-	*trialFixture
 	srv   *httptest.Server
+	p     *Programs
+	m     *lockedMounter
+	sup   *fakeSupervisor
 	store string
+	old   string           // srv's program as built
 	conv  *off2f.Converted // the probe, converted for this store
 }
 
@@ -39,8 +42,9 @@ const testPassword = "sesame"
 
 func newUpdateFixture(t *testing.T) *updateFixture {
 	t.Helper()
-	f := &updateFixture{trialFixture: newTrialFixture(t)}
-	f.store = f.p.Store.Dir
+	dir := t.TempDir()
+	f := &updateFixture{m: &lockedMounter{}, sup: &fakeSupervisor{}, store: filepath.Join(dir, "text"), old: "/bin/srv"}
+	f.p = &Programs{Store: contract.TextStore{Device: "pmem0", Dir: f.store}, Mounter: f.m}
 	if err := os.MkdirAll(f.store, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +63,26 @@ func newUpdateFixture(t *testing.T) *updateFixture {
 		t.Fatal(err)
 	}
 	f.p.Images = map[string]string{"srv": f.old}
-	u := &UpdateServer{Password: testPassword, Programs: f.p, Sup: f.s, Images: f.p.Images}
+	u := &Server{Password: testPassword, Programs: f.p, Sup: f.sup, Images: f.p.Images}
 	f.srv = httptest.NewServer(u)
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// links says what services/ holds: "srv -> X" and "srv.trial -> Y".
+func (f *updateFixture) links(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Dir(f.p.Link("srv"))
+	des, _ := os.ReadDir(dir)
+	var l []string
+	for _, de := range des {
+		target, err := os.Readlink(filepath.Join(dir, de.Name()))
+		if err != nil {
+			t.Fatalf("%s: %v", de.Name(), err)
+		}
+		l = append(l, de.Name()+" -> "+filepath.Base(target))
+	}
+	return strings.Join(l, "; ")
 }
 
 func (f *updateFixture) client(password string) *deploy.Client {
@@ -203,60 +223,44 @@ func TestUpdateServerMethodsAndPaths(t *testing.T) {
 	}
 }
 
-// An OFF2F program cannot start on the test host (no ld-off2f at its
-// interpreter path): the deploy goes through the whole protocol and the
-// trial rolls back to the old program, which serves again.
-func TestDeployProtocolRollsBackAndGC(t *testing.T) {
+// A deploy writes the program into the store and hands the trial to the
+// supervisor with the store's steps: kept, the link names the program;
+// the same program again is unchanged and no trial; rolled back, the link
+// names the old program again.
+func TestDeployTrialSteps(t *testing.T) {
 	f := newUpdateFixture(t)
 	ctx := context.Background()
-	if _, err := f.client("wrong").Features(ctx); !errors.Is(err, deploy.ErrUnauthorized) {
-		t.Fatalf("Features with a wrong password: %v, want ErrUnauthorized", err)
-	}
 	c := f.client(testPassword)
-	feat, err := c.Features(ctx)
-	if err != nil || feat.Arch == "" {
-		t.Fatalf("Features: %+v, %v", feat, err)
-	}
-	have, err := c.Have(ctx, []string{f.conv.TextName(), "not-a-hash"})
-	if err != nil || len(have) != 0 {
-		t.Fatalf("Have before the deploy: %v, %v; want none", have, err)
-	}
-	var sent int64
-	c.Progress = func(s, total int64) { sent = s }
 	res, err := c.Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header, Text: f.conv.Text})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Result != contract.DeployRolledBack || !strings.Contains(res.Reason, "before it was ready") || !res.TextSent {
-		t.Fatalf("deploy: %+v, want rolled back, the text sent", res)
+	if res.Result != contract.DeployKept || !res.TextSent || res.Previous != f.old || filepath.Dir(res.Program) != filepath.Join(f.store, "programs") {
+		t.Fatalf("deploy: %+v, want kept, the text sent, the program in programs/", res)
 	}
-	if sent != int64(len(f.conv.Header)+len(f.conv.Text)) {
-		t.Errorf("progress ended at %d bytes", sent)
+	if got, want := f.links(t), "srv -> "+filepath.Base(res.Program); got != want {
+		t.Errorf("links after keeping: %q, want %q", got, want)
 	}
-	f.out.expect(t, "the old program is ready again")
-	if got, want := f.links(t), "srv -> "+filepath.Base(f.old); got != want {
-		t.Errorf("links: %q, want %q", got, want)
+	if got, want := strings.Join(f.sup.trials, "; "), "srv "+f.p.Link("srv"); got != want {
+		t.Errorf("trials %q, want %q", got, want)
 	}
-	// The text stays until a gc; a second deploy does not send it again.
-	if have, _ := c.Have(ctx, []string{f.conv.TextName()}); !have[f.conv.TextName()] {
-		t.Errorf("the store does not hold the deployed text")
+	// Written, switched, kept: each step in its own read-write window.
+	if got, want := f.m.log(), "remount rw,remount ro,remount rw,remount ro,remount rw,remount ro"; got != want {
+		t.Errorf("remounts: %s, want %s", got, want)
 	}
-	res, err = c.Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header})
-	if err != nil || res.Result != contract.DeployRolledBack || res.TextSent {
-		t.Fatalf("deploy without the text: %+v, %v", res, err)
+	again, err := c.Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header})
+	if err != nil || again.Result != contract.DeployUnchanged || again.TextSent || len(f.sup.trials) != 1 {
+		t.Fatalf("the same program again: %+v, %v, trials %q; want unchanged, no trial", again, err, f.sup.trials)
 	}
-	gc, err := c.GC(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// Another header for the same text: a new program, rolled back.
+	other := append(append([]byte(nil), f.conv.Header...), 0)
+	f.sup.rollBack = true
+	back, err := c.Deploy(ctx, deploy.Program{Service: "srv", Header: other})
+	if err != nil || back.Result != contract.DeployRolledBack || back.Reason != "the fake said so" || back.Previous != res.Program {
+		t.Fatalf("rolled back: %+v, %v", back, err)
 	}
-	want := []string{res.Program, filepath.Join(f.store, f.conv.TextName())}
-	sort.Strings(gc.Removed)
-	sort.Strings(want)
-	if strings.Join(gc.Removed, " ") != strings.Join(want, " ") {
-		t.Errorf("gc removed %q, want %q", gc.Removed, want)
-	}
-	if _, err := os.Stat(filepath.Join(f.store, strings.Repeat("a", 64))); err != nil {
-		t.Errorf("gc removed the image's text: %v", err)
+	if got, want := f.links(t), "srv -> "+filepath.Base(res.Program); got != want {
+		t.Errorf("links after the rollback: %q, want %q", got, want)
 	}
 }
 
@@ -282,7 +286,7 @@ func TestUpdateServerTLS(t *testing.T) {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u := &UpdateServer{Password: testPassword, Programs: f.p, Sup: f.s, Images: f.p.Images}
+	u := &Server{Password: testPassword, Programs: f.p, Sup: f.sup, Images: f.p.Images}
 	served := make(chan error, 1)
 	go func() {
 		served <- u.Serve(ctx, port, filepath.Join(dir, selfsigned.CertFile), filepath.Join(dir, selfsigned.KeyFile))

@@ -1,4 +1,4 @@
-package nvinit
+package update
 
 import (
 	"fmt"
@@ -7,31 +7,9 @@ import (
 	"github.com/nvboot/nvboot/device/efivar"
 )
 
-// The A/B test boot, nvinit's side (docs/DESIGN.md, "Update: the whole
-// image"): a boot into the slot BootNext named is a trial until every
-// service was ready; then BootOrder puts that slot first (the commit).
-// Wired into Boot in slotboot.go.
-
-// marked runs what waits for sv's ready mark: its deploy trial, and the
-// boot's wait for every service (AllReady).
-func (s *Supervisor) marked(sv *svc) {
-	if sv.trial != nil {
-		s.trialReady(sv)
-	}
-	sv.everReady = true
-	if s.AllReady == nil || s.allReady {
-		return
-	}
-	for _, o := range s.svcs {
-		// A DontStart service starts only when asked: the test boot
-		// does not wait for it.
-		if !o.everReady && !o.DontStart {
-			return
-		}
-	}
-	s.allReady = true
-	s.AllReady()
-}
+// The A/B test boot's variables: a boot into the slot BootNext named is
+// a trial until every service was ready; then BootOrder puts that slot
+// first (the commit). SlotState drives it (slotboot.go).
 
 // BootSlots are the A/B slots' boot entries in the firmware's variables.
 type BootSlots struct {
@@ -56,9 +34,9 @@ func (b *BootSlots) order() ([]uint16, error) {
 	return efivar.ParseOrder(data)
 }
 
-// Trial reports whether the booted slot is on trial: BootOrder does not
+// onTrial reports whether the booted slot is on trial: BootOrder does not
 // start with it, so a reset would boot another slot.
-func (b *BootSlots) Trial(slot string) (bool, error) {
+func (b *BootSlots) onTrial(slot string) (bool, error) {
 	e, err := b.entry(slot)
 	if err != nil {
 		return false, err
@@ -70,9 +48,9 @@ func (b *BootSlots) Trial(slot string) (bool, error) {
 	return len(o) == 0 || o[0] != e, nil
 }
 
-// Commit makes slot the one every later boot starts: its entry first in
+// commit makes slot the one every later boot starts: its entry first in
 // BootOrder, the others after it in their order. One variable write.
-func (b *BootSlots) Commit(slot string) error {
+func (b *BootSlots) commit(slot string) error {
 	e, err := b.entry(slot)
 	if err != nil {
 		return err
@@ -85,9 +63,9 @@ func (b *BootSlots) Commit(slot string) error {
 	return b.Vars.Set("BootOrder", efivar.MarshalOrder(o))
 }
 
-// TryNext makes the next boot, and only it, start slot (BootNext, which
+// tryNext makes the next boot, and only it, start slot (BootNext, which
 // the firmware deletes as it uses it): the test boot.
-func (b *BootSlots) TryNext(slot string) error {
+func (b *BootSlots) tryNext(slot string) error {
 	e, err := b.entry(slot)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package nvinit
+package bootprof
 
 import (
 	"bufio"
@@ -14,25 +14,19 @@ import (
 	"github.com/nvboot/nvboot/format/bootmark"
 )
 
-// HandoverMark names the moment the kernel ran init. The kernel logs it
-// ("Run /sbin/nvinit as init process") even under `quiet`, stamped with its
-// own clock; nvinit finds the record in /dev/kmsg and prints it as a mark,
-// so `nvboot measure` can split kernel time from init-to-service time.
-const HandoverMark = bootmark.Handover
-
-// FindHandover reads kmsg records ("prio,seq,usec,flags;text") and returns
+// findHandover reads kmsg records ("prio,seq,usec,flags;text") and returns
 // the time of the kernel's "Run <init> as init process" record. Only a
 // record naming init (nvinit's argv[0], which the kernel sets to the path
 // it ran) counts: in a container, /dev/kmsg holds the host's own boot.
-func FindHandover(r io.Reader, init string) (time.Duration, bool) {
-	t := FindRecords(r, "Run "+init+" as init process")
+func findHandover(r io.Reader, init string) (time.Duration, bool) {
+	t := findRecords(r, "Run "+init+" as init process")
 	d, ok := t[0]
 	return d, ok
 }
 
-// FindRecords reads kmsg records and returns the time of the first record
+// findRecords reads kmsg records and returns the time of the first record
 // whose text is texts[i], keyed by i.
-func FindRecords(r io.Reader, texts ...string) map[int]time.Duration {
+func findRecords(r io.Reader, texts ...string) map[int]time.Duration {
 	found := map[int]time.Duration{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 8192), 1<<20)
@@ -61,27 +55,27 @@ func FindRecords(r io.Reader, texts ...string) map[int]time.Duration {
 	return found
 }
 
-// KmsgTSCMark carries the TSC read when nvinit wrote a record into the
-// kernel log, stamped with that record's time: it ties the kernel's log
-// clock (which the handover mark uses, and whose zero is the kernel's
-// clock start) to the TSC, and so, under the device clock, to power-on.
-const KmsgTSCMark = bootmark.KmsgTSC
-
-// markHandover prints the handover mark from /dev/kmsg, then the tsc mark,
-// and the kmsg-tsc mark from a record it writes there; nothing when the kernel's record
-// of running us is not there (the ring buffer overflowed, no /dev, or a
-// container, whose /dev/kmsg is the host's: nothing is written into it).
-func markHandover(con *Console) {
-	init := "Run " + os.Args[0] + " as init process"
-	d, ok := FindRecords(kmsg(), init)[0]
+// Handover prints the handover mark, the moment the kernel ran init: the
+// kernel logs it ("Run /sbin/nvinit as init process") even under `quiet`,
+// stamped with its own clock, and Handover finds the record in /dev/kmsg,
+// so `nvboot measure` can split kernel time from init-to-service time.
+// Then the tsc mark, and the kmsg-tsc mark: the TSC written into a kernel
+// log record and printed with that record's time, which ties the kernel's
+// log clock (the handover mark's, whose zero is the kernel's clock start)
+// to the TSC, and so, under the device clock, to power-on. Nothing is
+// printed when the kernel's record of running us is not there (the ring
+// buffer overflowed, no /dev, or a container, whose /dev/kmsg is the
+// host's: nothing is written into it).
+func (m Marker) Handover() {
+	d, ok := findHandover(kmsg(), os.Args[0])
 	if !ok {
 		return
 	}
-	con.Line(FormatMark(HandoverMark, "", d))
+	m.at(bootmark.Handover, "", d)
 	if !haveTSC {
 		return
 	}
-	markTSC(con)
+	m.tsc()
 	w, err := syscall.Open("/dev/kmsg", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return
@@ -90,8 +84,8 @@ func markHandover(con *Console) {
 	text := "nvinit: tsc " + tsc
 	syscall.Write(w, []byte("<6>"+text+"\n")) // <6>: info, kept off a quiet console
 	syscall.Close(w)
-	if d, ok := FindRecords(kmsg(), text)[0]; ok {
-		con.Line(FormatMark(KmsgTSCMark, tsc, d))
+	if d, ok := findRecords(kmsg(), text)[0]; ok {
+		m.at(bootmark.KmsgTSC, tsc, d)
 	}
 }
 

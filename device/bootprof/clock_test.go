@@ -1,4 +1,4 @@
-package nvinit
+package bootprof
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,34 +15,13 @@ import (
 	"github.com/nvboot/nvboot/format/bootmark"
 )
 
-func TestAnswerPort(t *testing.T) {
-	for _, tc := range []struct {
-		cmdline string
-		port    int
-		err     string
-	}{
-		{"console=ttyS0 quiet", 0, ""},
-		{"console=ttyS0 nvboot.answer=8080 quiet\n", 8080, ""},
-		{"nvboot.answer=0", 0, `nvboot.answer="0": want a TCP port`},
-		{"nvboot.answer=99999", 0, `nvboot.answer="99999"`},
-		{"nvboot.answer=http", 0, `nvboot.answer="http"`},
-		{"nvboot.answerx=1", 0, ""},
-	} {
-		p, err := AnswerPort(tc.cmdline)
-		if p != tc.port || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("AnswerPort(%q) = %d, %v; want %d, %q", tc.cmdline, p, err, tc.port, tc.err)
-		}
-	}
-}
-
 func TestMarkTSC(t *testing.T) {
 	if !haveTSC {
 		t.Skip("no TSC on this architecture")
 	}
 	var out bytes.Buffer
-	c := &Console{W: &out, Uptime: func() time.Duration { return 1500 * time.Microsecond }}
 	before := readTSC()
-	markTSC(c)
+	Marker{Line: func(s string) { out.WriteString(s + "\n") }, Uptime: func() time.Duration { return 1500 * time.Microsecond }}.tsc()
 	m, ok := bootmark.Parse(out.String())
 	if !ok || m.Name != bootmark.TSC || m.Uptime != 1500*time.Microsecond {
 		t.Fatalf("tsc mark: %q", out.String())
@@ -74,11 +52,11 @@ func TestMarkFirstAnswer(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	var out syncBuffer
-	c := &Console{W: &out, Uptime: func() time.Duration { return 7 * time.Millisecond }}
+	marker := Marker{Line: func(s string) { out.Write([]byte(s + "\n")) }, Uptime: func() time.Duration { return 7 * time.Millisecond }}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	done := make(chan struct{})
-	go func() { markFirstAnswer(ctx, c, port, time.Millisecond); close(done) }()
+	go func() { marker.FirstAnswer(ctx, port, time.Millisecond); close(done) }()
 	time.Sleep(20 * time.Millisecond)
 	if out.String() != "" {
 		t.Fatalf("marked before anything listened: %q", out.String())

@@ -1,11 +1,10 @@
-package nvinit
+package bootprof
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,17 +84,23 @@ func TestApplyDiskLimit(t *testing.T) {
 	os.MkdirAll(filepath.Join(sys, "block", "vda", "queue"), 0o755)
 	os.WriteFile(filepath.Join(sys, "block", "vda", "dev"), []byte("254:0\n"), 0o644)
 	l := contract.DiskLimit{Disk: "vda", ReadBPS: 41943040, ReadIOPS: 1500}
-	m := &fakeMounter{fail: map[string]error{cg: syscall.EBUSY}}
+	// cgroup2 already mounted there: EBUSY, which is fine.
+	mount := func(source, target, fstype string, flags uintptr, data string) error {
+		if target == cg {
+			return syscall.EBUSY
+		}
+		return nil
+	}
 	for i := 0; i < 2; i++ {
-		line, err := ApplyDiskLimit(l, m, sys, cg)
+		line, err := ApplyDiskLimit(l, mount, sys, cg)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		want := "254:0 rbps=41943040 wbps=max riops=1500 wiops=max"
-		if got, _ := os.ReadFile(filepath.Join(cg, DiskModelCgroup, "io.max")); string(got) != want || line != want {
+		if got, _ := os.ReadFile(filepath.Join(cg, diskModelCgroup, "io.max")); string(got) != want || line != want {
 			t.Errorf("call %d: io.max %q, returned %q; want %q", i, got, line, want)
 		}
-		if got, _ := os.ReadFile(filepath.Join(cg, DiskModelCgroup, DiskModelInit, "cgroup.procs")); string(got) != strconv.Itoa(os.Getpid()) {
+		if got, _ := os.ReadFile(filepath.Join(cg, diskModelCgroup, diskModelInit, "cgroup.procs")); string(got) != strconv.Itoa(os.Getpid()) {
 			t.Errorf("call %d: the leaf's cgroup.procs %q, want this process", i, got)
 		}
 		if got, _ := os.ReadFile(filepath.Join(sys, "block", "vda", "queue", "throttle_sample_time")); string(got) != strconv.Itoa(contract.DiskLimitSlice) {
@@ -105,23 +110,13 @@ func TestApplyDiskLimit(t *testing.T) {
 			t.Errorf("call %d: subtree_control %q", i, got)
 		}
 	}
-	if _, err := ApplyDiskLimit(contract.DiskLimit{Disk: "vdz"}, m, sys, cg); err == nil || !strings.Contains(err.Error(), "vdz") {
+	if _, err := ApplyDiskLimit(contract.DiskLimit{Disk: "vdz"}, mount, sys, cg); err == nil || !strings.Contains(err.Error(), "vdz") {
 		t.Errorf("missing disk: %v", err)
 	}
 	// The io controller missing: subtree_control cannot be written.
 	noIO := t.TempDir()
 	os.Mkdir(filepath.Join(noIO, "cgroup.subtree_control"), 0o755)
-	if _, err := ApplyDiskLimit(l, m, sys, noIO); err == nil || !strings.Contains(err.Error(), "CONFIG_BLK_CGROUP") {
+	if _, err := ApplyDiskLimit(l, mount, sys, noIO); err == nil || !strings.Contains(err.Error(), "CONFIG_BLK_CGROUP") {
 		t.Errorf("no io controller: %v", err)
-	}
-}
-
-func TestCanPowerOff(t *testing.T) {
-	dir := t.TempDir()
-	if !canPowerOff(dir) {
-		t.Error("with ACPI: cannot power off")
-	}
-	if got, want := canPowerOff(filepath.Join(dir, "missing")), runtime.GOARCH != "amd64" && runtime.GOARCH != "386"; got != want {
-		t.Errorf("without ACPI on %s: %v, want %v", runtime.GOARCH, got, want)
 	}
 }

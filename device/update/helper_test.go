@@ -1,0 +1,105 @@
+package update
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nvboot/nvboot/device/contract"
+)
+
+// lockedMounter records remounts from any goroutine and does nothing.
+type lockedMounter struct {
+	mu    sync.Mutex
+	calls []string
+	fail  error
+}
+
+func (m *lockedMounter) Mount(source, target, fstype string, flags uintptr, data string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ro := "rw"
+	if flags&syscall.MS_RDONLY != 0 {
+		ro = "ro"
+	}
+	m.calls = append(m.calls, "remount "+ro)
+	return m.fail
+}
+
+func (m *lockedMounter) log() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.calls, ",")
+}
+
+// fakeSupervisor runs Do's functions at once, and each trial to its end
+// without a service: the switch, then the keep, or with rollBack the
+// revert, as nvinit's supervisor calls them.
+type fakeSupervisor struct {
+	mu       sync.Mutex
+	rollBack bool
+	trials   []string // the services Replace was asked for, with their Path
+}
+
+func (s *fakeSupervisor) Do(f func()) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
+	return nil
+}
+
+func (s *fakeSupervisor) Replace(name string, deadline time.Duration, ops TrialOps) TrialResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trials = append(s.trials, name+" "+ops.Path)
+	if err := ops.Switch(); err != nil {
+		return TrialResult{Err: err}
+	}
+	if s.rollBack {
+		if err := ops.Revert(); err != nil {
+			return TrialResult{Err: err}
+		}
+		return TrialResult{Result: contract.DeployRolledBack, Reason: "the fake said so"}
+	}
+	if err := ops.Keep(); err != nil {
+		return TrialResult{Err: err}
+	}
+	return TrialResult{Result: contract.DeployKept, Ready: time.Millisecond, Downtime: 2 * time.Millisecond}
+}
+
+var (
+	probeOnce sync.Once
+	probeBin  []byte
+	probeErr  error
+)
+
+// probeProgram is a static Go program (off2f's test probe), built once.
+func probeProgram(t *testing.T) []byte {
+	t.Helper()
+	probeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "update-probe-")
+		if err != nil {
+			probeErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "probe")
+		cmd := exec.Command("go", "build", "-o", out, "../../off2f/testdata/progs/probe")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			probeErr = errors.New("building the probe: " + err.Error() + "\n" + string(msg))
+			return
+		}
+		probeBin, probeErr = os.ReadFile(out)
+	})
+	if probeErr != nil {
+		t.Fatal(probeErr)
+	}
+	return probeBin
+}
