@@ -206,7 +206,7 @@ func TestPoolMemoryMax(t *testing.T) {
 // TestPoolMemoryMaxReturn: a reused entry coming back is measured and not
 // taken back past MemoryMax; entries starting count at the last size.
 func TestPoolMemoryMaxReturn(t *testing.T) {
-	p, _, st := newTestPool(Limits{MinIdle: 2, MaxIdle: 3, Reuse: true, MemoryMax: 2<<20 + 1})
+	p, _, _ := newTestPool(Limits{MinIdle: 2, MaxIdle: 3, Reuse: true, MemoryMax: 2<<20 + 1})
 	p.Fill()
 	e1, e2 := p.Take(), p.Take()
 	if e1 == nil || e2 == nil || p.Take() != nil {
@@ -228,7 +228,7 @@ func TestPoolMemoryMaxReturn(t *testing.T) {
 
 	// An entry starting counts: one coming back while it starts does not
 	// fit beside it.
-	p, _, st = newTestPool(Limits{MinIdle: 1, MaxIdle: 2, Reuse: true, MemoryMax: 3 << 19})
+	p, _, st := newTestPool(Limits{MinIdle: 1, MaxIdle: 2, Reuse: true, MemoryMax: 3 << 19})
 	p.Fill()
 	e := p.Take()
 	p.Take() // a miss: level 2

@@ -19,16 +19,6 @@ const (
 	mapMaxLines = 300
 )
 
-// planned are packages the map already lists that other work is adding.
-// A link to one passes while its folder does not exist; once it does, it is
-// held like any other. Remove this list once all three exist.
-var planned = []string{"device/update", "device/bootprof"}
-
-// pending are documents regenerated apart from the code that may still cite
-// the retired design notebook; each is held to every other rule. Empty this
-// once BENCHMARKS.md no longer mentions it.
-var pending = []string{}
-
 // notTests are names a document cites that look like test functions but are
 // something else, each with what it is.
 var notTests = map[string]string{
@@ -69,13 +59,7 @@ func TestDocLinks(t *testing.T) {
 			if !ok {
 				continue
 			}
-			if slices.Contains(pending, doc) && strings.HasSuffix(target, "DESIGN.md") {
-				continue
-			}
 			if _, err := os.Stat(filepath.Join(root, target)); err != nil {
-				if slices.Contains(planned, target) {
-					continue
-				}
 				t.Errorf("%s links %s: %s does not exist", doc, l, target)
 				continue
 			}
@@ -96,9 +80,6 @@ func TestNoDesignNotebook(t *testing.T) {
 		t.Errorf("docs/DESIGN.md exists: the map is %s", mapDoc)
 	}
 	for _, doc := range docs(t) {
-		if slices.Contains(pending, doc) {
-			continue
-		}
 		if strings.Contains(readDoc(t, doc), "DESIGN.md") {
 			t.Errorf("%s mentions DESIGN.md: point at %s, a package doc or a topic doc", doc, mapDoc)
 		}
@@ -116,9 +97,6 @@ func TestCitedTestsExist(t *testing.T) {
 	have := testFuncs(t)
 	cited := regexp.MustCompile("`((?:Test|Fuzz)[A-Z][A-Za-z0-9_]*)`")
 	for _, doc := range docs(t) {
-		if slices.Contains(pending, doc) {
-			continue
-		}
 		for _, m := range cited.FindAllStringSubmatch(readDoc(t, doc), -1) {
 			if name := m[1]; !have[name] && notTests[name] == "" {
 				t.Errorf("%s cites %s, which is no test function of the module", doc, name)

@@ -18,8 +18,6 @@ type pkg struct {
 	XTestImports []string
 }
 
-
-
 // listAll runs go list over the whole module from its root.
 func listAll(t *testing.T) []pkg {
 	t.Helper()
