@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
 )
@@ -67,4 +68,40 @@ func ApplyDiskLimit(l contract.DiskLimit, mount MountFunc, sys, cgroupRoot strin
 		return fail("joining %s: %w", leaf, err)
 	}
 	return line, nil
+}
+
+// Backlog is what the storage model owes for the I/O the disk served
+// before ApplyDiskLimit: the kernel's mount of the root and nvinit's own
+// pages. Under the device clock nothing else paces those reads (the disk
+// is memory to QEMU, and QEMU's throttle would wait on the host's clock),
+// so nvinit waits this long once the limit is in place: the boot then
+// pays the model for every byte it read, a little later than a card would
+// have charged it. stat is /sys/block/DISK/stat; reads and writes are
+// limited apart, as io.max limits them, so they overlap.
+func Backlog(l contract.DiskLimit, stat string) (time.Duration, error) {
+	f := strings.Fields(stat)
+	if len(f) < 7 {
+		return 0, fmt.Errorf("disk stat %q: want at least 7 fields", stat)
+	}
+	n := make([]int64, 7)
+	for i := range n {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("disk stat %q: field %d is not a count", stat, i+1)
+		}
+		n[i] = v
+	}
+	// Fields: reads completed, merged, sectors read, ms; writes completed,
+	// merged, sectors written (Documentation/block/stat.rst).
+	cost := func(ios, sectors, iops, bps int64) time.Duration {
+		var d time.Duration
+		if iops > 0 {
+			d = time.Duration(ios) * time.Second / time.Duration(iops)
+		}
+		if bps > 0 {
+			d = max(d, time.Duration(sectors*512)*time.Second/time.Duration(bps))
+		}
+		return d
+	}
+	return max(cost(n[0], n[2], l.ReadIOPS, l.ReadBPS), cost(n[4], n[6], l.WriteIOPS, l.WriteBPS)), nil
 }

@@ -120,3 +120,34 @@ func TestApplyDiskLimit(t *testing.T) {
 		t.Errorf("no io controller: %v", err)
 	}
 }
+
+func TestBacklog(t *testing.T) {
+	sd := contract.DiskLimit{Disk: "pmem3", ReadBPS: 40 << 20, ReadIOPS: 1500, WriteBPS: 15 << 20, WriteIOPS: 500}
+	for _, tc := range []struct {
+		name string
+		l    contract.DiskLimit
+		stat string
+		want time.Duration
+		bad  bool
+	}{
+		// 150 reads of 4 KiB: the request ceiling binds (150/1500 s).
+		{"requests bind", sd, "150 0 1200 3 0 0 0 0 0 5 5 0 0 0 0", 100 * time.Millisecond, false},
+		// 2 reads of 2 MiB: the byte ceiling binds (4 MiB at 40 MiB/s).
+		{"bytes bind", sd, "2 0 8192 3 0 0 0 0 0 5 5", 100 * time.Millisecond, false},
+		// Reads and writes are limited apart: the longer of the two.
+		{"writes longer", sd, "15 0 120 0 50 0 400 0 0 0 0", 100 * time.Millisecond, false},
+		{"nothing read", sd, "0 0 0 0 0 0 0 0 0 0 0", 0, false},
+		{"unlimited", contract.DiskLimit{Disk: "pmem3"}, "150 0 1200 3 0 0 0", 0, false},
+		{"short", sd, "1 2 3", 0, true},
+		{"not a count", sd, "1 0 x 0 0 0 0", 0, true},
+		{"negative", sd, "-1 0 8 0 0 0 0", 0, true},
+	} {
+		got, err := Backlog(tc.l, tc.stat)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("%s: Backlog = %v, %v; want %v, error %v", tc.name, got, err, tc.want, tc.bad)
+		}
+		if tc.bad && err != nil && !strings.Contains(err.Error(), "disk stat") {
+			t.Errorf("%s: error %q does not name the disk stat", tc.name, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The kernel command-line parameters nvboot gives nvinit: every nvboot.*
@@ -17,7 +18,7 @@ const (
 	// a QEMU board booted without ACPI cannot power off, and QEMU started
 	// with -no-reboot ends on the reset.
 	OffParam = "nvboot.off"
-	// DiskLimitParam=DISK,rbps=N,riops=N,wbps=N,wiops=N limits the disk
+	// DiskLimitParam=DISK,rbps=N,riops=N,wbps=N,wiops=N[,backlog=1] limits the disk
 	// from inside the guest (see DiskLimit).
 	DiskLimitParam = "nvboot.disklimit"
 	// KernelFromParam=pmem|card says where the firmware took the kernel
@@ -35,6 +36,14 @@ const (
 	// SlotParam=a|b names the A/B slot a unified kernel image boots: how
 	// nvinit knows which slot runs.
 	SlotParam = "nvboot.slot"
+)
+
+// How often nvinit checks a service's WaitFor, and asks for its first
+// answer when AnswerParam names its port: why a measurement can mark a
+// service ready after its first answer.
+const (
+	ReadinessPoll = 5 * time.Millisecond
+	AnswerPoll    = time.Millisecond
 )
 
 // param returns the value of the last name=value on the command line (the
@@ -116,6 +125,10 @@ type DiskLimit struct {
 	Disk                string // block device name in /sys/block, e.g. vda
 	ReadBPS, ReadIOPS   int64  // 0: unlimited
 	WriteBPS, WriteIOPS int64
+	// Backlog (backlog=1) says nothing paced the disk before nvinit
+	// applied the limit (a disk on pmem under the device clock): nvinit
+	// then charges what it had served already (bootprof.Backlog).
+	Backlog bool
 }
 
 // ParseDiskLimit reads DiskLimitParam from a kernel command line; ok is
@@ -126,7 +139,7 @@ func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
 		return DiskLimit{}, false, nil
 	}
 	bad := func(why string) (DiskLimit, bool, error) {
-		return DiskLimit{}, false, fmt.Errorf("%s=%q: %s (want DISK,rbps=N,riops=N,wbps=N,wiops=N)", DiskLimitParam, v, why)
+		return DiskLimit{}, false, fmt.Errorf("%s=%q: %s (want DISK,rbps=N,riops=N,wbps=N,wiops=N[,backlog=1])", DiskLimitParam, v, why)
 	}
 	parts := strings.Split(v, ",")
 	l.Disk = parts[0]
@@ -148,6 +161,11 @@ func ParseDiskLimit(cmdline string) (l DiskLimit, ok bool, err error) {
 			l.WriteBPS = n
 		case "wiops":
 			l.WriteIOPS = n
+		case "backlog":
+			if n > 1 {
+				return bad(fmt.Sprintf("%q: backlog is 0 or 1", kv))
+			}
+			l.Backlog = n == 1
 		default:
 			return bad(fmt.Sprintf("unknown limit %q", k))
 		}
@@ -167,7 +185,11 @@ const DiskLimitSlice = 12
 
 // String is the nvboot.disklimit parameter for l.
 func (l DiskLimit) String() string {
-	return fmt.Sprintf("%s=%s,rbps=%d,riops=%d,wbps=%d,wiops=%d", DiskLimitParam, l.Disk, l.ReadBPS, l.ReadIOPS, l.WriteBPS, l.WriteIOPS)
+	s := fmt.Sprintf("%s=%s,rbps=%d,riops=%d,wbps=%d,wiops=%d", DiskLimitParam, l.Disk, l.ReadBPS, l.ReadIOPS, l.WriteBPS, l.WriteIOPS)
+	if l.Backlog {
+		s += ",backlog=1"
+	}
+	return s
 }
 
 // IOMax is l as an io.max line for the disk numbered dev ("MAJ:MIN").

@@ -11,6 +11,10 @@ func TestParseDiskLimit(t *testing.T) {
 	if err != nil || !ok || l != want {
 		t.Fatalf("round trip of %s: %+v %v %v", want, l, ok, err)
 	}
+	owed := DiskLimit{Disk: "pmem3", ReadBPS: 1, Backlog: true}
+	if l, ok, err := ParseDiskLimit(owed.String()); err != nil || !ok || l != owed || !strings.HasSuffix(owed.String(), ",backlog=1") {
+		t.Errorf("round trip of %s: %+v %v %v", owed, l, ok, err)
+	}
 	if got := l.IOMax("254:0"); got != "254:0 rbps=41943040 wbps=15728640 riops=1500 wiops=500" {
 		t.Errorf("io.max line %q", got)
 	}
@@ -20,7 +24,7 @@ func TestParseDiskLimit(t *testing.T) {
 	if _, ok, err := ParseDiskLimit("console=ttyS0 root=/dev/vda2"); ok || err != nil {
 		t.Errorf("absent: ok %v, err %v", ok, err)
 	}
-	for _, bad := range []string{"", ",rbps=1", "../sda,rbps=1", "vda,rbps", "vda,rbps=-1", "vda,rbps=x", "vda,speed=9"} {
+	for _, bad := range []string{"", ",rbps=1", "../sda,rbps=1", "vda,rbps", "vda,rbps=-1", "vda,rbps=x", "vda,speed=9", "vda,backlog=2"} {
 		_, _, err := ParseDiskLimit(DiskLimitParam + "=" + bad)
 		if err == nil || !strings.Contains(err.Error(), DiskLimitParam) {
 			t.Errorf("%q: error %v, want one naming %s", bad, err, DiskLimitParam)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -132,6 +133,21 @@ func (b *boot) limitDisk() {
 		return
 	}
 	con.Logf("disk limit: io.max %s, a %d ms window", line, contract.DiskLimitSlice)
+	if !l.Backlog {
+		con.Mark(bootmark.DiskLimit, l.Disk)
+		return
+	}
+	stat, err := os.ReadFile(filepath.Join(or(b.Sys, "/sys"), "block", l.Disk, "stat"))
+	if err == nil {
+		var owed time.Duration
+		if owed, err = bootprof.Backlog(l, string(stat)); err == nil && owed > 0 {
+			con.Logf("disk limit: %v owed for what %s served before it", owed.Round(time.Microsecond), l.Disk)
+			time.Sleep(owed)
+		}
+	}
+	if err != nil {
+		con.Logf("disk limit: the reads before it are not charged: %v", err)
+	}
 	con.Mark(bootmark.DiskLimit, l.Disk)
 }
 
@@ -234,7 +250,7 @@ func (b *boot) probeFirstAnswer(ctx context.Context) (stop func()) {
 		return cancel
 	}
 	if port != 0 {
-		go b.Console.marker().FirstAnswer(actx, port, time.Millisecond)
+		go b.Console.marker().FirstAnswer(actx, port, contract.AnswerPoll)
 	}
 	return cancel
 }

@@ -288,7 +288,7 @@ func (s *supervisor) start(sv *svc) {
 func (s *supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 	poll := s.Poll
 	if poll == 0 {
-		poll = 5 * time.Millisecond
+		poll = contract.ReadinessPoll
 	}
 	network, addr := contract.WaitForAddr(sv.WaitFor)
 	d := net.Dialer{Timeout: time.Second}

@@ -80,12 +80,6 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 		// The marks printed before the answer are on their way; give them
 		// a moment to arrive (the answer proves they were written).
 		time.Sleep(50 * time.Millisecond)
-	} else {
-		// nvinit polls WaitFor every 5 ms and the answer every 1 ms, so
-		// the ready mark can follow the answered one: wait for it.
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		m.ExpectString(rctx, bootmark.Prefix+bootmark.ServiceReady+" "+svc.Name+" ")
-		cancel()
 	}
 	m.Kill()
 	m.Wait(context.Background())
@@ -94,7 +88,7 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	if len(marks) == 0 {
 		return nil, fmt.Errorf("no NVBOOT-MARK lines on the console; console:\n%s", vm.LastLines(res.Console, 25))
 	}
-	if l, ok := appliance.GuestDiskLimit(o); ok && !hasMark(marks, bootmark.DiskLimit, l.Disk) {
+	if l, ok := appliance.GuestDiskLimit(im, o); ok && !hasMark(marks, bootmark.DiskLimit, l.Disk) {
 		return nil, fmt.Errorf("no %s mark: the guest did not apply the storage model to %s, so its disk waits passed on the host's clock and this boot's times are not the model's; console:\n%s",
 			bootmark.DiskLimit, l.Disk, vm.LastLines(res.Console, 25))
 	}
@@ -252,6 +246,14 @@ func ServeService(ctx context.Context, dir string, im *appliance.Image, svc appl
 			m.Kill()
 			return nil, fmt.Errorf("the guest did not see %s answer: %w; console:\n%s", svc.Name, err, m.ConsoleTail(25))
 		}
+		// nvinit checks WaitFor every 5 ms and the answer every 1 ms, so
+		// the ready mark can follow the answered one. Wait for it before
+		// the host's own request: a packet from the host arrives at a host
+		// time, and what the guest does with it would move every later
+		// mark on the guest's clock from boot to boot.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m.ExpectString(rctx, bootmark.Prefix+bootmark.ServiceReady+" "+svc.Name+" ")
+		cancel()
 	}
 	answered, err := firstAnswer(ctx, m, base+"/")
 	if err != nil {

@@ -19,8 +19,10 @@ type Machine struct {
 
 // BootOptions are what every boot of m on storage prof starts from.
 func (m Machine) BootOptions(prof vm.Storage) appliance.BootOptions {
-	return appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
+	o := appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
 		ExtraCmdline: m.Append, MemMiB: m.MemMiB}
+	o.DiskAsPmem = appliance.StorageInGuest(o)
+	return o
 }
 
 // String is the printout's description under accel (the accelerator the

@@ -174,8 +174,11 @@ func (r *Report) Env() map[string]string {
 	if r.Machine.Append != "" {
 		e["append"] = r.Machine.Append
 	}
-	if _, ok := appliance.GuestDiskLimit(r.Machine.BootOptions(r.Storage)); ok {
-		e["disk_model"] = fmt.Sprintf("io.max in the guest, a %d ms window (and QEMU's throttle)", contract.DiskLimitSlice)
+	if o := r.Machine.BootOptions(r.Storage); appliance.StorageInGuest(o) {
+		e["disk_model"] = fmt.Sprintf("io.max in the guest, a %d ms window", contract.DiskLimitSlice)
+		if o.DiskAsPmem {
+			e["disk_model"] += ", the disk read from pmem (no host I/O on the guest's clock)"
+		}
 	}
 	if r.Machine.PmemAs == vm.PmemE820 {
 		e["acpi"] = "off"
@@ -215,6 +218,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, l := range r.Layouts {
+		ready, ok1 := r.median(l, StageReady)
+		svc, ok2 := r.median(l, StageService)
+		if ok1 && ok2 && ready > svc {
+			fmt.Fprintf(w, "%s: ready follows service by %.1f ms: the service answered the guest's first request before nvinit's readiness check saw it (nvinit checks WaitFor every %v, the first answer every %v)\n",
+				l, ready-svc, contract.ReadinessPoll, contract.AnswerPoll)
+		}
 	}
 	rat := r.Ratios()
 	keys := make([]string, 0, len(rat))

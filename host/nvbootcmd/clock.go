@@ -26,13 +26,15 @@ type machineFlags struct {
 }
 
 const clockHelp = `Clocks: -clock device runs QEMU under TCG with its instruction counter
-(-icount shift=N,sleep=on): every guest instruction takes 1/-cpu-rate s of
-guest time (default 1e9: a 1-GIPS in-order core) and time the guest spends
-idle (waiting for the throttled disk, a timer) passes as on the host. Every
-stage is then read from the guest's own clock, power-on included, and comes
-out the same on any host, however slow or busy: a device's boot time, not
-the emulator's. -clock wall times the boot with the host's clock: faithful
-only where the guest runs at hardware speed (KVM).`
+(-icount shift=N,sleep=off): every guest instruction takes 1/-cpu-rate s of
+guest time (default 1e9: a 1-GIPS in-order core), and when the guest idles
+its clock jumps to its next timer. Everything it waits for is on that clock
+too: the storage model is io.max inside the guest on a disk read from pmem,
+the first request is the guest's own, its random numbers come from a fixed
+seed. Every stage is then read from the guest's own clock, power-on
+included, and comes out the same on any host, however slow or busy: a
+device's boot time, not the emulator's. -clock wall times the boot with the
+host's clock: faithful only where the guest runs at hardware speed (KVM).`
 
 func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 	f := &machineFlags{fs: fs, defClock: defClock}

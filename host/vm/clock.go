@@ -24,11 +24,18 @@ const (
 	// when the guest runs at hardware speed (KVM).
 	ClockWall = "wall"
 	// ClockDevice: QEMU counts guest instructions as time (-icount
-	// shift=N,sleep=on) at a fixed rate, and time the guest spends idle
-	// (waiting for a throttled disk, a timer) passes as on the host. What
-	// a boot costs is then the same on any host, however fast or loaded.
+	// shift=N,sleep=off) at a fixed rate, and when the guest idles its
+	// clock jumps to its next timer. What a boot costs is then the same on
+	// any host, however fast or loaded, as long as the guest waits only
+	// for itself (see Config.CPURate and docs/DEVICE-CLOCK.md).
 	ClockDevice = "device"
 )
+
+// DeviceEpoch is the guest's calendar at power-on under the device clock:
+// a fixed instant, so that every boot of a measurement is the same boot.
+// A guest that needs the real date (TLS to the outside) runs on the wall
+// clock.
+var DeviceEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ICountShift is QEMU's -icount shift for a rate in instructions per
 // second: each instruction counts 2^shift ns, so the rate must be 1e9

@@ -31,9 +31,24 @@ func TestDeviceClockArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(strings.Join(a, " "), "-icount shift=1,sleep=on") {
-		t.Errorf("no -icount in %q", a)
+	// Everything the guest sees on its own clock: instructions as time,
+	// idle waits jumping to its timers, random numbers from a seed, the
+	// calendar on the virtual clock from a fixed instant, and no
+	// virtio-rng, whose answers come at a host time.
+	line := strings.Join(a, " ")
+	for _, want := range []string{"-icount shift=1,sleep=off", "-seed 1", "-rtc base=2026-01-01T00:00:00,clock=vm", "random.trust_cpu=on"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("no %s in %q", want, a)
+		}
 	}
+	if strings.Contains(line, "virtio-rng") {
+		t.Errorf("virtio-rng on the device clock: %q", a)
+	}
+	c.CPURate = 0
+	if wall, _ := c.args("tcg"); !strings.Contains(strings.Join(wall, " "), "virtio-rng-pci") || strings.Contains(strings.Join(wall, " "), "-seed") {
+		t.Errorf("the wall clock keeps virtio-rng and real randomness: %q", wall)
+	}
+	c.CPURate = 5e8
 	if _, err := c.args("kvm"); err == nil || !strings.Contains(err.Error(), "needs -accel tcg") {
 		t.Errorf("device clock under kvm: %v", err)
 	}

@@ -154,9 +154,23 @@ func (c Config) args(accel string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("vm: %w", err)
 		}
-		// sleep=on: an idle guest's time passes as the host's, so a
-		// throttled disk's waits count as they would on a device.
-		a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift))
+		// sleep=off: when the guest idles, its clock jumps to its next
+		// timer, so idle waits cost their nominal time whatever the host
+		// does, and nothing the host does moves the guest's clock. What
+		// the guest waits for must then be on its own clock too: its
+		// storage model (io.max, on a disk read from pmem) and its own
+		// first request; a wait on host I/O would end at a timer the host
+		// does not choose.
+		// -seed: the guest's random numbers (RDRAND, virtio-rng) from a
+		// fixed seed, so a boot repeats exactly: Go's map seeds, the
+		// kernel's address layout and every path they choose are the same
+		// from boot to boot (docs/DEVICE-CLOCK.md has what that hides).
+		// -rtc: the calendar on the same clock, from a fixed instant
+		// (DeviceEpoch). On the host's, the kernel's reads of the RTC
+		// (its update-in-progress wait, the wall time it mixes into the
+		// CRNG) would differ from boot to boot.
+		a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=off", shift), "-seed", "1",
+			"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm")
 	}
 	a = append(a,
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
@@ -193,7 +207,14 @@ func (c Config) args(accel string) ([]string, error) {
 		}
 		a = append(a, "-netdev", net, "-device", "virtio-net-pci,netdev=n0")
 	}
-	a = append(a, "-device", "virtio-rng-pci") // the guest's entropy: Go's runtime wants getrandom early
+	if c.CPURate == 0 {
+		// The guest's entropy: Go's runtime wants getrandom early. Not on
+		// the device clock, where the kernel trusts RDRAND instead
+		// (machineCmdline): virtio-rng answers from QEMU's main loop, at
+		// an instant of the host's choosing, and each answer would land
+		// at a different point of the guest's clock from boot to boot.
+		a = append(a, "-device", "virtio-rng-pci")
+	}
 	return append(a, c.Extra...), nil
 }
 
@@ -219,7 +240,10 @@ func machineCmdline(accel string, cpuRate int64, noACPI bool) string {
 		s += "noapictimer "
 	}
 	if cpuRate != 0 {
-		s += "tsc_early_khz=1000000 "
+		// random.trust_cpu: the CRNG is seeded from RDRAND at once (QEMU's,
+		// from -seed) rather than from virtio-rng, whose answers QEMU
+		// delivers from its main loop at a host time (see args).
+		s += "tsc_early_khz=1000000 random.trust_cpu=on "
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/image/outdir"
@@ -39,6 +40,13 @@ type BootOptions struct {
 	// Disks are attached after the image's disk (/dev/vdb, /dev/vdc...):
 	// what a gokrazy config's MountDevices mounts.
 	Disks []vm.Disk
+	// DiskAsPmem attaches the image's disk as one more pmem device after
+	// the pmem images (a copy in PmemDir, padded to the region size), not
+	// as a virtio disk: the kernel reads it with its own copies, so under
+	// the device clock a read costs guest instructions and the storage
+	// model's waits (nvinit's io.max, on the guest's timers), never the
+	// host's I/O latency. Needs CPURate and a Storage model; measure sets it.
+	DiskAsPmem bool
 }
 
 // DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
@@ -95,7 +103,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		c.NoACPI = true
 		c.Cmdline += " " + contract.OffParam + "=reset"
 	}
-	if l, ok := GuestDiskLimit(o); ok {
+	if l, ok := GuestDiskLimit(im, o); ok {
 		c.Cmdline += " " + l.String()
 	}
 	if k.From != "" {
@@ -112,31 +120,107 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 			c.PmemAs = vm.PmemNVDIMM
 		}
 	}
-	for _, p := range im.Pmem {
-		if p == outdir.KernelPmemFile && !regionBoard(o) {
-			continue
-		}
+	for _, p := range attachedPmem(im, o) {
 		path := filepath.Join(pdir, p)
 		if _, err := os.Stat(path); err != nil {
 			return vm.Config{}, fmt.Errorf("image %s: pmem image: %w", dir, err)
 		}
 		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: path})
 	}
+	if o.DiskAsPmem {
+		if o.PmemDir == "" {
+			return vm.Config{}, fmt.Errorf("image %s: the disk as pmem needs a PmemDir for its copy (the image's own directory holds only what the build wrote)", dir)
+		}
+		if o.BootDisk || o.CPURate == 0 {
+			return vm.Config{}, fmt.Errorf("image %s: the disk as pmem is for the device clock's -kernel boots (no BootDisk, a CPURate)", dir)
+		}
+		n, err := diskPmem(filepath.Join(dir, im.Disk), filepath.Join(pdir, diskPmemFile), c.PmemAs)
+		if err != nil {
+			return vm.Config{}, fmt.Errorf("image %s: the disk as pmem: %w", dir, err)
+		}
+		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: n})
+		c.Disks = c.Disks[1:]
+		// A later root= wins: the root partition on the pmem device.
+		c.Cmdline += " root=/dev/" + DiskDevice(im, o) + "p" + strings.TrimPrefix(contract.RootDevice, "/dev/"+contract.Disk)
+	}
 	return c, nil
 }
 
-// GuestDiskLimit is the storage model nvinit applies inside the guest under the
-// device clock, where QEMU's throttle alone charges a wait the guest
-// computes through by its instructions only (docs/DEVICE-CLOCK.md).
-// QEMU's throttle stays: it paces the reads before nvinit runs
-// (the kernel's root mount, nvinit's own pages), and it seldom binds
-// after, since guest time never runs ahead of the host's.
-func GuestDiskLimit(o BootOptions) (contract.DiskLimit, bool) {
+// diskPmemFile is the disk's copy in PmemDir under DiskAsPmem.
+const diskPmemFile = "disk-pmem.img"
+
+// diskPmem copies the disk image src to dst, sparse, padded to what a pmem
+// region of kind pmemAs must be a multiple of (QEMU refuses a backing file
+// smaller than the region). The GPT's backup header is then not at the
+// end; the kernel uses the primary one and says so only at KERN_WARNING.
+func diskPmem(src, dst, pmemAs string) (string, error) {
+	unit := int64(2 << 20)
+	if pmemAs == vm.PmemE820 {
+		unit = 128 << 20
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return "", err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", fmt.Errorf("copying %s to %s: %w", src, dst, err)
+	}
+	if err := out.Truncate((st.Size() + unit - 1) / unit * unit); err != nil {
+		out.Close()
+		return "", err
+	}
+	return dst, out.Close()
+}
+
+// StorageInGuest says whether the storage model runs inside the guest:
+// under the device clock, where QEMU's throttle would charge a wait the
+// guest computes through by its instructions only. nvinit applies it with
+// io.max (GuestDiskLimit), whose waits pass on the guest's own timers.
+func StorageInGuest(o BootOptions) bool {
 	s := o.Storage
-	if o.CPURate == 0 || o.BootDisk || (s.ReadBPS == 0 && s.ReadIOPS == 0 && s.WriteBPS == 0 && s.WriteIOPS == 0) {
+	return o.CPURate != 0 && !o.BootDisk && (s.ReadBPS != 0 || s.ReadIOPS != 0 || s.WriteBPS != 0 || s.WriteIOPS != 0)
+}
+
+// GuestDiskLimit is the storage model nvinit applies to the image's disk
+// (DiskDevice) when StorageInGuest.
+func GuestDiskLimit(im *Image, o BootOptions) (contract.DiskLimit, bool) {
+	if !StorageInGuest(o) {
 		return contract.DiskLimit{}, false
 	}
-	return contract.DiskLimit{Disk: contract.Disk, ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS}, true
+	s := o.Storage
+	return contract.DiskLimit{Disk: DiskDevice(im, o), ReadBPS: s.ReadBPS, ReadIOPS: s.ReadIOPS, WriteBPS: s.WriteBPS, WriteIOPS: s.WriteIOPS,
+		Backlog: o.DiskAsPmem}, true
+}
+
+// DiskDevice is the image's disk as the guest's /sys/block names it: vda,
+// or under DiskAsPmem the pmem device after the pmem images.
+func DiskDevice(im *Image, o BootOptions) string {
+	if !o.DiskAsPmem {
+		return contract.Disk
+	}
+	return fmt.Sprintf("pmem%d", len(attachedPmem(im, o)))
+}
+
+// attachedPmem are the image's pmem files a boot with o attaches, in
+// order: the kernel region only on a board that boots from it.
+func attachedPmem(im *Image, o BootOptions) []string {
+	var a []string
+	for _, p := range im.Pmem {
+		if p != outdir.KernelPmemFile || regionBoard(o) {
+			a = append(a, p)
+		}
+	}
+	return a
 }
 
 // CopyPmem copies the image's pmem images into dst (sparse), for a boot that

@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,6 +149,66 @@ func TestVMConfigBoard(t *testing.T) {
 		}
 		if got := strings.Contains(cfg.Cmdline, limit); got != c.limit {
 			t.Errorf("%s: command line %q has %s: %v, want %v", c.name, cfg.Cmdline, limit, got, c.limit)
+		}
+	}
+}
+
+// TestVMConfigDiskAsPmem: under the device clock the disk can be read from
+// pmem, so no host I/O sits on the guest's clock: it goes after the pmem
+// images as one more region, padded to the region's size, the root and the
+// storage model follow it there (with the backlog charged), and the host's
+// throttle is gone with the virtio disk.
+func TestVMConfigDiskAsPmem(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	im := diskImage(t, dir)
+	for _, f := range []string{outdir.TextPmemFile, outdir.StatePmemFile} {
+		if err := os.WriteFile(filepath.Join(dir, f), make([]byte, 128<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := t.TempDir()
+	o := BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemDir: run, DiskAsPmem: true}
+	if err := CopyPmem(dir, im, run); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := VMConfig(dir, im, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Disks) != 0 {
+		t.Errorf("disks %+v: the image's disk is on pmem, not virtio", cfg.Disks)
+	}
+	n := len(cfg.NVDIMMs)
+	if n != len(attachedPmem(im, o))+1 || cfg.NVDIMMs[n-1].Path != filepath.Join(run, diskPmemFile) {
+		t.Fatalf("pmem %+v: want the image's then the disk's copy", cfg.NVDIMMs)
+	}
+	dev := DiskDevice(im, o)
+	if dev != fmt.Sprintf("pmem%d", n-1) {
+		t.Errorf("DiskDevice = %s, want pmem%d", dev, n-1)
+	}
+	for _, want := range []string{" root=/dev/" + dev + "p2", contract.DiskLimitParam + "=" + dev + ",", ",backlog=1"} {
+		if !strings.Contains(cfg.Cmdline, want) {
+			t.Errorf("command line %q lacks %q", cfg.Cmdline, want)
+		}
+	}
+	disk, _ := os.ReadFile(filepath.Join(dir, im.Disk))
+	copied, err := os.ReadFile(cfg.NVDIMMs[n-1].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(copied)%(128<<20) != 0 || !bytes.Equal(copied[:len(disk)], disk) || bytes.ContainsFunc(copied[len(disk):], func(r rune) bool { return r != 0 }) {
+		t.Errorf("the disk's pmem copy: %d bytes, want the disk's %d then zeros to a multiple of 128 MiB", len(copied), len(disk))
+	}
+	for _, bad := range []BootOptions{
+		{Storage: sd, PmemDir: run, DiskAsPmem: true},
+		{Storage: sd, CPURate: vm.DefaultCPURate, PmemDir: run, DiskAsPmem: true, BootDisk: true},
+	} {
+		if _, err := VMConfig(dir, im, bad); err == nil {
+			t.Errorf("%+v: no error", bad)
 		}
 	}
 }
