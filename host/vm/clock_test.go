@@ -26,9 +26,18 @@ func TestICountShift(t *testing.T) {
 }
 
 func TestDeviceClockArgs(t *testing.T) {
-	c := Config{Kernel: "bzImage", CPURate: 5e8}
+	c := Config{Kernel: "bzImage", CPURate: 5e8, Forwards: []Forward{{Host: 18080, Guest: 8080}}}
 	a, err := c.args("tcg")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Not deterministic: idle time passes as the host's, for guests that
+	// wait on a virtio disk.
+	if line := strings.Join(a, " "); !strings.Contains(line, "-icount shift=1,sleep=on") || strings.Contains(line, "-seed") || !strings.Contains(line, "virtio-rng-pci") {
+		t.Errorf("device clock, not deterministic: %q", a)
+	}
+	c.Deterministic = true
+	if a, err = c.args("tcg"); err != nil {
 		t.Fatal(err)
 	}
 	// Everything the guest sees on its own clock: instructions as time,
@@ -36,7 +45,7 @@ func TestDeviceClockArgs(t *testing.T) {
 	// calendar on the virtual clock from a fixed instant, and no
 	// virtio-rng, whose answers come at a host time.
 	line := strings.Join(a, " ")
-	for _, want := range []string{"-icount shift=1,sleep=off", "-seed 1", "-rtc base=2026-01-01T00:00:00,clock=vm", "random.trust_cpu=on"} {
+	for _, want := range []string{"-icount shift=1,sleep=off", "-seed 1", "-rtc base=2026-01-01T00:00:00,clock=vm", "random.trust_cpu=on", "user,id=n0,ipv6=off,", "virtio-net-pci,netdev=n0,ioeventfd=off"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("no %s in %q", want, a)
 		}
@@ -44,7 +53,7 @@ func TestDeviceClockArgs(t *testing.T) {
 	if strings.Contains(line, "virtio-rng") {
 		t.Errorf("virtio-rng on the device clock: %q", a)
 	}
-	c.CPURate = 0
+	c.CPURate, c.Deterministic = 0, false
 	if wall, _ := c.args("tcg"); !strings.Contains(strings.Join(wall, " "), "virtio-rng-pci") || strings.Contains(strings.Join(wall, " "), "-seed") {
 		t.Errorf("the wall clock keeps virtio-rng and real randomness: %q", wall)
 	}

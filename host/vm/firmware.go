@@ -43,7 +43,7 @@ func (c Config) bootArgs(accel, extra string) ([]string, error) {
 	if c.Kernel == "" {
 		return nil, errors.New("vm: no kernel (set NVBOOT_KERNEL or run make kernel)")
 	}
-	a = append(a, "-kernel", c.Kernel, "-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel, c.CPURate, c.NoACPI)+extra+c.Cmdline))
+	a = append(a, "-kernel", c.Kernel, "-append", strings.TrimSpace("console=ttyS0 "+machineCmdline(accel, c)+extra+c.Cmdline))
 	if c.Initrd != "" {
 		a = append(a, "-initrd", c.Initrd)
 	}

@@ -31,6 +31,14 @@ type Config struct {
 	// CPURate guest instructions per second of guest time (see ICountShift).
 	// 0 is the wall clock.
 	CPURate int64
+	// Deterministic, with CPURate, makes every boot of the same machine the
+	// same boot, whatever the host does: idle time jumps to the guest's next
+	// timer (-icount sleep=off), random numbers and the calendar come from
+	// fixed seeds, and there is no virtio-rng. Only for a guest that waits
+	// for nothing of the host's: a virtio disk's I/O or QEMU's throttle
+	// would end at a timer the host does not choose (appliance boots read
+	// their disk from pmem for this: appliance.BootOptions.DiskAsPmem).
+	Deterministic bool
 	Disks   []Disk
 	NVDIMMs []NVDIMM
 	// Forwards are host TCP ports forwarded to the guest (user networking,
@@ -154,23 +162,22 @@ func (c Config) args(accel string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("vm: %w", err)
 		}
-		// sleep=off: when the guest idles, its clock jumps to its next
-		// timer, so idle waits cost their nominal time whatever the host
-		// does, and nothing the host does moves the guest's clock. What
-		// the guest waits for must then be on its own clock too: its
-		// storage model (io.max, on a disk read from pmem) and its own
-		// first request; a wait on host I/O would end at a timer the host
-		// does not choose.
-		// -seed: the guest's random numbers (RDRAND, virtio-rng) from a
-		// fixed seed, so a boot repeats exactly: Go's map seeds, the
-		// kernel's address layout and every path they choose are the same
-		// from boot to boot (docs/DEVICE-CLOCK.md has what that hides).
-		// -rtc: the calendar on the same clock, from a fixed instant
-		// (DeviceEpoch). On the host's, the kernel's reads of the RTC
-		// (its update-in-progress wait, the wall time it mixes into the
-		// CRNG) would differ from boot to boot.
-		a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=off", shift), "-seed", "1",
-			"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm")
+		if !c.Deterministic {
+			// sleep=on: an idle guest's time passes as the host's, so a
+			// wait on a host file's I/O or QEMU's throttle counts.
+			a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift))
+		} else {
+			// sleep=off: when the guest idles, its clock jumps to its next
+			// timer, so idle waits cost their nominal time whatever the
+			// host does. -seed: its random numbers (RDRAND) from a fixed
+			// seed, so Go's map seeds, the kernel's address layout and
+			// every path they choose repeat. -rtc: the calendar on the same
+			// clock from a fixed instant (DeviceEpoch): on the host's, the
+			// kernel's RTC reads (the update-in-progress wait, the wall
+			// time mixed into its CRNG) would differ from boot to boot.
+			a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=off", shift), "-seed", "1",
+				"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm")
+		}
 	}
 	a = append(a,
 		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
@@ -202,14 +209,28 @@ func (c Config) args(accel string) ([]string, error) {
 	}
 	if len(c.Forwards) > 0 {
 		net := "user,id=n0"
+		if c.CPURate != 0 && c.Deterministic {
+			// QEMU's user network sends IPv6 router advertisements at
+			// intervals it draws at random: each would land at a
+			// different point of the guest's clock.
+			net += ",ipv6=off"
+		}
 		for _, f := range c.Forwards {
 			net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
 		}
-		a = append(a, "-netdev", net, "-device", "virtio-net-pci,netdev=n0")
+		dev := "virtio-net-pci,netdev=n0"
+		if c.CPURate != 0 && c.Deterministic {
+			// The guest's notifications handled at once, on its own clock:
+			// through an eventfd they wait for QEMU's main loop, and the
+			// driver spins on its control queue until they are done (the
+			// interface's rx mode at link up) for as long as the host takes.
+			dev += ",ioeventfd=off"
+		}
+		a = append(a, "-netdev", net, "-device", dev)
 	}
-	if c.CPURate == 0 {
+	if c.CPURate == 0 || !c.Deterministic {
 		// The guest's entropy: Go's runtime wants getrandom early. Not on
-		// the device clock, where the kernel trusts RDRAND instead
+		// a deterministic device clock, where the kernel trusts RDRAND instead
 		// (machineCmdline): virtio-rng answers from QEMU's main loop, at
 		// an instant of the host's choosing, and each answer would land
 		// at a different point of the guest's clock from boot to boot.
@@ -231,19 +252,22 @@ func (c Config) args(accel string) ([]string, error) {
 //
 // A board without ACPI tables (NoACPI) says so with acpi=off: the kernel
 // would otherwise search for them and print an error that none are there.
-func machineCmdline(accel string, cpuRate int64, noACPI bool) string {
+func machineCmdline(accel string, c Config) string {
 	s := ""
-	if noACPI {
+	if c.NoACPI {
 		s += "acpi=off "
 	}
 	if accel == "tcg" {
 		s += "noapictimer "
 	}
-	if cpuRate != 0 {
-		// random.trust_cpu: the CRNG is seeded from RDRAND at once (QEMU's,
-		// from -seed) rather than from virtio-rng, whose answers QEMU
-		// delivers from its main loop at a host time (see args).
-		s += "tsc_early_khz=1000000 random.trust_cpu=on "
+	if c.CPURate != 0 {
+		s += "tsc_early_khz=1000000 "
+		if c.Deterministic {
+			// The CRNG seeded from RDRAND at once (QEMU's, from -seed)
+			// rather than from virtio-rng, whose answers QEMU delivers
+			// from its main loop at a host time (see args).
+			s += "random.trust_cpu=on "
+		}
 	}
 	return s
 }

@@ -140,6 +140,9 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		}
 		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: n})
 		c.Disks = c.Disks[1:]
+		// With no virtio disk left the guest waits for nothing of the
+		// host's: every boot of it repeats exactly.
+		c.Deterministic = len(c.Disks) == 0
 		// A later root= wins: the root partition on the pmem device.
 		c.Cmdline += " root=/dev/" + DiskDevice(im, o) + "p" + strings.TrimPrefix(contract.RootDevice, "/dev/"+contract.Disk)
 	}

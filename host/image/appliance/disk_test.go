@@ -179,8 +179,8 @@ func TestVMConfigDiskAsPmem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Disks) != 0 {
-		t.Errorf("disks %+v: the image's disk is on pmem, not virtio", cfg.Disks)
+	if len(cfg.Disks) != 0 || !cfg.Deterministic {
+		t.Errorf("disks %+v, deterministic %v: the image's disk is on pmem, not virtio, so the boot repeats", cfg.Disks, cfg.Deterministic)
 	}
 	n := len(cfg.NVDIMMs)
 	if n != len(attachedPmem(im, o))+1 || cfg.NVDIMMs[n-1].Path != filepath.Join(run, diskPmemFile) {
