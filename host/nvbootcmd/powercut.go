@@ -33,7 +33,7 @@ QEMU (SIGKILL: a power cut) at a random moment while they run. A last boot
 checks everything once more.
 
 The service written to is the one whose PackageConfig has a Checker (see
-docs/DESIGN.md#powercut): its Values path takes the PUTs and reads them
+docs/DEVICE-CLOCK.md#power-cuts): its Values path takes the PUTs and reads them
 back, and its Check path (or Command, run on the host) says whether the
 service found its state consistent at start, at every boot. A write whose
 answer never came may or may not be there; every write that got its 204
@@ -133,7 +133,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 			return err
 		}
 		if _, _, ok := cfg.Checked(); !ok {
-			return fmt.Errorf("config %s: no PackageConfig has a Checker, so powercut has nothing to write to or check: declare one for the service that keeps state (docs/DESIGN.md#powercut; %s declares kv's)", path, defaultPowercutConfig)
+			return fmt.Errorf("config %s: no PackageConfig has a Checker, so powercut has nothing to write to or check: declare one for the service that keeps state (docs/DEVICE-CLOCK.md#power-cuts; %s declares kv's)", path, defaultPowercutConfig)
 		}
 		in, err := loadInputs(ctx, path, *src, *kernel, c.Stderr)
 		if err != nil {
