@@ -9,6 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/device/contract"
 )
@@ -70,38 +73,119 @@ func ApplyDiskLimit(l contract.DiskLimit, mount MountFunc, sys, cgroupRoot strin
 	return line, nil
 }
 
-// Backlog is what the storage model owes for the I/O the disk served
-// before ApplyDiskLimit: the kernel's mount of the root and nvinit's own
-// pages. Under the device clock nothing else paces those reads (the disk
-// is memory to QEMU, and QEMU's throttle would wait on the host's clock),
-// so nvinit waits this long once the limit is in place: the boot then
-// pays the model for every byte it read, a little later than a card would
-// have charged it. stat is /sys/block/DISK/stat; reads and writes are
-// limited apart, as io.max limits them, so they overlap.
-func Backlog(l contract.DiskLimit, stat string) (time.Duration, error) {
-	f := strings.Fields(stat)
-	if len(f) < 7 {
-		return 0, fmt.Errorf("disk stat %q: want at least 7 fields", stat)
+// Backlog is what the storage model owes for what the disk served before
+// ApplyDiskLimit: under the device clock the disk is read from pmem and
+// nothing paced those reads. Reads and writes are limited apart, as io.max
+// limits them, so they overlap; here there are only reads.
+func Backlog(l contract.DiskLimit, r Served) time.Duration {
+	var d time.Duration
+	if l.ReadIOPS > 0 {
+		d = time.Duration(r.Requests) * time.Second / time.Duration(l.ReadIOPS)
 	}
-	n := make([]int64, 7)
-	for i := range n {
-		v, err := strconv.ParseInt(f[i], 10, 64)
-		if err != nil || v < 0 {
-			return 0, fmt.Errorf("disk stat %q: field %d is not a count", stat, i+1)
-		}
-		n[i] = v
+	if l.ReadBPS > 0 {
+		d = max(d, time.Duration(r.Bytes)*time.Second/time.Duration(l.ReadBPS))
 	}
-	// Fields: reads completed, merged, sectors read, ms; writes completed,
-	// merged, sectors written (Documentation/block/stat.rst).
-	cost := func(ios, sectors, iops, bps int64) time.Duration {
-		var d time.Duration
-		if iops > 0 {
-			d = time.Duration(ios) * time.Second / time.Duration(iops)
+	return d
+}
+
+// Served is what a disk has read: bytes, in how many requests.
+type Served struct{ Bytes, Requests int64 }
+
+// readahead is the most one read request brings in: the kernel's default
+// read_ahead_kb (128 KiB), in pages.
+const readahead = 32
+
+// residentRuns counts the pages a mincore vector marks resident, and the
+// read requests that brought them in: each run of resident pages, cut into
+// readahead-sized requests.
+func residentRuns(vec []byte) Served {
+	var s Served
+	run := 0
+	flush := func() {
+		if run > 0 {
+			s.Requests += int64((run + readahead - 1) / readahead)
 		}
-		if bps > 0 {
-			d = max(d, time.Duration(sectors*512)*time.Second/time.Duration(bps))
-		}
-		return d
+		run = 0
 	}
-	return max(cost(n[0], n[2], l.ReadIOPS, l.ReadBPS), cost(n[4], n[6], l.WriteIOPS, l.WriteBPS)), nil
+	for _, v := range vec {
+		if v&1 == 0 {
+			flush()
+			continue
+		}
+		s.Bytes += pageSize
+		run++
+	}
+	flush()
+	return s
+}
+
+const pageSize = 4096
+
+// fileMappings lists the files of a /proc/PID/maps text that live on the
+// device numbered major:minor, once each.
+func fileMappings(maps string, major, minor uint32) []string {
+	want := fmt.Sprintf("%02x:%02x", major, minor)
+	seen := map[string]bool{}
+	var files []string
+	for _, line := range strings.Split(maps, "\n") {
+		f := strings.Fields(line)
+		// address perms offset dev inode path
+		if len(f) < 6 || f[3] != want || f[4] == "0" || !strings.HasPrefix(f[5], "/") || seen[f[5]] {
+			continue
+		}
+		seen[f[5]] = true
+		files = append(files, f[5])
+	}
+	return files
+}
+
+// ServedBefore is what the root's disk had read by now, as far as this
+// process can see: the resident pages of its own files on the root (PID 1's
+// binary, its loader), which is what a boot reads before PID 1 runs but for
+// the filesystem's metadata (a few KiB). pmem keeps no I/O statistics
+// unless asked after the fact (queue/iostats), so the page cache is the
+// record.
+func ServedBefore() (Served, error) {
+	var root unix.Stat_t
+	if err := unix.Stat("/", &root); err != nil {
+		return Served{}, err
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return Served{}, err
+	}
+	var total Served
+	for _, path := range fileMappings(string(maps), unix.Major(root.Dev), unix.Minor(root.Dev)) {
+		s, err := residentFile(path)
+		if err != nil {
+			return total, fmt.Errorf("%s: %w", path, err)
+		}
+		total.Bytes += s.Bytes
+		total.Requests += s.Requests
+	}
+	return total, nil
+}
+
+// residentFile maps path and asks mincore which of its pages are in the
+// page cache; mapping it brings nothing in.
+func residentFile(path string) (Served, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Served{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return Served{}, err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return Served{}, err
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+pageSize-1)/pageSize)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return Served{}, fmt.Errorf("mincore: %w", e)
+	}
+	return residentRuns(vec), nil
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -137,16 +136,12 @@ func (b *boot) limitDisk() {
 		con.Mark(bootmark.DiskLimit, l.Disk)
 		return
 	}
-	stat, err := os.ReadFile(filepath.Join(or(b.Sys, "/sys"), "block", l.Disk, "stat"))
-	if err == nil {
-		var owed time.Duration
-		if owed, err = bootprof.Backlog(l, string(stat)); err == nil && owed > 0 {
-			con.Logf("disk limit: %v owed for what %s served before it", owed.Round(time.Microsecond), l.Disk)
-			time.Sleep(owed)
-		}
-	}
+	served, err := bootprof.ServedBefore()
 	if err != nil {
 		con.Logf("disk limit: the reads before it are not charged: %v", err)
+	} else if owed := bootprof.Backlog(l, served); owed > 0 {
+		con.Logf("disk limit: %v owed for %d KiB in %d reads before it", owed.Round(time.Microsecond), served.Bytes>>10, served.Requests)
+		time.Sleep(owed)
 	}
 	con.Mark(bootmark.DiskLimit, l.Disk)
 }

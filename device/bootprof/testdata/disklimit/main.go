@@ -30,14 +30,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if ok {
-		line, err := bootprof.ApplyDiskLimit(l, syscall.Mount, "/sys", "/sys/fs/cgroup")
-		if err != nil {
-			return err
-		}
-		fmt.Println("io.max", line)
+	if !ok {
+		return fmt.Errorf("no %s on the command line", contract.DiskLimitParam)
 	}
-	f, err := os.OpenFile("/dev/vda", os.O_RDONLY|syscall.O_DIRECT, 0)
+	line, err := bootprof.ApplyDiskLimit(l, syscall.Mount, "/sys", "/sys/fs/cgroup")
+	if err != nil {
+		return err
+	}
+	fmt.Println("io.max", line)
+	f, err := os.OpenFile("/dev/"+l.Disk, os.O_RDONLY|syscall.O_DIRECT, 0)
 	if err != nil {
 		return err
 	}
