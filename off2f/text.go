@@ -3,6 +3,7 @@ package off2f
 import (
 	"crypto/sha256"
 	"fmt"
+	"hash"
 )
 
 // TextHash is the content hash that names a text file: SHA-256 over the original
@@ -10,6 +11,19 @@ import (
 // table, then the memsz bytes of every segment. The table is part of the hash so
 // that the same bytes at other addresses are a different text.
 func TextHash(origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) [32]byte {
+	h := NewTextHash(origPhdr, origPhnum, segs)
+	for _, c := range contents {
+		h.Write(c)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// NewTextHash is TextHash as a running hash, for a text checked as it
+// streams rather than held whole: write the memsz bytes of every segment,
+// in order, then Sum.
+func NewTextHash(origPhdr uint64, origPhnum uint32, segs []Segment) hash.Hash {
 	h := sha256.New()
 	var ph [16]byte
 	le.PutUint64(ph[0:], origPhdr)
@@ -18,12 +32,7 @@ func TextHash(origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]by
 	table := make([]byte, len(segs)*SegmentSize)
 	putSegments(table, segs)
 	h.Write(table)
-	for _, c := range contents {
-		h.Write(c)
-	}
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
+	return h
 }
 
 // layoutText assigns text-file offsets: after the header page, each segment at the

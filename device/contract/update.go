@@ -105,9 +105,12 @@ const (
 	DefaultUpdateHTTPSPort = 443
 	DefaultReadyDeadline   = 30 * time.Second
 	MaxReadyDeadline       = 10 * time.Minute
-	// MaxDeployBody bounds a deploy upload (header and text); the body is
-	// staged in memory-backed /tmp before it is checked.
+	// MaxDeployBody bounds a deploy upload (header and text); the text
+	// streams into the text store as it arrives.
 	MaxDeployBody = 256 << 20
+	// MaxDeployHeader bounds a deploy's header file, which the device
+	// holds in memory to check (kv's is about 0.3 MiB).
+	MaxDeployHeader = 16 << 20
 )
 
 // Update is nvinit's side of the update endpoint; nil or no Password:

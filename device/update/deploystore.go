@@ -1,11 +1,14 @@
 package update
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +19,7 @@ import (
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/off2f"
+	"golang.org/x/sys/unix"
 )
 
 // Mounter is mount(2), for the store's remounts; tests pass a fake.
@@ -35,6 +39,10 @@ type Programs struct {
 	// Images are the services' programs as built (their config Path), by
 	// name: what a service without a link runs.
 	Images map[string]string
+
+	// statfs gives the free bytes of the store's filesystem; nil:
+	// statfs(2). Tests fill a store without filling the disk.
+	statfs func(dir string) (int64, error)
 }
 
 func (p *Programs) dir() string { return p.Store.DirOrDefault() }
@@ -44,6 +52,11 @@ func (p *Programs) programsDir() string {
 func (p *Programs) servicesDir() string {
 	return filepath.Join(p.dir(), filepath.Base(contract.ServicesDir))
 }
+
+// uploadsDir holds the text of the one deploy being received
+// (stagedText); nothing else reads it, and what a refused or interrupted
+// upload left there is removed.
+func (p *Programs) uploadsDir() string { return filepath.Join(p.dir(), "uploads") }
 
 // Link is the path of service name's link (which may not exist).
 func (p *Programs) Link(name string) string { return filepath.Join(p.servicesDir(), name) }
@@ -85,33 +98,152 @@ func (p *Programs) writable(f func() error) error {
 	return ferr
 }
 
-// install writes a checked program into the store: its text (when given;
-// else the store must hold it) under its hash, its header file under the
-// SHA-256 of its bytes. Both writes are atomic and kept when the same bytes
-// are there; nothing is switched. It returns the header file's path.
-func (p *Programs) install(header []byte, textHash string, text []byte) (string, error) {
+// install puts a checked program into the store: its staged text (when
+// sent; else the store must hold it) renamed to its hash, its header file
+// written under the SHA-256 of its bytes. Both are atomic and kept when
+// the same bytes are there; nothing is switched. The uploads directory is
+// gone afterwards, whatever happened. It returns the header file's path.
+func (p *Programs) install(header []byte, textHash string, text *stagedText) (string, error) {
 	sum := sha256.Sum256(header)
 	path := filepath.Join(p.programsDir(), hex.EncodeToString(sum[:]))
 	err := p.writable(func() error {
+		err := p.installIn(header, path, textHash, text)
 		if text != nil {
-			if _, err := (off2f.Store{Dir: p.dir()}).Put(textHash, text); err != nil {
-				return fmt.Errorf("writing text %s: %w", textHash, err)
+			if _, _, derr := p.dropUploads(); derr != nil && err == nil {
+				err = derr
 			}
-		} else if len(p.have([]string{textHash})) == 0 {
-			return fmt.Errorf("the store lacks text %s and the upload did not carry it", textHash)
 		}
-		if err := os.MkdirAll(p.programsDir(), 0o755); err != nil {
-			return err
-		}
-		if b, err := os.ReadFile(path); err == nil && string(b) == string(header) {
-			return nil
-		}
-		if err := atomicfile.WriteFile(path, header, 0o555); err != nil {
-			return fmt.Errorf("writing program %s: %w", path, err)
-		}
-		return nil
+		return err
 	})
 	return path, err
+}
+
+func (p *Programs) installIn(header []byte, path, textHash string, text *stagedText) error {
+	if text != nil {
+		if err := p.putStaged(text.path, textHash); err != nil {
+			return fmt.Errorf("writing text %s: %w", textHash, err)
+		}
+	} else if len(p.have([]string{textHash})) == 0 {
+		return fmt.Errorf("the store lacks text %s and the upload did not carry it", textHash)
+	}
+	if err := os.MkdirAll(p.programsDir(), 0o755); err != nil {
+		return err
+	}
+	if b, err := os.ReadFile(path); err == nil && string(b) == string(header) {
+		return nil
+	}
+	if err := atomicfile.WriteFile(path, header, 0o555); err != nil {
+		return fmt.Errorf("writing program %s: %w", path, err)
+	}
+	return nil
+}
+
+// putStaged renames a staged, checked and synced text into the store
+// under its hash. A text already there with the same size and header page
+// is kept, as off2f.Store.Put keeps it: a running program may map it.
+func (p *Programs) putStaged(staged, name string) error {
+	if !contract.IsTextHash(name) {
+		return fmt.Errorf("%q is not a text file name (64 hex digits)", name)
+	}
+	final := filepath.Join(p.dir(), name)
+	if same, err := sameText(final, staged); err != nil || same {
+		return err
+	}
+	if err := os.Chmod(staged, 0o444); err != nil {
+		return err
+	}
+	if err := os.Rename(staged, final); err != nil {
+		return err
+	}
+	return dirsync.Sync(p.dir())
+}
+
+// sameText says whether the text at path exists with staged's size and
+// header page (which holds its content hash).
+func sameText(path, staged string) (bool, error) {
+	page := func(name string) ([]byte, int64, error) {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			return nil, 0, err
+		}
+		b := make([]byte, off2f.TextHeaderSize)
+		n, err := f.ReadAt(b, 0)
+		if err != nil && err != io.EOF {
+			return nil, 0, err
+		}
+		return b[:n], st.Size(), nil
+	}
+	have, hsize, err := page(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("checking %s: %w", path, err)
+	}
+	want, wsize, err := page(staged)
+	if err != nil {
+		return false, err
+	}
+	return hsize == wsize && bytes.Equal(have, want), nil
+}
+
+// dropUploads removes the uploads directory and what it holds, returning
+// what it removed. Only with the store writable.
+func (p *Programs) dropUploads() (removed []string, size int64, err error) {
+	dir := p.uploadsDir()
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, de := range des {
+		path := filepath.Join(dir, de.Name())
+		if st, err := os.Lstat(path); err == nil {
+			size += st.Size()
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return removed, size, err
+		}
+		removed = append(removed, path)
+	}
+	if err := os.Remove(dir); err != nil {
+		return removed, size, err
+	}
+	return removed, size, dirsync.Sync(p.dir())
+}
+
+// room refuses an upload of need bytes the store has no room for, before
+// its body is read.
+func (p *Programs) room(need int64) error {
+	statfs := p.statfs
+	if statfs == nil {
+		statfs = freeBytes
+	}
+	free, err := statfs(p.dir())
+	if err != nil {
+		return fmt.Errorf("the text store %s: %w", p.dir(), err)
+	}
+	if need > free {
+		return errorf(http.StatusInsufficientStorage, "the upload is %d bytes, the text store %s has %d bytes free: remove what no service runs (nvboot deploy -gc), or build the image with a larger TextStoreMiB; nothing was written", need, p.dir(), free)
+	}
+	return nil
+}
+
+// freeBytes is what an unprivileged writer may still write to dir's
+// filesystem.
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // switchTo makes service name run program: first SERVICE.trial, a link to
@@ -219,7 +351,8 @@ func (p *Programs) symlinkAtomic(target, path string) error {
 
 // gc removes the deployed programs no service link names and the texts
 // neither the image's MANIFEST nor a kept program needs, then the
-// leftovers of interrupted writes (off2f.Store.GC). What runs is what the
+// leftovers of interrupted writes (off2f.Store.GC) and of an interrupted
+// upload. What runs is what the
 // links name (or the image's programs), so nothing running loses its text.
 // It is refused while a trial is open.
 func (p *Programs) gc() (contract.GCResult, error) {
@@ -294,6 +427,13 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		for _, e := range gone {
 			res.Removed, res.Bytes = append(res.Removed, filepath.Join(p.dir(), e.Name)), res.Bytes+e.Size
 		}
+		if err != nil {
+			return err
+		}
+		// An upload a power cut interrupted (gc runs under the endpoint's
+		// lock: none is being received).
+		up, n, err := p.dropUploads()
+		res.Removed, res.Bytes = append(res.Removed, up...), res.Bytes+n
 		return err
 	})
 	return res, err

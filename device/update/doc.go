@@ -31,39 +31,67 @@
 //	                          named
 //	POST /reboot              answered, then the reboot
 //
-// At most one deploy, gc or slot write runs at a time (409 for another).
+// At most one deploy, gc or slot write runs at a time: another gets 409,
+// before its body is read.
+//
+// # Connections
+//
+// The endpoint runs in PID 1, so what one client can hold of it is
+// bounded (Limits; defaults in brackets): open connections [16], one more
+// turned away at once (plain HTTP: a 503 saying so; TLS: closed) rather
+// than queued; a request's headers [10 s, 64 KiB] and the TLS handshake; a
+// kept-alive connection's idle time [30 s], with or without the password;
+// a body's rate: each [1 MiB] must arrive within [30 s] of the endpoint
+// waiting for it, or the request ends with 408 (the time the endpoint
+// spends writing does not count, so a large upload at a sane rate
+// completes; a stall or a trickle does not hold the connection, nor the
+// lock); an answer's write [30 s] from its first byte. There is no bound
+// on a whole request: a deploy's answer waits for its trial.
 //
 // # Deploy
 //
 // A deploy's headers give the service, the sizes of its two parts, the
 // SHA-256 of the whole body and the readiness deadline (default 30 s, at
-// most 10 min). Before anything is written the endpoint checks, in this
-// order, answering 400 naming what is wrong: the service is one of the
-// image's; the sizes and hash are well formed; the body is exactly as long
-// as announced; it hashes to the announced SHA-256; the header file is an
-// ELF for this machine and an OFF2F header whose note names this store;
-// the text, if sent, parses, hashes to its header's hash and is the one the
-// note names. A header without its text, whose text the store lacks, is
-// refused (409). The body is read as it arrives and held in memory, never
-// sized by what the headers claim.
+// most 10 min). Before a byte of the body is read the endpoint checks,
+// answering 400 naming what is wrong: the service is one of the image's;
+// the sizes and hash are well formed, the whole at most
+// contract.MaxDeployBody (256 MiB) and the header file at most
+// contract.MaxDeployHeader (16 MiB); a Content-Length is the sizes' sum.
+// Then it takes the lock (409 when another deploy, gc or slot write holds
+// it) and asks the store's filesystem for room (statfs: 507 when the
+// upload is larger than its free space). It then receives the body: the
+// header file into memory, the text through one fixed buffer (1 MiB) into
+// the store's uploads/ directory, each full buffer in its own read-write
+// window on the supervisor's goroutine, zero pages left as holes, the
+// body's SHA-256 and the text's own hash computed as it streams. Then, in
+// this order (400): the body was exactly as long as announced; it hashes
+// to the announced SHA-256; the header file is an ELF for this machine and
+// an OFF2F header whose note names this store; the text, if sent, parses,
+// hashes to its header's hash and is the one the note names. A body that
+// ends early is refused (400), one that stalls ends with 408; either way,
+// and for every refusal, the staged text is removed before the answer. A
+// header without its text, whose text the store lacks, is refused (409).
 //
 // Deployed programs live on the text store beside their texts: header files
 // in programs/, named by the SHA-256 of their bytes; one link per deployed
 // service in services/ naming what it runs; SERVICE.trial, while a new
-// program is on trial, naming the one before. A deploy, each store step one
-// read-write window of the store on the supervisor's goroutine: write the
-// text and the header file (temporary file, fsync, rename, kept when the
-// same bytes are there); stop the service; switch (SERVICE.trial to the
+// program is on trial, naming the one before; uploads/text, while an
+// upload is received, its text. A deploy, each store step one read-write
+// window of the store on the supervisor's goroutine: stage the text (a
+// window per buffer, then fsync); rename it to its hash (kept when the
+// same text is there) and write the header file (temporary file, fsync,
+// rename, kept when the same bytes are there); stop the service; switch (SERVICE.trial to the
 // current program, then a new link renamed over SERVICE: the switch is
 // that rename); start it from its link; ready within the deadline: remove
 // SERVICE.trial (kept), otherwise stop it, rename SERVICE.trial back, start
 // the old one (rolled back). At boot, before any service starts, every open
-// trial is undone and each service with a link starts from it; a store
-// provisioned again (a new image) has no links, so the image wins.
+// trial is undone, an upload's staged text removed, and each service with
+// a link starts from it; a store provisioned again (a new image) has no
+// links, so the image wins.
 //
 // gc removes the programs no link names and the texts neither the image's
 // MANIFEST nor a linked program needs, then the leftovers of interrupted
-// writes; it is refused while a trial is open.
+// writes and uploads; it is refused while a trial is open.
 //
 // # Update
 //
@@ -90,8 +118,9 @@
 // Before a byte is written the endpoint checks the architecture header,
 // that the size is given and fits the partition, that the hash is 64 hex
 // digits, and that the first 4 KiB are an erofs or ext4 superblock (root)
-// or a FAT boot sector (boot). The body streams into the inactive
-// partition through SHA-256; the device is fsynced, its page cache dropped
+// or a FAT boot sector (boot), and that a Content-Length is the size. The
+// body streams into the inactive partition through SHA-256 (a stall ends
+// it with 408, the partition not marked written); the device is fsynced, its page cache dropped
 // (BLKFLSBUF) and the partition read back from the disk and hashed.
 // /update/testboot sets BootNext only when both partitions were written and
 // read back in this boot with exactly the hashes the request names.
@@ -125,15 +154,36 @@
 //   - Roots named by device over PARTUUID, because the partitions' GUIDs
 //     derive from the hostname and layout, and an update to an image of
 //     another hostname must still find its root.
+//   - A deploy's text staged in the store over memory or /tmp (a tmpfs,
+//     memory too), because an upload of the size the protocol allows
+//     (256 MiB) held in memory exhausts the appliance's RAM: the kernel
+//     kills a service, then panics. The store is where the text ends up, so
+//     the staged file is renamed into place.
+//   - A read-write window per buffer over one for the whole upload,
+//     because the supervisor's goroutine (every window runs there) must not
+//     wait on the network, and the store stays writable only for a local
+//     write of at most a buffer; a 256 MiB text takes 258 windows.
+//   - A connection over the limit turned away over queued, because Accept
+//     then never stops and the client is told why; the bound is on file
+//     descriptors in PID 1, which a queue in the listener would not hold
+//     either way.
 //
 // # Invariants
 //
-//   - Nothing is written before a deploy's upload arrived whole and
-//     checked; a refused upload leaves the store byte for byte as it was.
+//   - Nothing outside uploads/ is written before a deploy's upload arrived
+//     whole and checked; a refused, cut or stalled upload's staged text is
+//     removed before the answer, one a power cut left at the next boot, so
+//     a refused upload leaves the store byte for byte as it was. A staged
+//     text has no text's name: nothing takes it for one.
 //   - A program is kept only after it was marked ready; a trial cut short
 //     by anything is undone by the next boot, before any service starts.
 //   - The text store is read-only except between the remounts of one step.
-//   - One deploy, gc or slot write at a time; one trial per service.
+//   - One deploy, gc or slot write at a time, the lock taken before a body
+//     is read and given back whatever ends the request; one trial per
+//     service.
+//   - The endpoint's memory is bounded whatever arrives: one upload at a
+//     time, holding its header file (at most 16 MiB) and a 1 MiB buffer;
+//     at most 16 connections, their headers at most 64 KiB each.
 //   - Nothing the firmware boots changes before both of the inactive slot's
 //     partitions were read back with the hashes named: a short, corrupt or
 //     foreign upload leaves the committed slot and the boot variables as
@@ -149,10 +199,14 @@
 //     a moment later is kept.
 //   - A deployed text has no fallback copy: a store that does not mount
 //     runs the image's program, and a damaged deployed text is not repaired.
-//   - A deploy's upload is held in memory (up to contract.MaxDeployBody)
-//     before it is checked. Every deploy adds its text and header file to
-//     the store until a gc; a full store refuses the deploy before the
-//     service is touched.
+//   - Every deploy adds its text and header file to the store until a gc;
+//     a store without room for an upload refuses it before its body is
+//     read, counting the text whole (its holes and a text the store holds
+//     already are not subtracted).
+//   - A client with the password that keeps the minimum rate holds the
+//     lock for as long as its upload takes (256 MiB at 1 MiB per 30 s:
+//     about two hours). A flood of connections keeps others out while it
+//     lasts, each connection for at most the header or idle timeout.
 //   - A hang before nvinit opens the watchdog (firmware, stub, early kernel)
 //     is not caught. A board booted without UEFI, or without a watchdog,
 //     runs its slot with no test boot. A slotted boot serves the A/B update

@@ -160,6 +160,12 @@ func (u *Server) writeSlotPart(kind string, r *http.Request) (*contract.WriteRes
 	if size > room {
 		return nil, errorf(http.StatusBadRequest, "the %s upload is %d bytes, slot %s's %s partition (%s) holds %d: the image outgrew this disk's layout; reflash with the new image", kind, size, other, kind, dev, room)
 	}
+	switch cl := r.ContentLength; {
+	case cl >= 0 && cl < size:
+		return nil, errorf(http.StatusBadRequest, "truncated upload: %d of %d bytes (the request's Content-Length); nothing was written", cl, size)
+	case cl > size:
+		return nil, errorf(http.StatusBadRequest, "upload longer than the %d bytes announced (Content-Length %d); nothing was written", size, cl)
+	}
 	want, err := hex.DecodeString(r.Header.Get(contract.HeaderBodySHA256))
 	if err != nil || len(want) != sha256.Size {
 		return nil, errorf(http.StatusBadRequest, "%s %q: want 64 hex digits", contract.HeaderBodySHA256, r.Header.Get(contract.HeaderBodySHA256))
@@ -171,7 +177,7 @@ func (u *Server) writeSlotPart(kind string, r *http.Request) (*contract.WriteRes
 	// The start is checked before a byte is written.
 	head := make([]byte, min(size, 4096))
 	if n, err := io.ReadFull(r.Body, head); err != nil {
-		return nil, errorf(http.StatusBadRequest, "truncated upload: %d of %d bytes arrived (%v); nothing was written", n, size, err)
+		return nil, cutUpload(int64(n), size, err)
 	}
 	if err := checkHead(kind, head); err != nil {
 		return nil, errorf(http.StatusBadRequest, "%v; nothing was written", err)
@@ -193,6 +199,9 @@ func (u *Server) writeSlotPart(kind string, r *http.Request) (*contract.WriteRes
 		var we *os.PathError
 		if errors.As(err, &we) {
 			return nil, fmt.Errorf("writing %s: %w", dev, err)
+		}
+		if isStall(err) {
+			return nil, errorf(http.StatusRequestTimeout, "%v, after %d of %d bytes; slot %s is not marked bootable", err, n, size, other)
 		}
 		return nil, errorf(http.StatusBadRequest, "truncated upload: %d of %d bytes arrived (%v); slot %s is not marked bootable", n, size, err, other)
 	}
@@ -303,9 +312,7 @@ func (u *Server) reboot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, contract.RebootResult{Rebooting: true})
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
+	http.NewResponseController(w).Flush()
 	u.logf("update: reboot asked for")
 	time.AfterFunc(100*time.Millisecond, u.Reboot)
 }

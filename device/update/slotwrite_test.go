@@ -24,6 +24,7 @@ import (
 // slotFixture is the update endpoint of slot a, committed, with slot b's
 // partitions as 1 MiB files and efivarfs as a directory.
 type slotFixture struct {
+	u       *Server
 	srv     *httptest.Server
 	dir     string
 	vars    efivar.Vars
@@ -43,10 +44,10 @@ func newSlotFixture(t *testing.T) *slotFixture {
 	f.slots = &SlotState{Slot: "a", ID: "0123456789abcdef", BootID: "boot-1", Logf: t.Logf,
 		Boot: &BootSlots{Vars: f.vars, Entries: map[string]uint16{"a": 1, "b": 2}}}
 	f.slots.setCommitted()
-	u := &Server{Password: testPassword, Slots: f.slots, Logf: t.Logf,
+	f.u = &Server{Password: testPassword, Slots: f.slots, Logf: t.Logf,
 		SlotDevice: func(part string) string { return filepath.Join(f.dir, part) },
 		Reboot:     func() { f.reboots <- struct{}{} }}
-	f.srv = httptest.NewServer(u)
+	f.srv = httptest.NewServer(f.u)
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -145,8 +146,9 @@ func TestUpdateSlotEndpointsRefuse(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(msg.String(), "truncated upload: 8192 of 16384 bytes") {
 		t.Errorf("truncated: %d %s", resp.StatusCode, msg.String())
 	}
-	// A hash mismatch and a truncated upload wrote slot b's root: not
-	// switched to, and the test boot is refused.
+	// A hash mismatch wrote slot b's root (the truncated upload was
+	// refused by its Content-Length, unread): not switched to, and the
+	// test boot is refused.
 	if _, err := c.TestBoot(ctx, good.SHA256, good.SHA256); err == nil || !strings.Contains(err.Error(), "root-b was not written and read back") {
 		t.Errorf("test boot before the writes: %v", err)
 	}

@@ -1,28 +1,21 @@
 package update
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
-	"github.com/nvboot/nvboot/off2f"
 )
 
 // Server is the update endpoint nvinit serves when its config has an
@@ -45,17 +38,37 @@ type Server struct {
 	SlotDevice func(part string) string
 	// Reboot reboots the appliance (POST PathReboot); nil: refused.
 	Reboot func()
+	// Limits bound connections, times and an upload's memory; zero
+	// fields take the defaults.
+	Limits Limits
 
-	mu sync.Mutex // one deploy, gc or update at a time
+	// mu is held by one deploy, gc or slot write at a time, taken before
+	// an upload's body is read: a second upload is refused unread.
+	mu sync.Mutex
 }
 
 // Serve listens on port until ctx ends; with certFile and keyFile (PEM),
-// HTTPS only.
+// HTTPS only. Limits bound the connections, their times and an upload's
+// memory.
 func (u *Server) Serve(ctx context.Context, port int, certFile, keyFile string) error {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
 		return fmt.Errorf("update endpoint on port %d: %w", port, err)
 	}
+	return u.serveOn(ctx, l, certFile, keyFile)
+}
+
+// serveOn serves on l until ctx ends, and closes l.
+func (u *Server) serveOn(ctx context.Context, l net.Listener, certFile, keyFile string) error {
+	lim := u.Limits.withDefaults()
+	// Counted below TLS, so a connection holds its slot from the accept,
+	// handshake included; one over the limit gets a plain-HTTP 503 only
+	// without TLS (a TLS client would read it as a broken handshake).
+	reject := busyAnswer(lim.MaxConns)
+	if certFile != "" {
+		reject = nil
+	}
+	l = newLimitListener(l, lim.MaxConns, reject)
 	if certFile != "" {
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -64,7 +77,10 @@ func (u *Server) Serve(ctx context.Context, port int, certFile, keyFile string) 
 		}
 		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
 	}
-	srv := &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would bound a whole request,
+	// and a deploy's answer waits for its trial (up to 10 min). A body's
+	// rate and an answer's write are bounded per request in ServeHTTP.
+	srv := &http.Server{Handler: u, ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: maxHeaderBytes}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -75,8 +91,25 @@ func (u *Server) Serve(ctx context.Context, port int, certFile, keyFile string) 
 	return nil
 }
 
-// ServeHTTP authenticates, then routes.
+// ServeHTTP bounds the request's body and answer in time, authenticates,
+// then routes.
 func (u *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lim := u.Limits.withDefaults()
+	rc := http.NewResponseController(w)
+	// A kept-alive connection keeps the last answer's write deadline.
+	rc.SetWriteDeadline(time.Time{})
+	w = &deadlineWriter{ResponseWriter: w, rc: rc, timeout: lim.WriteTimeout}
+	if r.ContentLength != 0 {
+		// Set now, not at the first read: net/http drains a small body no
+		// handler read (a 401, a 409) before the answer goes out, and that
+		// must not hold the connection either.
+		rc.SetReadDeadline(time.Now().Add(lim.Stall))
+		// On a copy of the request: net/http looks at the body of the one
+		// it holds to tell an unread body it need not drain (it closes the
+		// connection instead), and must find its own there.
+		r = r.WithContext(r.Context())
+		r.Body = &progressBody{ReadCloser: r.Body, rc: rc, lim: lim}
+	}
 	user, pass, ok := r.BasicAuth()
 	// Compared in constant time, user and password both, so the answer's
 	// timing says nothing about how much of a guess was right.
@@ -145,178 +178,6 @@ func (u *Server) have(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply(w, contract.HaveResponse{Have: u.Programs.have(req.Texts)})
-}
-
-// upload is a deploy's body, read whole and checked.
-type upload struct {
-	service      string
-	header, text []byte
-	hdr          *off2f.Header
-	deadline     time.Duration
-}
-
-// badRequest is an upload refused before anything was written.
-type badRequest struct{ error }
-
-// readUpload reads and checks a deploy's body: the sizes and hash the
-// headers announce, then the program itself (an OFF2F header for this
-// machine naming the store, its text matching it). Nothing is written.
-func (u *Server) readUpload(r *http.Request) (*upload, error) {
-	bad := func(format string, args ...any) error { return badRequest{fmt.Errorf(format, args...)} }
-	up := &upload{service: r.Header.Get(contract.HeaderService)}
-	if _, ok := u.Images[up.service]; !ok {
-		return nil, bad("%s %q: no such service in this appliance's config", contract.HeaderService, up.service)
-	}
-	size := func(h string) (int64, error) {
-		n, err := strconv.ParseInt(r.Header.Get(h), 10, 64)
-		if err != nil || n < 0 || n > contract.MaxDeployBody {
-			return 0, bad("%s %q: want a byte count up to %d", h, r.Header.Get(h), contract.MaxDeployBody)
-		}
-		return n, nil
-	}
-	hsize, err := size(contract.HeaderHeaderSize)
-	if err != nil {
-		return nil, err
-	}
-	tsize, err := size(contract.HeaderTextSize)
-	if err != nil {
-		return nil, err
-	}
-	if hsize == 0 || hsize+tsize > contract.MaxDeployBody {
-		return nil, bad("upload of %d+%d bytes: the header file is empty, or the whole is above %d bytes", hsize, tsize, contract.MaxDeployBody)
-	}
-	want, err := hex.DecodeString(r.Header.Get(contract.HeaderBodySHA256))
-	if err != nil || len(want) != sha256.Size {
-		return nil, bad("%s %q: want 64 hex digits", contract.HeaderBodySHA256, r.Header.Get(contract.HeaderBodySHA256))
-	}
-	if up.deadline, err = contract.ParseReadyDeadline(r.Header.Get(contract.HeaderDeadline)); err != nil {
-		return nil, badRequest{err}
-	}
-	// Held in memory as it arrives, never sized by what the headers
-	// claim: a claim of 256 MiB must not make PID 1 allocate it.
-	h := sha256.New()
-	body, err := io.ReadAll(io.LimitReader(io.TeeReader(r.Body, h), hsize+tsize+1))
-	switch {
-	case err != nil || int64(len(body)) < hsize+tsize:
-		return nil, bad("truncated upload: %d of %d bytes arrived (%v); nothing was written", len(body), hsize+tsize, err)
-	case int64(len(body)) > hsize+tsize:
-		return nil, bad("upload longer than the %d bytes announced; nothing was written", hsize+tsize)
-	}
-	if got := h.Sum(nil); !bytes.Equal(got, want) {
-		return nil, bad("upload hash mismatch: the body hashes to %x, the sender said %x (damaged in transit?); nothing was written", got, want)
-	}
-	up.header = body[:hsize]
-	if tsize > 0 {
-		up.text = body[hsize:]
-	}
-	if err := u.checkProgram(up); err != nil {
-		return nil, badRequest{err}
-	}
-	return up, nil
-}
-
-// checkProgram checks that the program can run here: an OFF2F header file
-// for this machine whose text is in this store, and the text, if sent,
-// the one the header names, whole.
-func (u *Server) checkProgram(up *upload) error {
-	f, err := elf.NewFile(bytes.NewReader(up.header))
-	if err != nil {
-		return fmt.Errorf("the header file is not an ELF file: %w", err)
-	}
-	if want := machineOf(runtime.GOARCH); f.Machine != want {
-		return fmt.Errorf("the program is built for %v, this appliance is %s (%v): build it for %s", f.Machine, runtime.GOARCH, want, runtime.GOARCH)
-	}
-	hdr, err := off2f.ParseHeader(up.header)
-	if err != nil {
-		return fmt.Errorf("the header file is not an OFF2F header: %w", err)
-	}
-	if dir := u.Programs.dir(); filepath.Clean(hdr.Note.StoreDir) != filepath.Clean(dir) {
-		return fmt.Errorf("the program's note names the text store %s, this appliance's is %s", hdr.Note.StoreDir, dir)
-	}
-	up.hdr = hdr
-	if up.text == nil {
-		return nil
-	}
-	th, err := off2f.ParseText(up.text)
-	if err != nil {
-		return fmt.Errorf("the text file: %w", err)
-	}
-	if err := hdr.CheckText(th); err != nil {
-		return fmt.Errorf("the text file does not belong to the header file: %w", err)
-	}
-	return nil
-}
-
-func machineOf(goarch string) elf.Machine {
-	switch goarch {
-	case "amd64":
-		return elf.EM_X86_64
-	case "arm64":
-		return elf.EM_AARCH64
-	case "riscv64":
-		return elf.EM_RISCV
-	}
-	return elf.EM_NONE
-}
-
-func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
-	up, err := u.readUpload(r)
-	if err != nil {
-		var br badRequest
-		if errors.As(err, &br) {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		} else {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		}
-		return
-	}
-	if !u.mu.TryLock() {
-		http.Error(w, "another deploy or gc is running on this appliance; try again when it is done", http.StatusConflict)
-		return
-	}
-	defer u.mu.Unlock()
-	res, status, err := u.apply(up)
-	if err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		http.Error(w, err.Error(), status)
-		return
-	}
-	reply(w, res)
-}
-
-// apply writes the program into the store and has the supervisor try it.
-func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
-	textHash := off2f.HashName(up.hdr.Note.Hash)
-	res := contract.DeployResult{Service: up.service, Text: textHash, TextSent: up.text != nil,
-		Previous: u.Programs.Current(up.service, u.Images[up.service])}
-	var ierr error
-	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(up.header, textHash, up.text) }); err != nil {
-		return res, http.StatusServiceUnavailable, err
-	}
-	if ierr != nil {
-		hint := ""
-		if errors.Is(ierr, syscall.ENOSPC) {
-			// Every deploy adds a text until a gc; the store is sized
-			// for the image's texts plus room (TextStoreMiB).
-			hint = "; the text store is full: remove what no service runs (nvboot deploy -gc), or build the image with a larger TextStoreMiB"
-		}
-		return res, http.StatusConflict, fmt.Errorf("writing the program into the text store (the service was not touched): %w%s", ierr, hint)
-	}
-	if res.Program == res.Previous {
-		res.Result = contract.DeployUnchanged
-		return res, 0, nil
-	}
-	name := up.service
-	tr := u.Sup.Replace(name, up.deadline, u.Programs.Trial(name, res.Program, res.Previous))
-	res.Result, res.Reason, res.Ready, res.Downtime = tr.Result, tr.Reason, tr.Ready, tr.Downtime
-	if tr.Err != nil && tr.Result == "" {
-		return res, http.StatusConflict, tr.Err
-	}
-	if tr.Err != nil {
-		res.Reason = tr.Err.Error()
-	}
-	u.logf("deploy of %s: %s %s", name, res.Result, res.Reason)
-	return res, 0, nil
 }
 
 func (u *Server) gc(w http.ResponseWriter, r *http.Request) {

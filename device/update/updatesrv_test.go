@@ -29,6 +29,7 @@ import (
 // store in a temp dir holding one text (MANIFEST), with service srv
 // supervised by a fake that runs every trial to its end at once.
 type updateFixture struct {
+	u     *Server
 	srv   *httptest.Server
 	p     *Programs
 	m     *lockedMounter
@@ -63,10 +64,29 @@ func newUpdateFixture(t *testing.T) *updateFixture {
 		t.Fatal(err)
 	}
 	f.p.Images = map[string]string{"srv": f.old}
-	u := &Server{Password: testPassword, Programs: f.p, Sup: f.sup, Images: f.p.Images}
-	f.srv = httptest.NewServer(u)
+	f.u = &Server{Password: testPassword, Programs: f.p, Sup: f.sup, Images: f.p.Images, Logf: t.Logf}
+	f.srv = httptest.NewServer(f.u)
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// windows counts the store's read-write windows in a remount log, and
+// fails unless each was closed read-only again.
+func windows(t *testing.T, log string) int {
+	t.Helper()
+	if log == "" {
+		return 0
+	}
+	calls := strings.Split(log, ",")
+	for i, c := range calls {
+		if want := []string{"remount rw", "remount ro"}[i%2]; c != want {
+			t.Fatalf("remount %d is %q, want %q: %s", i, c, want, log)
+		}
+	}
+	if len(calls)%2 != 0 {
+		t.Fatalf("the store was left read-write: %s", log)
+	}
+	return len(calls) / 2
 }
 
 // links says what services/ holds: "srv -> X" and "srv.trial -> Y".
@@ -188,11 +208,9 @@ func TestUpdateServerRefusesBadUploads(t *testing.T) {
 	if got := f.links(t); got != "" {
 		t.Errorf("links after refused uploads: %q", got)
 	}
-	// Only the request whose checks passed got as far as the store (to
-	// look for its text): one read-write window, closed again.
-	if got := f.m.log(); got != "remount rw,remount ro" {
-		t.Errorf("remounts: %q", got)
-	}
+	// The uploads whose headers passed staged their text, each window
+	// closed again.
+	windows(t, f.m.log())
 }
 
 // off2fTextHashOffset is where the text file's header page holds its hash
@@ -244,9 +262,11 @@ func TestDeployTrialSteps(t *testing.T) {
 	if got, want := strings.Join(f.sup.trials, "; "), "srv "+f.p.Link("srv"); got != want {
 		t.Errorf("trials %q, want %q", got, want)
 	}
-	// Written, switched, kept: each step in its own read-write window.
-	if got, want := f.m.log(), "remount rw,remount ro,remount rw,remount ro,remount rw,remount ro"; got != want {
-		t.Errorf("remounts: %s, want %s", got, want)
+	// Staged (created, each full buffer, the end), written, switched,
+	// kept: each step in its own read-write window.
+	staged := 2 + len(f.conv.Text)/defaultUploadBuffer
+	if got, want := windows(t, f.m.log()), staged+3; got != want {
+		t.Errorf("%d read-write windows, want %d (%d to stage a %d-byte text)", got, want, staged, len(f.conv.Text))
 	}
 	again, err := c.Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header})
 	if err != nil || again.Result != contract.DeployUnchanged || again.TextSent || len(f.sup.trials) != 1 {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -71,6 +72,25 @@ var ErrNotPinned = errors.New("the appliance's TLS certificate is not the one ke
 // ErrUnauthorized is the appliance's answer to a wrong or missing password.
 var ErrUnauthorized = errors.New("the appliance refused the password")
 
+// NoAnswerError is a request the appliance did not answer: the connection
+// broke or ended first (a power cut, a reboot, the network). Sent of Total
+// bytes of its body had gone out (Total 0: a request without a body); a
+// deploy whose body went out whole may have been carried out.
+type NoAnswerError struct {
+	Method, Path string
+	Sent, Total  int64
+	Err          error
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("%s %s: no answer: %v", e.Method, e.Path, e.Err)
+}
+
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
+// BodySent says whether the whole body went out before the answer failed.
+func (e *NoAnswerError) BodySent() bool { return e.Sent >= e.Total }
+
 // StatusError is an answer other than 200.
 type StatusError struct {
 	Code int
@@ -99,7 +119,10 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, hd
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		return noAnswer(method, path, body, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -111,9 +134,23 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, hd
 		return fmt.Errorf("%s %s: %w", method, path, &StatusError{resp.StatusCode, msg})
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() == nil && (errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, new(net.Error))) {
+			// Cut in the middle of the answer: as good as none.
+			return noAnswer(method, path, body, err)
+		}
 		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// noAnswer is the error of a request whose answer never came, with how
+// much of its body had gone out.
+func noAnswer(method, path string, body io.Reader, err error) error {
+	e := &NoAnswerError{Method: method, Path: path, Err: err}
+	if p, ok := body.(*progressReader); ok {
+		e.Sent, e.Total = p.sent, p.total
+	}
+	return e
 }
 
 // Features asks what the appliance can take.

@@ -86,3 +86,40 @@ func TestDeployRequest(t *testing.T) {
 		t.Errorf("400: %v", err)
 	}
 }
+
+// A deploy whose connection ends before the answer is a NoAnswerError
+// that says how much of the body went out: all of it when the appliance
+// lost its power during the trial (the outcome is unknown), part of it
+// when the connection broke during the upload (nothing was switched).
+func TestDeployWithoutAnswer(t *testing.T) {
+	var readAll bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if readAll {
+			io.Copy(io.Discard, r.Body)
+		} else {
+			io.CopyN(io.Discard, r.Body, 64<<10)
+		}
+		// The appliance goes away: no answer, the connection closed.
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c.Close()
+	}))
+	defer srv.Close()
+	c := &Client{URL: srv.URL, Password: "pw"}
+	p := Program{Service: "kv", Header: make([]byte, 4096), Text: make([]byte, 32<<20)}
+	total := int64(len(p.Header) + len(p.Text))
+	for _, whole := range []bool{true, false} {
+		readAll = whole
+		_, err := c.Deploy(context.Background(), p)
+		var na *NoAnswerError
+		if !errors.As(err, &na) {
+			t.Fatalf("body read whole %v: %v, want a NoAnswerError", whole, err)
+		}
+		if na.BodySent() != whole || na.Total != total || whole && na.Sent != total || !whole && na.Sent >= total {
+			t.Errorf("body read whole %v: %+v (BodySent %v), want Total %d", whole, na, na.BodySent(), total)
+		}
+	}
+}

@@ -25,13 +25,18 @@
 //     device showing another is ErrNotPinned. A URL scheme that does not
 //     match the config is refused before anything is sent.
 //   - Errors name the cause: a refused password is ErrUnauthorized, any
-//     other answer a StatusError carrying the appliance's message.
+//     other answer a StatusError carrying the appliance's message, and no
+//     answer at all (the connection broke: a power cut, a reboot) a
+//     NoAnswerError saying how much of the body went out, so a deploy sent
+//     whole can be told apart: its outcome is unknown.
 //
 // # Invariants
 //
 //   - Only http or https URLs with a host and no path: TestParseURL.
 //   - What a deploy sends (headers, body, the text only when needed), and
 //     401 and 400 answers as errors naming the cause: TestDeployRequest.
+//   - A connection that ends before the answer is a NoAnswerError, the
+//     body sent whole or not: TestDeployWithoutAnswer.
 //   - Against nvinit's real endpoint: device/nvinit's
 //     TestDeployProtocolRollsBackAndGC, TestUpdateServerTLS, and
 //     host/nvbootcmd's TestUpdateCommand and TestDeploySchemeMatchesTheConfig.

@@ -41,6 +41,12 @@ Update.HTTPSPort (default 443), HTTPS only: deploy then trusts only the
 certificate nvboot build made beside the config (update-tls/HOSTNAME/).
 Pooled services cannot be deployed yet.
 
+An upload cut short switches nothing. When the appliance does not answer
+after the whole upload was sent (a power cut, a reboot, the network), deploy
+says the outcome is unknown: the appliance runs the old program or the new
+one, kept, never a half-switched one; the same deploy again tells which, as
+it answers unchanged, restarting nothing, when the new program runs.
+
 With -json the result is one JSON object on stdout (Service, Result: kept,
 rolled-back or unchanged, Program, Text, TextSent, BytesSent, Previous,
 Ready, Downtime in nanoseconds, Reason); progress goes to stderr.`
@@ -147,7 +153,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	}
 	res, err := cl.Deploy(ctx, p)
 	if err != nil {
-		return fmt.Errorf("deploying %s to %s: %w", *service, url, err)
+		return deployError(*service, url, err)
 	}
 	rep := deployReport{DeployResult: *res, BytesSent: int64(len(p.Header) + len(p.Text))}
 	switch res.Result {
@@ -219,3 +225,25 @@ func updateClient(cfg *config.Config, cfgPath, url string) (*http.Client, error)
 
 // ErrRolledBack marks a deploy whose program the appliance did not keep.
 var ErrRolledBack = errors.New("deploy rolled back")
+
+// ErrOutcomeUnknown marks a deploy sent whole that the appliance did not
+// answer: the new program may or may not have been kept.
+var ErrOutcomeUnknown = errors.New("deploy outcome unknown")
+
+// deployError says what a failed deploy of service to url left on the
+// appliance when it can: an upload cut short switched nothing (the
+// appliance checks the whole upload first); one sent whole but never
+// answered may have been kept, and the way to know is the same deploy
+// again, which answers unchanged, restarting nothing, when it was.
+func deployError(service, url string, err error) error {
+	var na *deploy.NoAnswerError
+	if !errors.As(err, &na) {
+		return fmt.Errorf("deploying %s to %s: %w", service, url, err)
+	}
+	if !na.BodySent() {
+		return fmt.Errorf("deploying %s to %s: the connection broke after %d of %d bytes were sent (%v); the appliance switches nothing before the whole upload arrived, so %s runs the program it ran before: run the same nvboot deploy again", service, url, na.Sent, na.Total, na.Err, service)
+	}
+	return fmt.Errorf("deploying %s to %s: the upload was sent whole but the appliance never answered (%v: a power cut, a reboot or the network): whether %s now runs the new program is unknown. "+
+		"It runs either the old program or the new one, kept (a trial cut short is undone at the next boot). To know which, run the same nvboot deploy again once the appliance answers: "+
+		"\"runs this program already\" (-json: Result \"unchanged\", nothing restarted) means the new one was kept; otherwise it is deployed again: %w", service, url, na.Err, service, ErrOutcomeUnknown)
+}

@@ -1,10 +1,14 @@
 package nvbootcmd
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/host/deploy"
 )
 
 // A config without Update.HTTPPassword builds an appliance with no update
@@ -36,5 +40,24 @@ func TestDeploySchemeMatchesTheConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("deploy -config %s %s: %v, want %q", filepath.Base(tc.cfg), tc.url, err, tc.want)
 		}
+	}
+}
+
+// A deploy the appliance never answered says what is known: cut during
+// the upload, nothing was switched; sent whole, the outcome is unknown,
+// and how to find it out.
+func TestDeployWithoutAnswerSaysWhatIsKnown(t *testing.T) {
+	cut := deployError("kv", "http://box", &deploy.NoAnswerError{Method: "PUT", Path: "/update/deploy", Sent: 100, Total: 200, Err: io.ErrUnexpectedEOF})
+	if msg := cut.Error(); !strings.Contains(msg, "100 of 200 bytes") || !strings.Contains(msg, "kv runs the program it ran before") || errors.Is(cut, ErrOutcomeUnknown) {
+		t.Errorf("an upload cut short: %v", cut)
+	}
+	lost := deployError("kv", "http://box", &deploy.NoAnswerError{Method: "PUT", Path: "/update/deploy", Sent: 200, Total: 200, Err: io.EOF})
+	if msg := lost.Error(); !errors.Is(lost, ErrOutcomeUnknown) || !strings.Contains(msg, "whether kv now runs the new program is unknown") ||
+		!strings.Contains(msg, "run the same nvboot deploy again") || !strings.Contains(msg, `"unchanged"`) {
+		t.Errorf("an upload sent whole, never answered: %v", lost)
+	}
+	other := deployError("kv", "http://box", &deploy.StatusError{Code: 400, Msg: "upload hash mismatch"})
+	if msg := other.Error(); strings.Contains(msg, "unknown") || !strings.Contains(msg, "upload hash mismatch") {
+		t.Errorf("a refused upload: %v", other)
 	}
 }

@@ -262,6 +262,8 @@ func TestDeployPowerCutDuringTrial(t *testing.T) {
 	<-m.Done()
 	if err := <-done; err == nil {
 		t.Fatal("deploy succeeded though the power was cut during its trial")
+	} else if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "run the same nvboot deploy again") {
+		t.Errorf("deploy cut during its trial: %v; want the outcome unknown, and how to find it out", err)
 	}
 	m, kvURL, _ = bootDeployable(t, dir, im, true)
 	if _, err := m.ExpectString(ctx, "kv: a deploy was interrupted before its new program was kept; running the old one"); err != nil {
