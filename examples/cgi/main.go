@@ -26,6 +26,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/poold"
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/internal/httpsrv"
 	"github.com/nvboot/nvboot/pool"
 )
 
@@ -112,7 +113,7 @@ Examples:
 		g = Gateway{Start: ExecStarter(*handler), Argv0: *handler, Stderr: os.Stderr}
 	}
 	fmt.Fprintf(stderr, "cgi: serving on %s\n", ln.Addr())
-	srv := &http.Server{Handler: &g}
+	srv := httpsrv.New(&g, httpsrv.Default)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() { <-ctx.Done(); srv.Close() }()

@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/nvboot/nvboot/internal/cli"
+	"github.com/nvboot/nvboot/internal/httpsrv"
 )
 
 func main() {
@@ -75,7 +76,7 @@ Examples:
 		return fmt.Errorf("-listen %s: %w", *listen, err)
 	}
 	fmt.Fprintf(stderr, "omfstatic: serving %s on %s\n", *root, ln.Addr())
-	srv := &http.Server{Handler: s}
+	srv := httpsrv.New(s, httpsrv.Default)
 	go func() {
 		<-ctx.Done()
 		srv.Shutdown(context.Background())
