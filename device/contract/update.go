@@ -208,7 +208,9 @@ type DeployResult struct {
 // GCResult lists what PathGC removed, by path.
 type GCResult struct {
 	Removed []string
-	Bytes   int64
+	// Bytes is the space the store got back: its free space after the
+	// removals less before, which counts whole clusters, not file lengths.
+	Bytes int64
 }
 
 var textHashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -19,7 +19,6 @@ import (
 	"github.com/nvboot/nvboot/internal/atomicfile"
 	"github.com/nvboot/nvboot/internal/dirsync"
 	"github.com/nvboot/nvboot/off2f"
-	"golang.org/x/sys/unix"
 )
 
 // Mounter is mount(2), for the store's remounts; tests pass a fake.
@@ -236,16 +235,6 @@ func (p *Programs) room(need int64) error {
 	return nil
 }
 
-// freeBytes is what an unprivileged writer may still write to dir's
-// filesystem.
-func freeBytes(dir string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
 // switchTo makes service name run program: first SERVICE.trial, a link to
 // what it runs now (prev), then the rename of a new link over SERVICE. A
 // power cut before the rename leaves the old link and a trial that
@@ -408,15 +397,21 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		manifests = append(manifests, keep.Name())
 	}
 	err = p.writable(func() error {
-		for _, path := range drop {
-			st, err := os.Stat(path)
-			if err != nil {
-				return err
+		before, err := freeBytes(p.dir())
+		if err != nil {
+			return err
+		}
+		// What the store got back, whatever gc ends on.
+		defer func() {
+			if after, err := freeBytes(p.dir()); err == nil {
+				res.Bytes = max(after-before, 0)
 			}
+		}()
+		for _, path := range drop {
 			if err := os.Remove(path); err != nil {
 				return err
 			}
-			res.Removed, res.Bytes = append(res.Removed, path), res.Bytes+st.Size()
+			res.Removed = append(res.Removed, path)
 		}
 		if len(drop) > 0 {
 			if err := dirsync.Sync(p.programsDir()); err != nil {
@@ -425,7 +420,7 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		}
 		gone, err := (off2f.Store{Dir: p.dir()}).GC(manifests)
 		for _, e := range gone {
-			res.Removed, res.Bytes = append(res.Removed, filepath.Join(p.dir(), e.Name)), res.Bytes+e.Size
+			res.Removed = append(res.Removed, filepath.Join(p.dir(), e.Name))
 		}
 		if err != nil {
 			return err
@@ -437,4 +432,19 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		return err
 	})
 	return res, err
+}
+
+// freeBytes is the free space of the filesystem holding dir. gc counts
+// what it freed as the growth of this, not as the removed files' lengths:
+// the store allocates in 2 MiB clusters (bigalloc, so text lands
+// 2 MiB-aligned on pmem), and a 4 KiB header file frees a whole cluster.
+// The store is written by one step at a time, in its read-write window,
+// so nothing else moves the figure meanwhile; a file still open elsewhere
+// is not freed, and is rightly not counted.
+func freeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("the text store's free space: %w", err)
+	}
+	return int64(st.Bfree) * st.Bsize, nil
 }

@@ -91,7 +91,10 @@
 //
 // gc removes the programs no link names and the texts neither the image's
 // MANIFEST nor a linked program needs, then the leftovers of interrupted
-// writes and uploads; it is refused while a trial is open.
+// writes and uploads; it is refused while a trial is open. What it reports freed is
+// the growth of the store's free space (statfs) across the removals, not
+// the files' lengths: the store allocates in 2 MiB clusters, so a header
+// file of a few KiB frees a whole cluster (TestGCCountsWhatTheStoreFrees).
 //
 // # Update
 //

@@ -41,7 +41,7 @@ func assembleCmd(ctx context.Context, c *cli.Context) error {
 	inPlace := fs.Bool("in-place", false, "write the provisioning images into ROOT and only the pmem images into DIR")
 	cmdline := fs.String("cmdline", "", "`parameters` added to the kernel command line (a later root= wins over "+contract.RootDevice+")")
 	storeMiB := fs.Int("text-store-mib", 0, "text store filesystem size in `MiB` (0: fitted to the texts)")
-	stateMiB := fs.Int("state-mib", 0, "state filesystem size in `MiB` (0: the default)")
+	stateMiB := fs.Int("state-mib", 0, "state image size in `MiB`, rounded up to a multiple of 128 (0: the default, 128)")
 	asJSON := fs.Bool("json", false, "print image.json on stdout when done")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err

@@ -24,9 +24,12 @@ the DAX filesystem). Without -config the demo image is built: the kv service
 The same inputs give the same bytes. A build marks DIR with the file
 .nvboot-image; DIR is replaced only when it holds an earlier build and
 nothing else (only the files a build writes: image.json, disk.img, bzImage,
-initrd.cpio, pmem-*.img, .nvboot-image). Any other file there, your image
-config for one, makes the build refuse DIR and leave it as it is. A failed
-build leaves nothing.
+initrd.cpio, pmem-*.img, .nvboot-image; and uefi-vars.fd, which 'nvboot run
+-firmware uefi' adds and a rebuild drops). Any other file there, your image
+config for one, makes the build refuse DIR and leave it as it is. A mount
+point as DIR is refused too, before anything is built: the build puts DIR
+in place by renaming it, which the kernel refuses for a mount point; build
+into a directory inside it. A failed build leaves nothing.
 
 Rebuilding an image that has been booted ('nvboot run DIR') keeps the
 device's state: when DIR's pmem-state.img is no longer the blank state its

@@ -203,6 +203,11 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(stdout), &gc) != nil || len(gc.Removed) != 2 {
 		t.Fatalf("gc: %v, %s\nstderr:\n%s", err, stdout, stderr)
 	}
+	// What the store got back: a 2 MiB cluster at least for each file.
+	if gc.Bytes < int64(len(gc.Removed))*2<<20 {
+		t.Errorf("gc removed %d files and says the store has %d bytes more free: less than their 2 MiB clusters", len(gc.Removed), gc.Bytes)
+	}
+	t.Logf("gc: %d files removed, the store %d bytes more free", len(gc.Removed), gc.Bytes)
 	// A wrong password is refused.
 	bad := filepath.Join(cfgDir, "wrong.json")
 	b, _ := os.ReadFile(v2)

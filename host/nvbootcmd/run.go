@@ -3,15 +3,19 @@ package nvbootcmd
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
 )
@@ -23,6 +27,24 @@ the machine's persistent memory (e820 regions, or emulated NVDIMMs with
 services' ports forwarded from the host (each ForwardPort to the same host
 port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
+
+-firmware uefi boots DIR as a board boots it, which an image built with
+Slots 2 needs for 'nvboot update': UEFI firmware (OVMF, Debian package
+ovmf) runs the unified kernel image on disk.img (with Slots 2, the slot its
+boot variables choose), the board has an i6300esb watchdog, and the pmem
+images are emulated NVDIMMs (the disk's command line has no memmap= for
+e820 regions: -pmem e820 and -append are refused). The firmware's
+variables (BootOrder, BootNext, the slots' entries) are DIR/uefi-vars.fd,
+made blank on the first such run and kept, as disk.img is: what an update
+writes to the disk and the variables stays for the next run, as on a
+flashed card in a board. A guest reset (a typed 'reboot', an update's
+reboot, the watchdog, a panic with panic=) restarts the board in the same
+QEMU, firmware first, and the run goes on; only a power-off ends it. (QEMU
+without -no-reboot: QEMU itself tells a reset from a power-off, where a
+runner starting QEMU again would have to guess it from the console.) The
+default, -firmware direct, plays the firmware instead: QEMU hands the
+image's kernel and command line over (-kernel) as the UKI would, and a
+reboot ends the run.
 
 An image built with Userland "u-root" has u-root's shell (gosh) on the
 console, its commands in /bbin; without one (Userland "none", the default)
@@ -49,11 +71,14 @@ it (and a run of a DIR being built or run is refused the same way).
 const runExamples = `  nvboot run out/demo
   nvboot run -storage sd -port 18080:8080 out/demo     # then: curl localhost:18080/kv/x
   nvboot run -storage nvme out/demo
-  nvboot run -clock device -append "initcall_debug loglevel=7" out/demo   # profile the boot on the guest's clock`
+  nvboot run -clock device -append "initcall_debug loglevel=7" out/demo   # profile the boot on the guest's clock
+  nvboot run -firmware uefi -port 18080:8080 -port 18081:80 out/ab   # a Slots 2 image through UEFI; then:
+  nvboot update -config ab.json out/ab2 http://localhost:18081        # (from another terminal) the board reboots into out/ab2`
 
 func runCmd(ctx context.Context, c *cli.Context) error {
-	fs := cli.FlagSet(c, "nvboot run", "nvboot run [-storage P] [-port H:G ...] DIR", runDescription, runExamples)
+	fs := cli.FlagSet(c, "nvboot run", "nvboot run [-firmware F] [-storage P] [-port H:G ...] DIR", runDescription, runExamples)
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
+	firmware := fs.String("firmware", firmwareDirect, "how the board boots: `direct` (QEMU hands the image's kernel over; a reboot ends the run) or uefi (OVMF boots disk.img as a board does, its variables kept in DIR/"+outdir.UEFIVarsFile+", resets restart the board: what nvboot update of a Slots 2 image needs)")
 	var ports portList
 	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
 	mf := addMachineFlags(fs, vm.ClockWall)
@@ -69,6 +94,10 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 		return cli.Usagef("-storage: %v", err)
 	}
 	mach, err := mf.resolve()
+	if err != nil {
+		return err
+	}
+	uefi, err := checkFirmware(*firmware, fs)
 	if err != nil {
 		return err
 	}
@@ -102,7 +131,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	go func() { io.Copy(inject, c.Stdin) }()
 	opts := mach.BootOptions(prof)
 	opts.Forwards, opts.Console, opts.Stdin = fwd, c.Stdout, in
-	cfg, err := appliance.VMConfig(dir, im, opts)
+	cfg, err := runVMConfig(dir, im, opts, uefi)
 	if err != nil {
 		return err
 	}
@@ -115,7 +144,9 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	for _, f := range fwd {
 		fmt.Fprintf(c.Stderr, "nvboot run: host 127.0.0.1:%d -> guest :%d\n", f.Host, f.Guest)
 	}
-	if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
+	if uefi {
+		fmt.Fprintf(c.Stderr, "nvboot run: UEFI firmware (OVMF) boots %s, its variables in %s; a reboot restarts the board\n", cfg.Disks[0].Path, cfg.FirmwareVars)
+	} else if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
 		fmt.Fprintf(c.Stderr, "nvboot run: %s\n", k.Describe())
 	}
 	fmt.Fprintf(c.Stderr, "nvboot run: %s (%s), storage %s; %s; 'poweroff' or Ctrl-C to stop\n", dir, mach.String(m.Accel), prof.Name, consoleText(im.Userland))
@@ -137,6 +168,72 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	return nil
+}
+
+// -firmware's values.
+const (
+	firmwareDirect = "direct"
+	firmwareUEFI   = "uefi"
+)
+
+// checkFirmware checks -firmware against the other flags of fs and says
+// whether the board boots through UEFI.
+func checkFirmware(name string, fs *flag.FlagSet) (bool, error) {
+	switch name {
+	case firmwareDirect:
+		return false, nil
+	case firmwareUEFI:
+	default:
+		return false, cli.Usagef("-firmware %q: want %s or %s", name, firmwareDirect, firmwareUEFI)
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "pmem" && f.Value.String() == vm.PmemE820:
+			err = cli.Usagef("-pmem e820 with -firmware uefi: the disk's kernel command line has no memmap= for e820 regions; leave -pmem out (the pmem images are then NVDIMMs)")
+		case f.Name == "append" && f.Value.String() != "":
+			err = cli.Usagef("-append with -firmware uefi: the firmware boots the command line built into the disk's kernel image; rebuild with the arguments in KernelCmdline")
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(vm.OVMFCode); err != nil {
+		return false, fmt.Errorf("-firmware uefi: no UEFI firmware for QEMU: %w (install Debian package ovmf)", err)
+	}
+	return true, nil
+}
+
+// runVMConfig is the machine nvboot run boots the image in dir on: with
+// uefi a UEFI board (uefiBoard) booting the image's own disk.img, its
+// variable store beside it (made blank the first time), and resets that
+// restart it; else what VMConfig makes of o.
+func runVMConfig(dir string, im *appliance.Image, o appliance.BootOptions, uefi bool) (vm.Config, error) {
+	if !uefi {
+		return appliance.VMConfig(dir, im, o)
+	}
+	// The disk's own command line has no memmap=, and a disk read from
+	// pmem is for the device clock's -kernel boots.
+	o.BootDisk, o.PmemAs, o.DiskAsPmem = true, vm.PmemNVDIMM, false
+	c, err := appliance.VMConfig(dir, im, o)
+	if err != nil {
+		return vm.Config{}, err
+	}
+	vars := filepath.Join(dir, outdir.UEFIVarsFile)
+	if _, err := vm.NewFirmwareVars(vars); err != nil {
+		return vm.Config{}, fmt.Errorf("image %s: %w", dir, err)
+	}
+	uefiBoard(&c, vars)
+	c.Reboot = true
+	return c, nil
+}
+
+// uefiBoard makes c the UEFI board an A/B image expects: OVMF's code and
+// the variable store vars (a copy of vm.OVMFVars) as its flash, so the
+// boot variables persist, and the i6300esb watchdog nvinit arms on a
+// slotted boot.
+func uefiBoard(c *vm.Config, vars string) {
+	c.Firmware, c.FirmwareVars, c.Watchdog = vm.OVMFCode, vars, true
 }
 
 // consoleText says what the console of an image with this userland takes.

@@ -25,14 +25,6 @@ import (
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
-// OVMF split into code and a variable store, as a board's flash holds
-// them: each test board gets its own copy of the store, which keeps the
-// boot variables from boot to boot.
-const (
-	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
-)
-
 // slotConfig writes a Slots 2 image config for kv with the update endpoint
 // on (password "test"); change adjusts it.
 func slotConfig(t *testing.T, dir, name string, change func(c *config.Config, pc *config.PackageConfig)) string {
@@ -86,7 +78,7 @@ func newSlotImages(t *testing.T) *slotImages {
 	}
 	buildtest.NeedTools(t, "fsck.erofs")
 	s := &slotImages{kernel: vmtest.Kernel(t), cfgDir: t.TempDir()}
-	for _, f := range []string{ovmfCode, ovmfVars} {
+	for _, f := range []string{vm.OVMFCode, vm.OVMFVars} {
 		if _, err := os.Stat(f); err != nil {
 			t.Skipf("no split OVMF for QEMU: %v (Debian package ovmf)", err)
 		}
@@ -104,8 +96,9 @@ func newSlotImages(t *testing.T) *slotImages {
 	return s
 }
 
-// board is one UEFI board running a Slots 2 image: its own disk, pmem and
-// variable store, the i6300esb watchdog. A reset ends QEMU (-no-reboot);
+// board is one UEFI board running a Slots 2 image (uefiBoard, as nvboot
+// run -firmware uefi boots one): its own disk, pmem and variable store,
+// the i6300esb watchdog. A reset ends QEMU (-no-reboot);
 // boot starts the board again from what its disk and variables hold, as
 // the firmware does after a reset.
 type board struct {
@@ -119,16 +112,20 @@ type board struct {
 func newBoard(t *testing.T, imgDir string, im *appliance.Image) *board {
 	t.Helper()
 	b := &board{t: t, dir: t.TempDir(), im: im, kvPort: freePort(t), upPort: freePort(t)}
-	for _, c := range [][2]string{{filepath.Join(imgDir, im.Disk), filepath.Join(b.dir, im.Disk)}, {ovmfVars, filepath.Join(b.dir, "vars.fd")}} {
-		if out, err := exec.Command("cp", "--sparse=always", c[0], c[1]).CombinedOutput(); err != nil {
-			t.Fatalf("cp %s: %v %s", c[0], err, out)
-		}
+	if out, err := exec.Command("cp", "--sparse=always", filepath.Join(imgDir, im.Disk), filepath.Join(b.dir, im.Disk)).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s: %v %s", im.Disk, err, out)
+	}
+	if _, err := vm.NewFirmwareVars(b.vars()); err != nil {
+		t.Fatal(err)
 	}
 	if err := appliance.CopyPmem(imgDir, im, b.dir); err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
+
+// vars is the board's UEFI variable store: its own, as each board's NVRAM.
+func (b *board) vars() string { return filepath.Join(b.dir, "vars.fd") }
 
 func (b *board) urls() (kv, up string) {
 	return fmt.Sprintf("http://127.0.0.1:%d", b.kvPort), fmt.Sprintf("http://127.0.0.1:%d", b.upPort)
@@ -137,16 +134,14 @@ func (b *board) urls() (kv, up string) {
 // boot powers the board on.
 func (b *board) boot() *vm.Machine {
 	b.t.Helper()
-	vc, err := appliance.VMConfig(b.dir, b.im, appliance.BootOptions{PmemDir: b.dir, Firmware: "seabios", BootDisk: true,
+	vc, err := appliance.VMConfig(b.dir, b.im, appliance.BootOptions{PmemDir: b.dir, BootDisk: true,
 		Forwards: []vm.Forward{{Host: b.kvPort, Guest: 8080}, {Host: b.upPort, Guest: contract.DefaultUpdatePort}}})
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	// No -bios: the firmware is the pflash pair.
-	vc.Extra = append(vc.Extra,
-		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfCode,
-		"-drive", "if=pflash,format=raw,unit=1,file="+filepath.Join(b.dir, "vars.fd"),
-		"-device", "i6300esb")
+	// A reset ends QEMU (no vm.Config.Reboot): the test sees each boot end
+	// and powers the board on again.
+	uefiBoard(&vc, b.vars())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	b.t.Cleanup(cancel)
 	m, err := vm.Start(ctx, vc)

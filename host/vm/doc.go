@@ -11,11 +11,16 @@
 // # The machine
 //
 // -machine pc,smm=off,vmport=off (nvdimm=on with NVDIMMs, acpi=off with
-// NoACPI), -nodefaults, -no-reboot (a reboot ends QEMU), the serial console
+// NoACPI), -nodefaults, -no-reboot (a reboot ends QEMU; not with
+// Config.Reboot, below), the serial console
 // on QEMU's stdio, the kernel booted directly (-kernel, -append after
 // console=ttyS0) by qboot where installed, else SeaBIOS, or another
 // firmware (Config.Firmware); with Config.BootDisk no -kernel at all: the
-// firmware boots the first disk (OVMF: the disk's UKI). virtio-blk disks
+// firmware boots the first disk (OVMF: the disk's UKI). A UEFI board
+// (Config.FirmwareVars) has its firmware as two pflash chips, OVMFCode
+// read-only and its own copy of OVMFVars (NewFirmwareVars) writable, so
+// the boot variables persist from boot to boot; Config.Watchdog adds an
+// i6300esb. virtio-blk disks
 // with the storage model's throttling, user networking with host ports
 // forwarded on 127.0.0.1, virtio-rng (Go's runtime wants getrandom
 // early). CPU model host under KVM and max under TCG, which emulates CLWB
@@ -24,6 +29,18 @@
 // SIGKILL, nothing flushed. A guest kernel panic ends the boot at once
 // (PanicError) instead of leaving QEMU running a guest that will never print
 // again; a board that halts ("reboot: System halted") is ended cleanly.
+//
+// Config.Reboot runs a board through its resets instead (no -no-reboot):
+// a reboot, the watchdog or a panic with panic=N starts the board again
+// in the same QEMU, firmware first, its disks, pmem and variables as they
+// are; only a power-off ends QEMU. nvboot run -firmware uefi runs an A/B
+// image so, because an update's test boot is a reset and what comes
+// after it. QEMU itself tells a reset from a power-off there; with
+// -no-reboot both end QEMU with status 0, and a runner that started QEMU
+// again would have to guess which it was from the console. A panic is
+// then let through when the kernel says it reboots ("Rebooting in N
+// seconds"), and ends QEMU at once only when the kernel stops there
+// (its "end Kernel panic" line), reported as before.
 //
 // Each pmem image is a memory-backend-file with share=on, given to the
 // guest one of two ways (Config.PmemAs, pmem.go):
@@ -88,8 +105,9 @@
 // # Invariants
 //
 //   - The QEMU command line for each board, pmem kind and firmware:
-//     TestArgs, TestArgsE820, TestBootArgs, TestFirmwareArgs,
-//     TestDeviceClockArgs, TestICountShift.
+//     TestArgs, TestArgsE820, TestBootArgs (a UEFI board's flash,
+//     watchdog and resets among them), TestFirmwareArgs,
+//     TestDeviceClockArgs, TestICountShift, TestNewFirmwareVars.
 //   - The probe: TestProbeFirmwareRunsUnderTCG (the firmware really runs
 //     and exits through the port), TestProbeSilentGuestIsNotUsable (a
 //     stand-in QEMU that never runs the guest),
@@ -99,7 +117,8 @@
 //     namespace the guest set up is found again, with both pmem kinds:
 //     TestFsdaxPersistsAcrossPowerCut. Scripts report their status and
 //     console: TestScriptStatusAndConsole. A panic ends the boot:
-//     TestKernelPanicEndsBoot.
+//     TestKernelPanicEndsBoot; with Reboot only one the kernel stops at:
+//     TestPanicWithReboot.
 //   - The device clock: TestKernelEntryAndRate (a CPU-bound stretch doubles
 //     when the rate halves), TestEntryKernelRefusesOtherFiles,
 //     TestStorageModelUnderDeviceClock (how far QEMU's throttle alone is from

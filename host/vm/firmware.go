@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/nvboot/nvboot/internal/atomicfile"
 )
 
 // Firmware images for Config.Firmware, where Debian installs them.
@@ -13,6 +15,11 @@ const (
 	// BootDisk it boots the first disk's EFI/BOOT/BOOTX64.EFI, as a board's
 	// UEFI firmware boots removable media.
 	OVMF = "/usr/share/ovmf/OVMF.fd"
+	// OVMFCode and OVMFVars are the same firmware split as a board's flash
+	// holds it: the code, and a blank variable store to copy for each
+	// board (Config.FirmwareVars, NewFirmwareVars).
+	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 	// QBoot is qboot (package qemu-system-data): no option ROMs, no boot
 	// menu, straight to the -kernel QEMU hands it.
 	QBoot = "/usr/share/qemu/qboot.rom"
@@ -27,6 +34,11 @@ func (c Config) bootArgs(accel, extra string) ([]string, error) {
 	a, err := firmwareArgs(c.Firmware, c.BootDisk)
 	if err != nil {
 		return nil, err
+	}
+	if c.FirmwareVars != "" {
+		if a, err = flashArgs(c.Firmware, c.FirmwareVars); err != nil {
+			return nil, err
+		}
 	}
 	if c.BootDisk {
 		if c.Kernel != "" || c.Initrd != "" || c.Cmdline != "" {
@@ -66,4 +78,37 @@ func firmwareArgs(name string, bootDisk bool) ([]string, error) {
 		return nil, fmt.Errorf("vm: firmware: %w", err)
 	}
 	return []string{"-bios", name}, nil
+}
+
+// flashArgs are the two pflash chips of a UEFI board (Config.FirmwareVars):
+// code read-only, the variable store writable.
+func flashArgs(code, vars string) ([]string, error) {
+	if code == "" || code == "seabios" {
+		return nil, fmt.Errorf("vm: a firmware variable store (%s) needs a UEFI firmware's code image as Firmware (e.g. %s), not %q", vars, OVMFCode, code)
+	}
+	if _, err := os.Stat(vars); err != nil {
+		return nil, fmt.Errorf("vm: firmware variable store: %w", err)
+	}
+	return []string{"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=" + code,
+		"-drive", "if=pflash,format=raw,unit=1,file=" + vars}, nil
+}
+
+// NewFirmwareVars makes path a blank UEFI variable store (a copy of
+// OVMFVars), a new board's NVRAM, unless path already is one: a board
+// keeps its variables from boot to boot. It says whether it made one.
+func NewFirmwareVars(path string) (bool, error) {
+	if _, err := os.Stat(path); err == nil {
+		return false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("vm: firmware variable store: %w", err)
+	}
+	b, err := os.ReadFile(OVMFVars)
+	if err != nil {
+		return false, fmt.Errorf("vm: the blank UEFI variable store: %w (Debian package ovmf)", err)
+	}
+	// Whole or not at all: a store cut short would not be the firmware's.
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+		return false, fmt.Errorf("vm: firmware variable store: %w", err)
+	}
+	return true, nil
 }

@@ -30,6 +30,13 @@ func TestBootArgs(t *testing.T) {
 			[]string{"-bios " + fw, "-kernel bz"}, nil, ""},
 		{"disk through UEFI", Config{Firmware: fw, BootDisk: true, Disks: []Disk{{Path: disk}}},
 			[]string{"-bios " + fw, "virtio-blk-pci,drive=d0"}, []string{"-kernel", "-append", "-initrd", "console="}, ""},
+		{"a UEFI board: code and variable store as flash, a watchdog, resets that boot again", Config{Firmware: fw, FirmwareVars: disk, Watchdog: true, Reboot: true, BootDisk: true, Disks: []Disk{{Path: disk}}},
+			[]string{"-drive if=pflash,format=raw,unit=0,readonly=on,file=" + fw, "-drive if=pflash,format=raw,unit=1,file=" + disk, "-device i6300esb"},
+			[]string{"-bios", "-kernel", "-no-reboot"}, ""},
+		{"a reset ends QEMU unless Reboot", Config{Firmware: fw, BootDisk: true, Disks: []Disk{{Path: disk}}}, []string{"-no-reboot"}, []string{"i6300esb", "if=pflash"}, ""},
+		{"a variable store without UEFI code", Config{FirmwareVars: disk, BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "needs a UEFI firmware's code image"},
+		{"a missing variable store", Config{Firmware: fw, FirmwareVars: filepath.Join(dir, "vars.fd"), BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "vars.fd"},
+		{"Reboot on a board without ACPI", Config{Kernel: "bz", NoACPI: true, Reboot: true}, nil, nil, "powers off by a reset"},
 		{"disk and a kernel", Config{Kernel: "bz", BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "must be empty"},
 		{"disk and a command line", Config{Cmdline: "quiet", BootDisk: true, Disks: []Disk{{Path: disk}}}, nil, nil, "must be empty"},
 		{"no disk to boot", Config{Firmware: fw, BootDisk: true}, nil, nil, "no disk"},
@@ -60,5 +67,28 @@ func TestBootArgs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// NewFirmwareVars makes a blank store once and then keeps it: a board's
+// variables persist.
+func TestNewFirmwareVars(t *testing.T) {
+	if _, err := os.Stat(OVMFVars); err != nil {
+		t.Skipf("no split OVMF: %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "vars.fd")
+	if made, err := NewFirmwareVars(p); err != nil || !made {
+		t.Fatalf("first: %v, %v; want made", made, err)
+	}
+	want, _ := os.ReadFile(OVMFVars)
+	if got, _ := os.ReadFile(p); string(got) != string(want) {
+		t.Fatal("not a copy of the blank store")
+	}
+	os.WriteFile(p, []byte("the board's variables"), 0o644)
+	if made, err := NewFirmwareVars(p); err != nil || made {
+		t.Fatalf("second: %v, %v; want kept", made, err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "the board's variables" {
+		t.Error("an existing store was replaced")
 	}
 }

@@ -26,12 +26,43 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("vm: the guest kernel panicked: %q; likely cause: %s", e.Line, e.Cause)
 }
 
+// The kernel's lines after a panic (kernel/panic.c): with panic=N (N > 0)
+// it says it reboots and resets the machine; otherwise it prints the end
+// line and stops for good.
+const (
+	panicRebootMarker = "Rebooting in "
+	panicEndMarker    = "---[ end Kernel panic"
+)
+
 // stopAtPanic stops QEMU as soon as m's console shows a kernel panic; it
 // returns when QEMU has ended either way. What the panic was, findPanic
-// tells from the console once QEMU is gone.
-func stopAtPanic(m *Machine) {
-	if _, _, err := m.Expect(context.Background(), 0, isPanic); err == nil {
+// tells from the console once QEMU is gone. With reboot (Config.Reboot)
+// a panic the kernel reboots from is a reset like any other: QEMU runs
+// on, and only a panic that stops the kernel stops QEMU.
+func stopAtPanic(m *Machine, reboot bool) {
+	ctx := context.Background()
+	for from := 0; ; {
+		_, i, err := m.Expect(ctx, from, isPanic)
+		if err != nil {
+			return
+		}
+		if reboot {
+			l, j, err := m.Expect(ctx, i+1, func(s string) bool {
+				return strings.Contains(s, panicRebootMarker) || strings.Contains(s, panicEndMarker)
+			})
+			if err != nil {
+				return
+			}
+			if strings.Contains(l.Text, panicRebootMarker) {
+				m.mu.Lock()
+				m.panicFrom = j + 1
+				m.mu.Unlock()
+				from = j + 1
+				continue
+			}
+		}
 		m.cmd.Process.Kill()
+		return
 	}
 }
 

@@ -68,3 +68,40 @@ func TestKernelPanicEndsBoot(t *testing.T) {
 		})
 	}
 }
+
+// With Reboot, a panic the kernel reboots from (panic=N) is a reset like
+// any other: QEMU runs on and a later power-off ends the run cleanly. One
+// the kernel stops at still ends QEMU at once, with its PanicError.
+func TestPanicWithReboot(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "disk.img")
+	os.WriteFile(disk, make([]byte, 4096), 0o644)
+	const panicked = "[    0.62] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n" +
+		"[    0.62] CPU: 0 PID: 1 Comm: swapper Not tainted 6.1.0 #1\n"
+	start := func(t *testing.T, script string) *Machine {
+		p := filepath.Join(t.TempDir(), "qemu")
+		os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755)
+		m, err := Start(ctxFor(t, 5*time.Minute), Config{QEMU: p, Kernel: "bz", Accel: "tcg", Reboot: true, Disks: []Disk{{Path: disk}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Kill)
+		return m
+	}
+	t.Run("rebooted", func(t *testing.T) {
+		// The board resets after the panic, boots again and powers off.
+		m := start(t, "cat <<'EOF'\n"+panicked+"[    0.70] Rebooting in 10 seconds..\n[    0.00] Linux version 6.1.0\nreboot: Power down\nEOF\nexit 0\n")
+		if err := m.Wait(ctxFor(t, 2*time.Minute)); err != nil {
+			t.Fatalf("Wait: %v, want the clean end of the boot after the reset", err)
+		}
+		if !strings.Contains(m.Console(), "Power down") {
+			t.Errorf("the run ended before the boot after the panic:\n%s", m.Console())
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		m := start(t, "cat <<'EOF'\n"+panicked+"[    0.70] ---[ end Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0) ]---\nEOF\nexec sleep 600\n")
+		var pe *PanicError
+		if err := m.Wait(ctxFor(t, 2*time.Minute)); !errors.As(err, &pe) || !strings.Contains(pe.Line, "Unable to mount root fs") {
+			t.Fatalf("Wait: %v, want the PanicError", err)
+		}
+	})
+}

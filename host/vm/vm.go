@@ -72,6 +72,24 @@ type Config struct {
 	// ends it with a reset, which -no-reboot turns into QEMU's exit.
 	// NVDIMMs (found through ACPI's NFIT) and BootDisk (UEFI) need ACPI.
 	NoACPI bool
+	// FirmwareVars, with Firmware a UEFI code image (OVMFCode), runs the
+	// firmware from two flash chips as a board holds it: Firmware
+	// read-only, FirmwareVars (a copy of OVMFVars: NewFirmwareVars) the
+	// writable variable store, where BootOrder, BootNext and the Boot####
+	// entries persist from boot to boot. "": Firmware is one -bios image.
+	FirmwareVars string
+	// Watchdog gives the board an i6300esb watchdog (/dev/watchdog): a
+	// guest that opens it and stops petting it is reset.
+	Watchdog bool
+	// Reboot keeps QEMU running through a guest reset (a reboot, the
+	// watchdog, a panic with panic=N): the board starts again, firmware
+	// first, with its disks, pmem and variable store as they are, as a
+	// board does after a reset. Only a power-off (or Kill) ends QEMU. A
+	// panic then ends QEMU only when the kernel stops there rather than
+	// rebooting. Without Reboot every reset ends QEMU (-no-reboot): the
+	// end of a boot that tests and measures wait for. Not with NoACPI,
+	// whose power-off is a reset.
+	Reboot bool
 }
 
 // Disk is a virtio block device (vda, vdb, ... in order).
@@ -114,7 +132,10 @@ type Machine struct {
 	changed chan struct{} // closed and replaced on each new line and at exit
 	exited  bool
 	waitErr error
-	done    chan struct{}
+	// panicFrom is the first console line a panic that ended QEMU can be
+	// on: past every panic the guest rebooted from (Config.Reboot).
+	panicFrom int
+	done      chan struct{}
 }
 
 // ErrExited is returned by Expect when QEMU ended before the line came.
@@ -144,6 +165,9 @@ func (c Config) args(accel string) ([]string, error) {
 		}
 		if c.BootDisk {
 			return nil, fmt.Errorf("vm: NoACPI with BootDisk: UEFI firmware boots a board with ACPI")
+		}
+		if c.Reboot {
+			return nil, fmt.Errorf("vm: NoACPI with Reboot: a board without ACPI powers off by a reset, which Reboot would make a new boot")
 		}
 		machine += ",acpi=off"
 	}
@@ -179,11 +203,14 @@ func (c Config) args(accel string) ([]string, error) {
 				"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm")
 		}
 	}
-	a = append(a,
-		"-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none",
-		"-no-reboot", // the guest's reboot ends QEMU: tests and power-off both end that way
-		"-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con",
-	)
+	a = append(a, "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none")
+	if !c.Reboot {
+		a = append(a, "-no-reboot") // the guest's reboot ends QEMU: tests and power-off both end that way
+	}
+	a = append(a, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
+	if c.Watchdog {
+		a = append(a, "-device", "i6300esb")
+	}
 	if !c.NoACPI {
 		// No PCI hotplug on an appliance board: without it the DSDT loses
 		// the per-slot hotplug methods, and the kernel's ACPI init (AML
@@ -330,14 +357,17 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
 	}
-	go stopAtPanic(m)
+	go stopAtPanic(m, c.Reboot)
 	if c.NoACPI {
 		go endAtHalt(m)
 	}
 	go func() {
 		m.read(out, c.Console)
 		err := cmd.Wait()
-		if p := findPanic(m.Lines(), c.Disks); p != nil {
+		m.mu.Lock()
+		from := m.panicFrom
+		m.mu.Unlock()
+		if p := findPanic(m.Lines()[from:], c.Disks); p != nil {
 			err = p // QEMU itself was stopped, or powered off after it
 		} else if err != nil && stderr.Len() > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))

@@ -309,8 +309,9 @@ func AbsOut(out string) (string, error) {
 }
 
 // CheckOut refuses an output directory that holds something other than an
-// earlier build: replacing it would lose what the user put there; and one
-// that is in use (LockImage: a VM running on it, another build). Nothing or
+// earlier build: replacing it would lose what the user put there; one
+// that is in use (LockImage: a VM running on it, another build); and a
+// mount point, which the build could not rename at its end. Nothing or
 // an empty directory is fine; a directory is replaced only when every entry is
 // a regular file a build writes and it carries the stamp. An image.json that
 // is not nvboot's is refused even beside the stamp: it is the user's. (It may
@@ -325,6 +326,9 @@ func CheckOut(out string) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("output directory %s: exists and is not a directory: refusing to replace it", out)
+	}
+	if err := checkNotMountPoint(out); err != nil {
+		return err
 	}
 	ents, err := os.ReadDir(out)
 	if err != nil {

@@ -84,6 +84,9 @@ func Assemble(ctx context.Context, o AssembleOptions) (*Image, error) {
 		return nil, err
 	}
 	opts := Options{Config: cfg, Layout: OFF2F, Out: o.Out, Logf: o.Logf}
+	for _, w := range cfg.Rounded() {
+		opts.logf("warning: %s", w)
+	}
 	if !o.InPlace {
 		opts.Kernel = absPath(o.Kernel)
 	}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -121,4 +123,64 @@ func processAlive(pid int) bool {
 	}
 	err := syscall.Kill(pid, 0)
 	return !errors.Is(err, syscall.ESRCH)
+}
+
+// checkNotMountPoint refuses an output directory that is a mount point:
+// the build puts its output in place by renames of the directory, which
+// the kernel refuses for a mount point (EBUSY), and only after the whole
+// build. A filesystem mounted there has another st_dev than the parent's;
+// a bind mount of a directory of the parent's own filesystem has the
+// same, and only /proc/self/mountinfo tells it.
+func checkNotMountPoint(dir string) error {
+	what := ""
+	var st, pst syscall.Stat_t
+	if syscall.Stat(dir, &st) == nil && syscall.Stat(filepath.Dir(dir), &pst) == nil && st.Dev != pst.Dev {
+		what = "another filesystem than its parent's"
+	}
+	if fstype, ok := mountedOn("/proc/self/mountinfo", dir); ok {
+		what = "a " + fstype + " mount"
+	}
+	if what == "" {
+		return nil
+	}
+	return fmt.Errorf("output directory %s is a mount point (%s): a build replaces its output directory by renaming it, which the kernel refuses for a mount point; build into a directory inside it (-o %s)",
+		dir, what, filepath.Join(dir, "image"))
+}
+
+// mountedOn says whether the mount table mountinfo (/proc/self/mountinfo's
+// format) has a mount on dir, and its filesystem type.
+func mountedOn(mountinfo, dir string) (fstype string, ok bool) {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		// 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
+		f := strings.Fields(line)
+		if len(f) < 5 || unescapeMount(f[4]) != dir {
+			continue
+		}
+		fstype = "filesystem"
+		if i := slices.Index(f, "-"); i > 0 && i+1 < len(f) {
+			fstype = f[i+1]
+		}
+		ok = true // the last mount on dir is the one seen there
+	}
+	return fstype, ok
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/gpt"
@@ -40,11 +41,8 @@ func CheckDisk(dir string, im *Image) error {
 		}
 		return fmt.Errorf("image %s: %s (%s): %v: not the disk image nvboot build wrote, or damaged; %s", dir, path, what, err, rebuild)
 	}
-	for _, p := range tab.Partitions {
-		if end := (p.Last + 1) * 512; end > size {
-			return fmt.Errorf("image %s: %s is %d bytes, but its partition %s ends at byte %d: truncated (%d bytes missing); %s",
-				dir, path, size, p.Name, end, tab.Bytes()-size, rebuild)
-		}
+	if err := checkPartitionsEnd(tab, size); err != nil {
+		return fmt.Errorf("image %s: %s is %d bytes, but %w; %s", dir, path, size, err, rebuild)
 	}
 	if tab.Bytes() > size {
 		return fmt.Errorf("image %s: %s is %d bytes, but its partition table puts the backup table at its end, byte %d: truncated (%d bytes missing); %s",
@@ -65,6 +63,33 @@ func CheckDisk(dir string, im *Image) error {
 		}
 	}
 	return nil
+}
+
+// checkPartitionsEnd fails when a partition of tab ends past size bytes,
+// naming the first such partition and, for each, what it lacks: the bytes
+// past the end, or all of it. The whole image's shortfall (the backup
+// table included) is said last: it is not any partition's.
+func checkPartitionsEnd(tab *gpt.Table, size int64) error {
+	var first string
+	var lacks []string
+	for _, p := range tab.Partitions {
+		start, end := p.First*512, (p.Last+1)*512
+		if end <= size {
+			continue
+		}
+		if first == "" {
+			first = fmt.Sprintf("its partition %s ends at byte %d", p.Name, end)
+		}
+		if start < size {
+			lacks = append(lacks, fmt.Sprintf("partition %s lacks %d of its %d bytes", p.Name, end-size, end-start))
+		} else {
+			lacks = append(lacks, fmt.Sprintf("partition %s (%d bytes) is missing whole", p.Name, end-start))
+		}
+	}
+	if first == "" {
+		return nil
+	}
+	return fmt.Errorf("%s: truncated: %s (the whole image lacks %d bytes, its backup table included)", first, strings.Join(lacks, ", "), tab.Bytes()-size)
 }
 
 // disk is the last phase: the kernel, the root filesystem (or, in the

@@ -103,6 +103,26 @@ func TestCheckDisk(t *testing.T) {
 			}
 		})
 	}
+	// The shortfall named is each partition's, not the whole image's.
+	t.Run("what each partition lacks", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "img")
+		im := diskImage(t, dir)
+		disk := filepath.Join(dir, outdir.DiskFile)
+		st, _ := os.Stat(disk)
+		root, data := im.Partitions[1], im.Partitions[2]
+		cut := root.Offset + 1<<20
+		os.Truncate(disk, cut)
+		err := CheckDisk(dir, im)
+		for _, w := range []string{
+			fmt.Sprintf("partition root lacks %d of its %d bytes", root.Offset+root.Bytes-cut, root.Bytes),
+			fmt.Sprintf("partition data (%d bytes) is missing whole", data.Bytes),
+			fmt.Sprintf("the whole image lacks %d bytes", st.Size()-cut),
+		} {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("error %v does not say %q", err, w)
+			}
+		}
+	})
 	t.Run("missing", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "img")
 		im := diskImage(t, dir)

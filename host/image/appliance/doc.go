@@ -55,6 +55,9 @@
 // when it holds nothing but files a build writes (outdir.OutputFiles),
 // carries the stamp, and any image.json there is nvboot's: a user's project
 // directory with their own image.json config is refused and left as it is.
+// A mount point is refused before the build (its st_dev differs from its
+// parent's, or /proc/self/mountinfo lists it: a bind mount): the final
+// rename of it would fail with EBUSY after the whole build.
 // An image directory has one user at a time (LockImage: the same flock,
 // held by a VM booted from it or a build replacing it; the holder is named
 // from /proc/locks). A rebuild keeps pmem-state.img when a device has
@@ -204,13 +207,14 @@
 //     TestBuildRefusesProjectDirectory, TestBuildRefusesFileAsOutput,
 //     TestCheckOutAcceptsBuilds, TestRemoveStale, TestBuildInterrupted,
 //     TestBuildBadInput, TestBuildRelativePaths, TestLockImage,
-//     TestBuildRefusesLockedImage. A rebuild never drops a device's state:
-//     TestRebuildKeepsState, TestStateCompatible,
+//     TestBuildRefusesLockedImage; nor a mount point:
+//     TestCheckOutRefusesMountPoint, TestMountedOn. A rebuild never drops
+//     a device's state: TestRebuildKeepsState, TestStateCompatible,
 //     TestApplianceRebuildKeepsState (QEMU).
 //   - Tools are checked first, each named with its package: TestCheckTools.
 //     A library package is refused as a program: TestGoBuildRefusesLibrary.
-//     A truncated disk is refused before it boots: TestCheckDisk,
-//     TestApplianceTruncatedDisk (QEMU).
+//     A truncated disk is refused before it boots, saying what each
+//     partition lacks: TestCheckDisk, TestApplianceTruncatedDisk (QEMU).
 //   - The firmware boots only this image's intact region: TestChooseKernel;
 //     a blanked region boots the card, nvinit rewrites it, the next boot
 //     takes pmem: TestKernelRegionRewritten (QEMU). The board:

@@ -47,10 +47,10 @@ type Result struct {
 }
 
 // stateSizes are the size of the state filesystem and of pmem-state.img
-// holding it, for cfg's StateMiB.
+// holding it, for cfg's StateMiB (rounded up: config.StateImageMiB).
 func stateSizes(cfg *config.Config) (fsSize, fileSize int64) {
-	fsSize = pmemSize(int64(cfg.StateMiBOrDefault())<<20-fsdax.Align) - fsdax.Align
-	return fsSize, pmemSize(fsSize)
+	fileSize = int64(cfg.StateImageMiB()) << 20
+	return fileSize - fsdax.Align, fileSize
 }
 
 // earlierState is the state of the earlier build in out, if any.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nvboot/nvboot/host/image/config"
@@ -153,6 +154,8 @@ func TestCheckOutAcceptsBuilds(t *testing.T) {
 		{"stamped build with a later image.json field", map[string]string{outdir.StampFile: stampText,
 			outdir.ManifestFile: `{"Layout": "off2f", "Kernel": "bzImage", "Disk": "disk.img", "Pmem": ["pmem-text.img", "pmem-state.img"], "Later": 1}`}},
 		{"stamp only", map[string]string{outdir.StampFile: stampText}},
+		{"stamped build run through UEFI", map[string]string{outdir.StampFile: stampText, outdir.ManifestFile: manifestJSON(t, OFF2F), outdir.DiskFile: "d",
+			outdir.UEFIVarsFile: "v"}},
 		{"stamped initramfs build", map[string]string{outdir.StampFile: stampText, outdir.ManifestFile: manifestJSON(t, Initramfs), outdir.InitrdFile: "i", outdir.DiskFile: "d"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +168,53 @@ func TestCheckOutAcceptsBuilds(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A mount point as the output directory is refused before the build, naming
+// it and why (the build's final rename of it would fail): a filesystem
+// mounted there, and a bind mount of a directory of the same filesystem,
+// which has its parent's st_dev.
+func TestCheckOutRefusesMountPoint(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mount)")
+	}
+	for _, tt := range []struct {
+		name, want string
+		mount      func(out string) error
+	}{
+		{"tmpfs", "a tmpfs mount", func(out string) error { return syscall.Mount("tmpfs", out, "tmpfs", 0, "size=1m") }},
+		{"bind mount", "mount point", func(out string) error {
+			src := filepath.Join(filepath.Dir(out), "src")
+			os.Mkdir(src, 0o755)
+			return syscall.Mount(src, out, "", syscall.MS_BIND, "")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out dir")
+			os.Mkdir(out, 0o755)
+			if err := tt.mount(out); err != nil {
+				t.Skipf("cannot mount here: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(out, syscall.MNT_DETACH) })
+			err := CheckOut(out)
+			if err == nil || !strings.Contains(err.Error(), out) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "-o "+filepath.Join(out, "image")) {
+				t.Fatalf("CheckOut of a mount point: %v; want it named, %q, and a directory inside it to build into", err, tt.want)
+			}
+		})
+	}
+}
+
+// mountedOn reads mountinfo's escaped mount points and the type after "-".
+func TestMountedOn(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "mountinfo")
+	os.WriteFile(p, []byte("22 1 0:21 / / rw - ext4 /dev/vda rw\n"+
+		"36 22 0:30 / /mnt/my\\040card rw,relatime - vfat /dev/sdb1 rw\n"), 0o644)
+	if fstype, ok := mountedOn(p, "/mnt/my card"); !ok || fstype != "vfat" {
+		t.Errorf("/mnt/my card: %q %v, want vfat", fstype, ok)
+	}
+	if _, ok := mountedOn(p, "/mnt"); ok {
+		t.Error("/mnt is no mount point")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/fsdax"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 )
 
@@ -60,7 +61,7 @@ func (b *builder) storeSize(dir string) (int64, error) {
 // 2 MiB of fsdax metadata added, rounded up to 128 MiB (the kernel adds pmem
 // in memory sections).
 func pmemSize(fsSize int64) int64 {
-	const section = 128 << 20
+	const section = config.PmemUnitMiB << 20
 	return (fsSize + fsdax.Align + section - 1) / section * section
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/format/fsdax"
 )
 
 // Config is one appliance image.
@@ -38,10 +39,19 @@ type Config struct {
 	NoBootTrims bool `json:",omitempty"`
 	// KernelCmdline is appended to the command line nvboot sets.
 	KernelCmdline string `json:",omitempty"`
-	// TextStoreMiB is the size of the pmem text store image; 0: fitted to the
-	// programs (their text plus 2 MiB a file for the 2 MiB clusters, plus room).
+	// TextStoreMiB is the size of the text store's filesystem; 0: fitted to
+	// the programs (their text plus 2 MiB a file for the 2 MiB clusters,
+	// plus room). Its pmem image is that plus 2 MiB of fsdax metadata,
+	// rounded up to a multiple of PmemUnitMiB, and the filesystem grows to
+	// fill it: the build warns when that makes it larger than asked.
 	TextStoreMiB int `json:",omitempty"`
-	// StateMiB is the size of the pmem state image (/nv/state); default 128.
+	// StateMiB is the size of the pmem state image (/nv/state), a
+	// multiple of 2; default 128. It is rounded up to a multiple of
+	// PmemUnitMiB, and the build warns when it rounds: StateMiB 64 builds
+	// a 128 MiB image. The state filesystem is the image less 2 MiB of
+	// fsdax metadata. Rounded rather than honoured, because the default
+	// board (pmem as e820 regions) takes only whole 128 MiB regions, and
+	// one image boots on either kind of pmem.
 	StateMiB int `json:",omitempty"`
 	// Interfaces are static IPv4 settings nvinit applies before the services
 	// start; empty: eth0 10.0.2.15/24 via 10.0.2.2, QEMU's user network.
@@ -182,6 +192,42 @@ const (
 
 // Userlands are Userland's values.
 var Userlands = []string{UserlandNone, UserlandURoot}
+
+// PmemUnitMiB is what every pmem image's size is a multiple of: the kernel
+// adds pmem in 128 MiB memory sections, and a region given as e820 RAM
+// (the default board) must be whole sections.
+const PmemUnitMiB = 128
+
+// pmemImageMiB is the size of the pmem image holding a filesystem of fsMiB:
+// the fsdax metadata added, rounded up to PmemUnitMiB.
+func pmemImageMiB(fsMiB int) int {
+	return (fsMiB + int(fsdax.Align>>20) + PmemUnitMiB - 1) / PmemUnitMiB * PmemUnitMiB
+}
+
+// StateImageMiB is the size of pmem-state.img: StateMiB (or its default)
+// rounded up to a multiple of PmemUnitMiB.
+func (c *Config) StateImageMiB() int {
+	return (c.StateMiBOrDefault() + PmemUnitMiB - 1) / PmemUnitMiB * PmemUnitMiB
+}
+
+// Rounded names each size field whose pmem image the build makes larger
+// than the field says (StateMiB, TextStoreMiB), with what it becomes:
+// warnings, printed with the config's others.
+func (c *Config) Rounded() []string {
+	var w []string
+	if c.StateMiB > 0 && c.StateImageMiB() != c.StateMiB {
+		img := c.StateImageMiB()
+		w = append(w, fmt.Sprintf("StateMiB %d: the state image is %d MiB, rounded up to a multiple of %d MiB (the kernel adds pmem in %d MiB sections); its filesystem has %d MiB",
+			c.StateMiB, img, PmemUnitMiB, PmemUnitMiB, img-int(fsdax.Align>>20)))
+	}
+	if t := c.TextStoreMiB; t > 0 {
+		if img := pmemImageMiB(t); img-int(fsdax.Align>>20) != t {
+			w = append(w, fmt.Sprintf("TextStoreMiB %d: the text store image is %d MiB (the filesystem and 2 MiB of fsdax metadata, rounded up to a multiple of %d MiB), and its filesystem fills it: %d MiB",
+				t, img, PmemUnitMiB, img-int(fsdax.Align>>20)))
+		}
+	}
+	return w
+}
 
 // HostnameOrDefault and friends fill in the defaults.
 func (c *Config) HostnameOrDefault() string { return cmp.Or(c.Hostname, DefaultHostname) }

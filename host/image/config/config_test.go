@@ -77,6 +77,36 @@ func TestLoadRejectsUnknownFields(t *testing.T) {
 	}
 }
 
+// A size the build rounds up is said, naming the field and what it
+// becomes; one it keeps is not. The state image's size is the one the
+// warning names.
+func TestParseWarnsOfRoundedSizes(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want string // "": no warning
+		img  int    // StateImageMiB
+	}{
+		{`{"Packages": ["kv"], "StateMiB": 64}`, "StateMiB 64: the state image is 128 MiB, rounded up to a multiple of 128 MiB", 128},
+		{`{"Packages": ["kv"], "StateMiB": 130}`, "StateMiB 130: the state image is 256 MiB", 256},
+		{`{"Packages": ["kv"], "StateMiB": 256}`, "", 256},
+		{`{"Packages": ["kv"]}`, "", 128},
+		{`{"Packages": ["kv"], "TextStoreMiB": 128}`, "TextStoreMiB 128: the text store image is 256 MiB", 128},
+		{`{"Packages": ["kv"], "TextStoreMiB": 126}`, "", 128},
+	} {
+		c, warnings, err := Parse([]byte(tc.json))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		got := strings.Join(warnings, "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: warnings %q, want %q", tc.json, got, tc.want)
+		}
+		if c.StateImageMiB() != tc.img {
+			t.Errorf("%s: StateImageMiB %d, want %d", tc.json, c.StateImageMiB(), tc.img)
+		}
+	}
+}
+
 // TestLoadUserland: the examples' Userland values load; a bad one in a
 // config file is an error naming the file, the field and the values it
 // takes; the field marks the config as nvboot's, so a typo beside it is

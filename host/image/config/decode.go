@@ -14,8 +14,9 @@ import (
 var NvbootOnly = []string{"KernelPath", "NoBootTrims", "KernelCmdline", "TextStoreMiB", "StateMiB", "Interfaces", "RootFS", "Userland", "ForwardPort", "Pool", "Checker"}
 
 // Parse decodes and validates a config (nvboot's or a gokrazy instance's)
-// and returns the warnings about it: each unknown key, and each field set
-// that nvboot does not apply (Ignored). null where a list or map is
+// and returns the warnings about it: each unknown key, each field set
+// that nvboot does not apply (Ignored), and each size the build rounds up
+// (Rounded). null where a list or map is
 // expected is an empty one. An unknown key is an error only in a config
 // that sets one of NvbootOnly.
 func Parse(b []byte) (*Config, []string, error) {
@@ -46,7 +47,8 @@ func Parse(b []byte) (*Config, []string, error) {
 	for _, k := range unknown {
 		warnings = append(warnings, k+": unknown field, ignored (as gokrazy ignores it)")
 	}
-	return &c, append(warnings, c.Ignored()...), nil
+	warnings = append(warnings, c.Ignored()...)
+	return &c, append(warnings, c.Rounded()...), nil
 }
 
 func containsFold(list []string, s string) bool {

@@ -29,6 +29,12 @@
 //     config file), and the host tools every build runs, each listed once
 //     with its Debian package (Tools, CheckTools). Defaults come from
 //     XOrDefault methods.
+//   - A pmem size the build rounds up (StateMiB, and TextStoreMiB whose
+//     filesystem grows to fill its image) is warned about with what it
+//     becomes (Rounded), rather than honoured: pmem images are whole
+//     PmemUnitMiB (128 MiB) sections, since the default board gives pmem
+//     as e820 regions, which the kernel takes in whole memory sections,
+//     and one image must boot on either kind of pmem.
 //
 // # gokrazy fields
 //
@@ -83,6 +89,8 @@
 //     new writes), TestGokrazyEveryField (every field of the schema, each
 //     warning once), TestGokrazyWritesAndReadsBack, TestWaitForForms,
 //     TestGokrazyNullsAreEmpty, TestExtraFileSource.
+//   - Rounded sizes are warned about, with the size built:
+//     TestParseWarnsOfRoundedSizes.
 //   - Parse never panics on any input: FuzzParse.
 //
 // # Limits

@@ -16,8 +16,15 @@ const (
 	// StampFile marks a directory as an nvboot build output, which the next
 	// build into it replaces whole.
 	StampFile = ".nvboot-image"
+	// UEFIVarsFile is the UEFI variable store of the board nvboot run
+	// -firmware uefi plays (its NVRAM: BootOrder, BootNext, the slots'
+	// entries), made on the first such run and kept from run to run
+	// beside the disk it boots. A build does not write it, and a rebuild
+	// into the directory drops it: the new disk starts on a new board.
+	UEFIVarsFile = "uefi-vars.fd"
 )
 
 // OutputFiles are the names a build writes into its output directory (an
-// initrd only in the initramfs layout).
-var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile, KernelPmemFile, UncompressedFile}
+// initrd only in the initramfs layout), and the one a run adds
+// (UEFIVarsFile).
+var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile, KernelPmemFile, UncompressedFile, UEFIVarsFile}
