@@ -13,6 +13,7 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/update"
 	"github.com/nvboot/nvboot/host/deploy"
+	"github.com/nvboot/nvboot/internal/testutil/textstore"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -32,23 +33,7 @@ func newUpdateFixture(t *testing.T) *updateFixture {
 	t.Helper()
 	f := &updateFixture{trialFixture: newTrialFixture(t)}
 	f.store = f.p.Store.Dir
-	if err := os.MkdirAll(f.store, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conv, err := off2f.Convert(probeProgram(t), off2f.Options{StoreDir: f.store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.conv = conv
-	// The image's own text, which gc must keep (named by a made-up hash:
-	// gc checks only a text's magic).
-	imageText := strings.Repeat("a", 64)
-	if _, err := (off2f.Store{Dir: f.store}).Put(imageText, conv.Text); err != nil {
-		t.Fatal(err)
-	}
-	if err := off2f.WriteManifest(filepath.Join(f.store, off2f.ManifestName), []string{imageText}); err != nil {
-		t.Fatal(err)
-	}
+	f.conv = textstore.Seed(t, f.store, probeProgram(t))
 	f.p.Images = map[string]string{"srv": f.old}
 	u := &update.Server{Password: testPassword, Programs: f.p, Sup: f.s, Images: f.p.Images}
 	f.srv = httptest.NewServer(u)

@@ -4,46 +4,20 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 	"github.com/nvboot/nvboot/off2f"
-)
-
-var (
-	probeOnce sync.Once
-	probeBin  []byte
-	probeErr  error
 )
 
 // probeProgram is a static Go program (off2f's test probe), built once.
 func probeProgram(t *testing.T) []byte {
 	t.Helper()
-	probeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "nvinit-probe-")
-		if err != nil {
-			probeErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "probe")
-		cmd := exec.Command("go", "build", "-o", out, "../../off2f/testdata/progs/probe")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			probeErr = errors.New("building the probe: " + err.Error() + "\n" + string(msg))
-			return
-		}
-		probeBin, probeErr = os.ReadFile(out)
-	})
-	if probeErr != nil {
-		t.Fatal(probeErr)
-	}
-	return probeBin
+	return vmtest.StaticBytes(t, "../../off2f/testdata/progs/probe")
 }
 
 // textFixture is an OFF2F program as the appliance has it: its header file,

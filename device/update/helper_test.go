@@ -1,10 +1,6 @@
 package update
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
 
 // lockedMounter records remounts from any goroutine and does nothing.
@@ -73,33 +70,8 @@ func (s *fakeSupervisor) Replace(name string, deadline time.Duration, ops TrialO
 	return TrialResult{Result: contract.DeployKept, Ready: time.Millisecond, Downtime: 2 * time.Millisecond}
 }
 
-var (
-	probeOnce sync.Once
-	probeBin  []byte
-	probeErr  error
-)
-
 // probeProgram is a static Go program (off2f's test probe), built once.
 func probeProgram(t *testing.T) []byte {
 	t.Helper()
-	probeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "update-probe-")
-		if err != nil {
-			probeErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "probe")
-		cmd := exec.Command("go", "build", "-o", out, "../../off2f/testdata/progs/probe")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			probeErr = errors.New("building the probe: " + err.Error() + "\n" + string(msg))
-			return
-		}
-		probeBin, probeErr = os.ReadFile(out)
-	})
-	if probeErr != nil {
-		t.Fatal(probeErr)
-	}
-	return probeBin
+	return vmtest.StaticBytes(t, "../../off2f/testdata/progs/probe")
 }

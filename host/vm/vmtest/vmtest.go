@@ -3,9 +3,11 @@ package vmtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/nvboot/nvboot/host/kernel"
@@ -48,4 +50,41 @@ func StaticProgram(t testing.TB, dir string) string {
 		t.Fatalf("building %s: %v\n%s", dir, err, out)
 	}
 	return bin
+}
+
+// built holds the programs StaticBytes built, by package directory.
+var built sync.Map // dir -> *builtProgram
+
+type builtProgram struct {
+	once sync.Once
+	bin  []byte
+	err  error
+}
+
+// StaticBytes is StaticProgram's binary, built once per test binary for
+// each dir: for tests that write the same program into many fixtures.
+func StaticBytes(t testing.TB, dir string) []byte {
+	t.Helper()
+	v, _ := built.LoadOrStore(dir, &builtProgram{})
+	p := v.(*builtProgram)
+	p.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "vmtest-")
+		if err != nil {
+			p.err = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		bin := filepath.Join(tmp, filepath.Base(dir))
+		build := exec.Command("go", "build", "-o", bin, dir)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("building %s: %v\n%s", dir, err, out)
+			return
+		}
+		p.bin, p.err = os.ReadFile(bin)
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.bin
 }
