@@ -1,12 +1,12 @@
 # nvboot: `make test` runs every test (installing what it needs); `make build`
-# puts the tools in bin/; `make kernel` builds (or finds cached) the appliance kernel;
+# puts the tools in bin/ (make loader-arm64: the aarch64 loader in bin/arm64/); `make kernel` builds (or finds cached) the appliance kernel;
 # `make lint` runs the lint gate (ci/lint.sh), which both test targets run before their tests.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
 CMDS := off2f nvinit nvboot poold poolctl
 
-.PHONY: all build loader-arm64 test-arm64-user deps demo demo-exec lint test test-short kernel fuzz powercuts docs clean
+.PHONY: all build loader-arm64 deps demo demo-exec lint test test-short kernel fuzz powercuts docs clean
 all: build
 
 deps:
