@@ -1,12 +1,12 @@
 # nvboot: `make test` runs every test (installing what it needs); `make build`
-# puts the tools in bin/; `make kernel` builds (or finds cached) the appliance kernel;
+# puts the tools in bin/ (make loader-arm64: the aarch64 loader in bin/arm64/); `make kernel` builds (or finds cached) the appliance kernel;
 # `make lint` runs the lint gate (ci/lint.sh), which both test targets run before their tests.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
 CMDS := off2f nvinit nvboot poold poolctl
 
-.PHONY: all build deps demo demo-exec lint test test-short kernel fuzz powercuts docs clean
+.PHONY: all build loader-arm64 deps demo demo-exec lint test test-short kernel fuzz powercuts docs clean
 all: build
 
 deps:
@@ -16,6 +16,11 @@ build: $(BIN)/ld-off2f $(addprefix $(BIN)/,$(CMDS))
 
 $(BIN)/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
 	@$(MAKE) -s -C loader OUT=$(CURDIR)/$(BIN)/ld-off2f
+
+# The aarch64 loader an arm64 image installs, cross-built (gcc-aarch64-linux-gnu).
+loader-arm64: $(BIN)/arm64/ld-off2f
+$(BIN)/arm64/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
+	@$(MAKE) -s -C loader ARCH=arm64 OUT=$(CURDIR)/$(BIN)/arm64/ld-off2f
 
 $(BIN)/%: FORCE
 	@mkdir -p $(BIN)

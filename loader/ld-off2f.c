@@ -9,6 +9,9 @@
  * stderr and exit 127. It never maps text whose header does not match the note.
  *
  * Freestanding: no libc, no allocation, no relocations (checked by the Makefile).
+ * One source for x86-64 and aarch64: sys.h has each machine's system calls,
+ * _start below is per machine; a loader maps only its own machine's text
+ * (the note's machine field), and make ARCH=arm64 cross-builds aarch64's.
  *
  * Design: docs/OFF2F.md#the-loader. */
 #include "sys.h"
@@ -37,6 +40,7 @@ struct prog {
 	u32 nseg;
 	char path[N_PATH_MAX + 80];
 	char err[N_PATH_MAX + 160]; /* reason of the first failure */
+	char why[64];               /* a refusal of the note that names machines */
 };
 
 /* --- small string helpers ---------------------------------------------- */
@@ -171,14 +175,31 @@ static int field_ok(const u8 *f, u64 size)
 	return 1;
 }
 
+/* The machines of off2f.Machine, for the message that refuses another's. */
+static const char *machine_name(u32 m)
+{
+	switch (m) {
+	case 0: return "x86-64";
+	case 1: return "aarch64";
+	}
+	return "an unknown machine";
+}
+
 /* The same checks as off2f/format.go (Note.UnmarshalBinary): the loader trusts
- * nothing in the header file it has not checked. Returns a reason or 0. */
-static const char *check_note(const u8 *n, u64 descsz)
+ * nothing in the header file it has not checked. Returns a reason or 0;
+ * buf holds a reason that names the machines. */
+static const char *check_note(const u8 *n, u64 descsz, char *buf, u64 bufsz)
 {
 	if (descsz < N_SEGMENTS)
 		return "bad OFF2F note: too short";
-	if (rd32(n + N_VERSION) != OFF2F_VERSION)
+	if (rd16(n + N_VERSION) != OFF2F_VERSION)
 		return "bad OFF2F note: unsupported version";
+	if (rd16(n + N_MACHINE) != OFF2F_MACHINE) {
+		char *end = buf + bufsz, *d = scat(buf, end, "built for ");
+		d = scat(d, end, machine_name(rd16(n + N_MACHINE)));
+		scat(d, end, ", this loader runs " OFF2F_MACHINE_NAME);
+		return buf;
+	}
 	if (rd32(n + N_FLAGS) & ~(u32)OFF2F_KNOWN_FLAGS)
 		return "bad OFF2F note: unknown flags";
 	u32 nseg = rd32(n + N_NSEG);
@@ -247,9 +268,9 @@ static const char *find_note(struct prog *p, const struct phdr *ph, u64 phnum, u
 			if (namesz > left || descsz > left || desc_end > left)
 				break;
 			if (type == OFF2F_NOTE_TYPE && namesz == 6 && bytes_eq(b + 12, (const u8 *)"OFF2F", 6)) {
-				const char *why = check_note(b + name_end, descsz);
-				if (why)
-					return why;
+				const char *bad = check_note(b + name_end, descsz, p->why, sizeof p->why);
+				if (bad)
+					return bad;
 				p->note = b + name_end;
 				p->nseg = rd32(p->note + N_NSEG);
 				return 0;
@@ -307,14 +328,15 @@ static int map_text(struct prog *p, i64 fd)
 	r = sys6(SYS_pread64, fd, (i64)hdr, sizeof hdr, 0, 0, 0);
 	if (r != (i64)sizeof hdr)
 		return fail(p, "cannot read header page", r < 0 ? r : 0);
-	if (!bytes_eq(hdr + T_MAGIC, (const u8 *)"OFF2FTXT", 8) || rd32(hdr + T_VERSION) != OFF2F_VERSION ||
+	if (!bytes_eq(hdr + T_MAGIC, (const u8 *)"OFF2FTXT", 8) || rd16(hdr + T_VERSION) != OFF2F_VERSION ||
 	    rd32(hdr + T_HDRSIZE) != T_HEADER_SIZE)
 		return fail(p, "not an OFF2F text file", 0);
-	if (!bytes_eq(hdr + T_HASH, p->note + N_HASH, 32) || rd64(hdr + T_SIZE) != want ||
+	if (rd16(hdr + T_MACHINE) != rd16(p->note + N_MACHINE) ||
+	    !bytes_eq(hdr + T_HASH, p->note + N_HASH, 32) || rd64(hdr + T_SIZE) != want ||
 	    rd32(hdr + T_NSEG) != p->nseg || rd64(hdr + T_ORIG_PHDR) != rd64(p->note + N_ORIG_PHDR) ||
 	    rd32(hdr + T_ORIG_PHNUM) != rd32(p->note + N_ORIG_PHNUM) ||
 	    !bytes_eq(hdr + T_SEGMENTS, p->note + N_SEGMENTS, (u64)p->nseg * S_SIZE))
-		return fail(p, "text does not match the program (hash or segment table differ)", 0);
+		return fail(p, "text does not match the program (machine, hash or segment table differ)", 0);
 
 	i64 flags = MAP_PRIVATE | MAP_FIXED_NOREPLACE;
 	if (rd32(p->note + N_FLAGS) & OFF2F_FLAG_PREFAULT)
@@ -352,7 +374,7 @@ static void mkdirs(const char *path)
 			for (u64 j = 0; j < i; j++)
 				b[j] = path[j];
 			b[i] = 0;
-			sys3(SYS_mkdir, b, 0755, 0);
+			sys_mkdir(b, 0755);
 		}
 	}
 }
@@ -366,8 +388,8 @@ static void mount_store(const struct prog *p)
 	struct kstat st;
 	if (!dev[0])
 		return;
-	if (sys3(SYS_stat, dev, &st, 0) == -ENOENT && sys3(SYS_getpid, 0, 0, 0) == 1) {
-		sys3(SYS_mkdir, "/dev", 0755, 0);
+	if (sys_stat(dev, &st) == -ENOENT && sys3(SYS_getpid, 0, 0, 0) == 1) {
+		sys_mkdir("/dev", 0755);
 		sys6(SYS_mount, (i64) "devtmpfs", (i64) "/dev", (i64) "devtmpfs", 0, 0, 0);
 	}
 	mkdirs(dir);
@@ -378,10 +400,10 @@ static void mount_store(const struct prog *p)
 static int load_from(struct prog *p, const u8 *dir, int may_mount)
 {
 	text_path(p, dir);
-	i64 fd = sys3(SYS_open, p->path, O_RDONLY | O_CLOEXEC, 0);
+	i64 fd = sys_open(p->path, O_RDONLY | O_CLOEXEC);
 	if (fd == -ENOENT && may_mount && p->note[N_DEVICE]) {
 		mount_store(p);
-		fd = sys3(SYS_open, p->path, O_RDONLY | O_CLOEXEC, 0);
+		fd = sys_open(p->path, O_RDONLY | O_CLOEXEC);
 	}
 	if (fd < 0)
 		return fail(p, "cannot open", fd);
@@ -457,7 +479,9 @@ u64 loader_main(u64 *sp)
 }
 
 /* Entry: keep the kernel's stack pointer, let loader_main map the text, then jump
- * to the program with the stack and registers as the kernel would leave them. */
+ * to the program with the stack and registers as the kernel would leave them
+ * (zero: glibc's _start takes a nonzero rdx or x0 as a function to run at exit). */
+#if defined(__x86_64__)
 __asm__(".text\n"
 	".globl _start\n"
 	"_start:\n"
@@ -482,3 +506,49 @@ __asm__(".text\n"
 	"	xor %r14d, %r14d\n"
 	"	xor %r15d, %r15d\n"
 	"	jmp *%r11\n");
+#elif defined(__aarch64__)
+/* The kernel leaves sp 16-byte aligned, as a call needs; loader_main gives it
+ * back unchanged (x19 keeps it anyway). Built -mgeneral-regs-only, the loader
+ * leaves the FP/SIMD registers as the kernel zeroed them. */
+__asm__(".text\n"
+	".globl _start\n"
+	"_start:\n"
+	"	mov x29, #0\n"
+	"	mov x30, #0\n"
+	"	mov x19, sp\n"
+	"	mov x0, sp\n"
+	"	bl loader_main\n"
+	"	mov sp, x19\n"
+	"	mov x16, x0\n"
+	"	mov x0, #0\n"
+	"	mov x1, #0\n"
+	"	mov x2, #0\n"
+	"	mov x3, #0\n"
+	"	mov x4, #0\n"
+	"	mov x5, #0\n"
+	"	mov x6, #0\n"
+	"	mov x7, #0\n"
+	"	mov x8, #0\n"
+	"	mov x9, #0\n"
+	"	mov x10, #0\n"
+	"	mov x11, #0\n"
+	"	mov x12, #0\n"
+	"	mov x13, #0\n"
+	"	mov x14, #0\n"
+	"	mov x15, #0\n"
+	"	mov x17, #0\n"
+	"	mov x18, #0\n"
+	"	mov x19, #0\n"
+	"	mov x20, #0\n"
+	"	mov x21, #0\n"
+	"	mov x22, #0\n"
+	"	mov x23, #0\n"
+	"	mov x24, #0\n"
+	"	mov x25, #0\n"
+	"	mov x26, #0\n"
+	"	mov x27, #0\n"
+	"	mov x28, #0\n"
+	"	mov x29, #0\n"
+	"	mov x30, #0\n"
+	"	br x16\n");
+#endif

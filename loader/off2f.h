@@ -15,7 +15,8 @@
 
 #define OFF2F_NOTE_TYPE 1
 /* note descriptor */
-#define N_VERSION 0
+#define N_VERSION 0 /* u16 */
+#define N_MACHINE 2 /* u16: 0 x86-64, 1 aarch64 */
 #define N_FLAGS 4
 #define N_HASH 8
 #define N_TEXT_SIZE 40
@@ -44,7 +45,8 @@
 
 /* text file header page */
 #define T_MAGIC 0
-#define T_VERSION 8
+#define T_VERSION 8 /* u16 */
+#define T_MACHINE 10 /* u16 */
 #define T_FLAGS 12
 #define T_HASH 16
 #define T_SIZE 48

@@ -87,12 +87,12 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 		segs = append(segs, Segment{Vaddr: d.Vaddr, Memsz: d.Filesz, Filesz: d.Filesz, Prot: ProtRead | ProtWrite})
 		contents = append(contents, p.raw[d.Off:d.Off+d.Filesz])
 	}
-	th, text, err := buildText(origPhdr, uint32(len(p.progs)), segs, contents)
+	th, text, err := buildText(p.machine, origPhdr, uint32(len(p.progs)), segs, contents)
 	if err != nil {
 		return nil, fmt.Errorf("building text file: %w", err)
 	}
 	note := Note{
-		Version: Version, Flags: th.Flags, Hash: th.Hash, TextSize: th.Size,
+		Version: Version, Machine: p.machine, Flags: th.Flags, Hash: th.Hash, TextSize: th.Size,
 		OrigPhnum: uint32(len(p.progs)), OrigPhdr: origPhdr,
 		StoreDir: opt.StoreDir, FallbackDir: opt.FallbackDir,
 		Device: opt.Device, FSType: opt.FSType, Options: opt.MountOpts,

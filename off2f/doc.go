@@ -9,6 +9,12 @@
 //
 // # API
 //
+//   - Machine is what a program is built for: x86-64 (MachineAMD64) or
+//     aarch64 (MachineARM64), named by String ("x86-64", "aarch64"), GOARCH
+//     and ELF; MachineOfELF and MachineOfGOARCH go the other way. Convert
+//     takes it from the input's e_machine and records it in the note and
+//     the text header; the loader maps only its own machine's text, and a
+//     Store holds one machine's texts.
 //   - Convert splits a static executable (Options: loader path, store and
 //     fallback directories, the device the loader may mount the store from,
 //     prefault). Install is the one install sequence (nvboot build, off2f
@@ -44,19 +50,29 @@
 //     and gcc's static programs (data mid-page) keep their data in the
 //     header file.
 //   - The header segment (ELF header, program headers, interpreter path,
-//     note) is one small read-only PT_LOAD with a PT_PHDR: below the program
-//     for ET_EXEC, so the writable segment stays the last PT_LOAD; above it
-//     for a static-pie, which starts at vaddr 0, aligned to the program's
-//     largest alignment so 2 MiB text mappings stay possible.
+//     note) is one small read-only PT_LOAD with a PT_PHDR (placeHeader). On
+//     x86-64: below the program for ET_EXEC, so the writable segment stays
+//     the last PT_LOAD; above it for a static-pie, which starts at vaddr 0,
+//     aligned to the program's largest alignment so 2 MiB text mappings
+//     stay possible. On aarch64: in the gap between the text and the data
+//     (Go's programs start at 0x10000, with no room below), else above. In
+//     the gap it is the lowest PT_LOAD and the header file's span leaves
+//     the text out, so qemu-user (which derives AT_PHDR from the lowest
+//     PT_LOAD and reserves the span) runs the aarch64 tests; x86-64 keeps
+//     its placement, so its files are unchanged.
+//   - The machine is the upper u16 of the note's and text header's version
+//     fields and of the hash's u32 after the program header count, x86-64
+//     being 0: an x86-64 program's files and hash are the bytes they are
+//     without the field.
 //   - Segments of 2 MiB and more start at a file offset congruent to their
 //     vaddr modulo 2 MiB, the rest modulo 4 KiB; padding is holes. DAX maps
 //     a 2 MiB extent with one page-table entry only when offset and vaddr
 //     agree modulo 2 MiB: 349 minor faults per start of a 22 MiB program
 //     from the store against about 5260 from tmpfs (bench/exec).
-//   - The hash covers the original program header fields, the segment table
-//     and every segment's bytes (the data image too), so the same bytes at
-//     other addresses, or with other data, are a different text; identical
-//     text is stored once.
+//   - The hash covers the original program header fields, the machine, the
+//     segment table and every segment's bytes (the data image too), so the
+//     same bytes at other addresses, for another machine, or with other
+//     data, are a different text; identical text is stored once.
 //   - Static programs only: a dynamic program's text is spread over shared
 //     libraries the kernel does not map for the loader. The error says how
 //     to link statically.
@@ -70,7 +86,8 @@
 //     github.com/google/renameio/v2 because renameio does not fsync the
 //     directory and names its temporary files .NAME<digits>, which GC could
 //     not tell from a stranger's (IsLeftover).
-//   - Put keeps an existing file with the right size and header page.
+//   - Put keeps an existing file with the right size and header page, and
+//     refuses a text for another machine than the store's other texts.
 //   - GC removes only what it knows: texts no manifest lists and the
 //     leftovers of interrupted writes. It checks the whole directory first
 //     and removes nothing when a manifest lists no hash, when every text
@@ -80,7 +97,9 @@
 //
 // # Invariants
 //
-//   - The formats do not change by accident: TestFormatFrozen.
+//   - The formats and the hash do not change by accident: TestFormatFrozen;
+//     machines: TestMachineNames, TestHeaderMachineAgreesWithNote,
+//     TestStorePutRefusesOtherMachine.
 //   - The parsers refuse what the loader refuses and never panic:
 //     TestNoteRejects, FuzzParseHeader, FuzzParseText, FuzzConvert,
 //     FuzzParseManifest, TestParseManifestLongLine (a long line is an error,
@@ -90,14 +109,19 @@
 //     for Go ET_EXEC and static-pie, gcc -static and -static-pie, busybox
 //     applets and a libc-less program, and sees its original program
 //     headers: TestConvertedBehavesLikeOriginal, TestPrefaultRunsIdentically,
-//     TestConvertedSeesOriginalProgramHeaders.
+//     TestConvertedSeesOriginalProgramHeaders. These and the loader's tests
+//     run for x86-64 on the host and for aarch64 under qemu-aarch64-static
+//     (eachMachine: Go ET_EXEC, gcc -static, a libc-less program; the
+//     aarch64 subtests skip, naming the missing tool, without
+//     gcc-aarch64-linux-gnu or qemu-user-static).
 //   - Dynamic executables, shared objects, other machines and converted
 //     files are refused with the reason: TestRejectsDynamicAndOtherInputs.
 //   - Unpack gives back every loadable segment byte for byte:
 //     TestUnpackRoundTrip. The data image is in the text, the header has no
 //     data bytes, two runs give the same text: TestDataImageInText.
 //     TestIdenticalTextStoredOnce, TestLayoutAlignsHugeSegments.
-//   - The loader's failure paths, size and robustness: TestLoaderFailurePaths,
+//   - The loader's failure paths (another machine's note or text among
+//     them), size, relocations and robustness: TestLoaderFailurePaths,
 //     TestLoaderRunDirectly, TestLoaderSurvivesCorruptNotes,
 //     TestLoaderIsSmall.
 //   - Store writes are whole or absent: TestStorePutFullDisk,
@@ -110,8 +134,10 @@
 //
 // # Limits
 //
-//   - Static executables only; x86-64 only (the format is arch-neutral, the
-//     loader is not).
+//   - Static executables only; x86-64 and aarch64 only. aarch64 with 4 KiB
+//     pages: the text is laid out 4 KiB-congruent. An aarch64 static-pie
+//     is converted and checked but not run in the tests: qemu-user 7.2
+//     loads it at its link-time address, putting its text at 0.
 //   - Section headers, symbols and debug info are not kept: Unpack restores
 //     what runs.
 //   - Nothing re-hashes a text on the hot path: the loader checks the header

@@ -22,13 +22,14 @@ func unsupported(format string, args ...any) error {
 
 // program is a parsed input executable: its ELF header fields and program headers.
 type program struct {
-	raw   []byte
-	typ   elf.Type
-	mach  elf.Machine
-	flags uint32
-	entry uint64
-	phoff uint64
-	progs []elf.ProgHeader
+	raw     []byte
+	typ     elf.Type
+	mach    elf.Machine
+	machine Machine
+	flags   uint32
+	entry   uint64
+	phoff   uint64
+	progs   []elf.ProgHeader
 }
 
 const ehdrSize, phdrSize = 64, 56
@@ -46,10 +47,11 @@ func parseProgram(raw []byte) (*program, error) {
 	if f.Class != elf.ELFCLASS64 || f.Data != elf.ELFDATA2LSB {
 		return nil, unsupported("%v %v ELF; OFF2F handles 64-bit little-endian", f.Class, f.Data)
 	}
-	if f.Machine != elf.EM_X86_64 {
-		return nil, unsupported("machine %v; this build of OFF2F handles x86-64", f.Machine)
+	m, ok := MachineOfELF(f.Machine)
+	if !ok {
+		return nil, unsupported("machine %v; OFF2F converts x86-64 (EM_X86_64) and aarch64 (EM_AARCH64) programs", f.Machine)
 	}
-	p := &program{raw: raw, typ: f.Type, mach: f.Machine, entry: f.Entry}
+	p := &program{raw: raw, typ: f.Type, mach: f.Machine, machine: m, entry: f.Entry}
 	p.flags = binary.LittleEndian.Uint32(raw[48:])
 	p.phoff = binary.LittleEndian.Uint64(raw[32:])
 	if n := binary.LittleEndian.Uint16(raw[54:]); n != phdrSize {
@@ -223,7 +225,7 @@ func ReadOnlyBytes(path string) (uint64, error) {
 }
 
 // wantedInput is what OFF2F converts, for errors about other inputs.
-const wantedInput = "OFF2F converts static x86-64 ELF executables (Go: CGO_ENABLED=0 go build of a main package; C: gcc -static)"
+const wantedInput = "OFF2F converts static x86-64 and aarch64 ELF executables (Go: CGO_ENABLED=0 go build of a main package; C: gcc -static)"
 
 // describeFile says what the file at path holds when it is not ELF (ok),
 // or ok false when it starts as an ELF file does (then it is a malformed

@@ -2,6 +2,7 @@ package off2f
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -10,6 +11,84 @@ import (
 
 // Version is the format version of both the note and the text file header.
 const Version = 1
+
+// Machine is the instruction set a program is built for, recorded in the
+// note and in the text header: a loader maps only its own machine's text,
+// and a text store holds one machine's texts. x86-64 is 0, the value those
+// bytes have always held, so an x86-64 program's files and text hash are
+// the same with and without the field.
+type Machine uint16
+
+// The machines OFF2F converts, named by their GOARCH.
+const (
+	MachineAMD64 Machine = 0 // x86-64 (EM_X86_64)
+	MachineARM64 Machine = 1 // aarch64 (EM_AARCH64)
+)
+
+var machines = []struct {
+	m      Machine
+	elf    elf.Machine
+	name   string
+	goarch string
+}{
+	{MachineAMD64, elf.EM_X86_64, "x86-64", "amd64"},
+	{MachineARM64, elf.EM_AARCH64, "aarch64", "arm64"},
+}
+
+// String is the machine's usual name ("x86-64", "aarch64"), as the loader
+// prints it.
+func (m Machine) String() string {
+	for _, k := range machines {
+		if k.m == m {
+			return k.name
+		}
+	}
+	return fmt.Sprintf("machine %d", uint16(m))
+}
+
+// GOARCH is the Go architecture that builds programs for m ("" if unknown).
+func (m Machine) GOARCH() string {
+	for _, k := range machines {
+		if k.m == m {
+			return k.goarch
+		}
+	}
+	return ""
+}
+
+// ELF is m's ELF e_machine (EM_NONE if unknown).
+func (m Machine) ELF() elf.Machine {
+	for _, k := range machines {
+		if k.m == m {
+			return k.elf
+		}
+	}
+	return elf.EM_NONE
+}
+
+func (m Machine) known() bool { return m.ELF() != elf.EM_NONE }
+
+// MachineOfELF is the Machine of an ELF e_machine; ok is false for one
+// OFF2F does not convert.
+func MachineOfELF(em elf.Machine) (m Machine, ok bool) {
+	for _, k := range machines {
+		if k.elf == em {
+			return k.m, true
+		}
+	}
+	return 0, false
+}
+
+// MachineOfGOARCH is the Machine of a GOARCH ("amd64", "arm64"); ok is
+// false for one OFF2F does not convert.
+func MachineOfGOARCH(goarch string) (m Machine, ok bool) {
+	for _, k := range machines {
+		if k.goarch == goarch {
+			return k.m, true
+		}
+	}
+	return 0, false
+}
 
 // Limits. They bound what the loader must handle, so a corrupt file cannot make
 // it loop or index out of range.
@@ -73,7 +152,8 @@ const SegmentSize = 40
 // Note is the descriptor of the OFF2F note in the header file. Encoded as
 // NoteFixedSize bytes followed by Nseg segments:
 //
-//	0   u32 version
+//	0   u16 version
+//	2   u16 machine (Machine: 0 x86-64, 1 aarch64)
 //	4   u32 flags
 //	8   [32] SHA-256 content hash of the text (see TextHash)
 //	40  u64 size of the text file in bytes
@@ -87,7 +167,8 @@ const SegmentSize = 40
 //	400 [48]  its mount options
 //	448 segments
 type Note struct {
-	Version     uint32
+	Version     uint16
+	Machine     Machine
 	Flags       uint32
 	Hash        [32]byte
 	TextSize    uint64
@@ -107,7 +188,8 @@ const NoteFixedSize = 448
 // TextHeader is the header page of a text file:
 //
 //	0  [8] magic "OFF2FTXT"
-//	8  u32 version
+//	8  u16 version
+//	10 u16 machine (as in the note)
 //	12 u32 flags (FlagHuge)
 //	16 [32] SHA-256 content hash
 //	48 u64 size of the whole text file
@@ -122,7 +204,8 @@ const NoteFixedSize = 448
 // loader's comparison of this page with the note also vouches for them: the
 // loader hands them to the program as AT_PHDR and AT_PHNUM.
 type TextHeader struct {
-	Version   uint32
+	Version   uint16
+	Machine   Machine
 	Flags     uint32
 	Hash      [32]byte
 	Size      uint64
@@ -199,7 +282,8 @@ func (n *Note) MarshalBinary() ([]byte, error) {
 		return nil, fmt.Errorf("note: %d segments (want 1..%d)", len(n.Segments), MaxSegments)
 	}
 	b := make([]byte, NoteFixedSize+len(n.Segments)*SegmentSize)
-	le.PutUint32(b[0:], n.Version)
+	le.PutUint16(b[0:], n.Version)
+	le.PutUint16(b[2:], uint16(n.Machine))
 	le.PutUint32(b[4:], n.Flags)
 	copy(b[8:40], n.Hash[:])
 	le.PutUint64(b[40:], n.TextSize)
@@ -238,7 +322,8 @@ func (n *Note) UnmarshalBinary(b []byte) error {
 		return formatErr("note is %d bytes, want at least %d", len(b), NoteFixedSize)
 	}
 	v := Note{
-		Version:   le.Uint32(b[0:]),
+		Version:   le.Uint16(b[0:]),
+		Machine:   Machine(le.Uint16(b[2:])),
 		Flags:     le.Uint32(b[4:]),
 		TextSize:  le.Uint64(b[40:]),
 		OrigPhnum: le.Uint32(b[52:]),
@@ -247,6 +332,9 @@ func (n *Note) UnmarshalBinary(b []byte) error {
 	copy(v.Hash[:], b[8:40])
 	if v.Version != Version {
 		return formatErr("note version %d, this tool reads version %d", v.Version, Version)
+	}
+	if !v.Machine.known() {
+		return formatErr("note names %v, which this tool does not know", v.Machine)
 	}
 	if v.Flags&^knownFlags != 0 {
 		return formatErr("note has unknown flags %#x", v.Flags&^knownFlags)
@@ -315,7 +403,8 @@ func inSegments(segs []Segment, addr, size uint64) bool {
 	return false
 }
 
-// userTop bounds vaddrs: x86_64 user space with 4-level paging ends at 2^47.
+// userTop bounds vaddrs: x86-64 user space with 4-level paging ends at 2^47,
+// aarch64's with 48-bit addresses at 2^48; one bound holds for both.
 const userTop = 1 << 47
 
 // checkSegments enforces what the loader relies on: page congruence between vaddr
@@ -363,7 +452,8 @@ func (t *TextHeader) MarshalBinary() ([]byte, error) {
 	}
 	b := make([]byte, TextHeaderSize)
 	copy(b[0:8], TextMagic[:])
-	le.PutUint32(b[8:], t.Version)
+	le.PutUint16(b[8:], t.Version)
+	le.PutUint16(b[10:], uint16(t.Machine))
 	le.PutUint32(b[12:], t.Flags)
 	copy(b[16:48], t.Hash[:])
 	le.PutUint64(b[48:], t.Size)
@@ -384,7 +474,7 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 	if !bytes.Equal(b[0:8], TextMagic[:]) {
 		return formatErr("text file magic is %q, want %q", b[0:8], TextMagic[:])
 	}
-	v := TextHeader{Version: le.Uint32(b[8:]), Flags: le.Uint32(b[12:]), Size: le.Uint64(b[48:]),
+	v := TextHeader{Version: le.Uint16(b[8:]), Machine: Machine(le.Uint16(b[10:])), Flags: le.Uint32(b[12:]), Size: le.Uint64(b[48:]),
 		OrigPhdr: le.Uint64(b[64:]), OrigPhnum: le.Uint32(b[72:])}
 	if le.Uint32(b[76:]) != 0 {
 		return formatErr("text file header: reserved field is not zero")
@@ -392,6 +482,9 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 	copy(v.Hash[:], b[16:48])
 	if v.Version != Version {
 		return formatErr("text file version %d, this tool reads version %d", v.Version, Version)
+	}
+	if !v.Machine.known() {
+		return formatErr("text file names %v, which this tool does not know", v.Machine)
 	}
 	if v.Flags&^FlagHuge != 0 {
 		return formatErr("text file has unknown flags %#x", v.Flags&^FlagHuge)

@@ -1,6 +1,7 @@
 package off2f
 
 import (
+	"debug/elf"
 	"errors"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ func TestFormatFrozen(t *testing.T) {
 	n := Note{Version: Version, StoreDir: "/nv/text", OrigPhnum: 1, OrigPhdr: 0x400040, TextSize: 2 * PageSize,
 		Segments: []Segment{{Vaddr: 0x400000, Memsz: 0x1000, Filesz: 90, Offset: PageSize, Prot: ProtRead | ProtExec}}}
 	n.Hash[0], n.Hash[31] = 0xaa, 0xbb
+	n.Machine = MachineARM64
 	b, err := n.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +23,8 @@ func TestFormatFrozen(t *testing.T) {
 		off, size int
 		want      uint64
 	}{
-		{"version", 0, 4, Version},
+		{"version", 0, 2, Version},
+		{"machine", 2, 2, uint64(MachineARM64)},
 		{"hash[0]", 8, 1, 0xaa},
 		{"hash[31]", 39, 1, 0xbb},
 		{"text size", 40, 8, 2 * PageSize},
@@ -47,12 +50,12 @@ func TestFormatFrozen(t *testing.T) {
 	if len(b) != 448+40 || NoteFixedSize != 448 || SegmentSize != 40 || TextHeaderFixedSize != 80 || TextHeaderSize != 4096 {
 		t.Errorf("sizes changed: note %d", len(b))
 	}
-	th := TextHeader{Version: Version, Hash: n.Hash, Size: 2 * PageSize, OrigPhdr: 0x400040, OrigPhnum: 1, Segments: n.Segments}
+	th := TextHeader{Version: Version, Machine: MachineARM64, Hash: n.Hash, Size: 2 * PageSize, OrigPhdr: 0x400040, OrigPhnum: 1, Segments: n.Segments}
 	tb, err := th.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(tb[0:8]) != "OFF2FTXT" || tb[8] != Version || tb[16] != 0xaa || tb[48] != 0 || tb[49] != 0x20 ||
+	if string(tb[0:8]) != "OFF2FTXT" || tb[8] != Version || tb[9] != 0 || tb[10] != byte(MachineARM64) || tb[11] != 0 || tb[16] != 0xaa || tb[48] != 0 || tb[49] != 0x20 ||
 		tb[56] != 1 || tb[61] != 0x10 || tb[64] != 0x40 || tb[72] != 1 || tb[80+2] != 0x40 {
 		t.Errorf("text header layout changed: % x", tb[:96])
 	}
@@ -60,8 +63,55 @@ func TestFormatFrozen(t *testing.T) {
 	if err := n2.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
-	if n2.StoreDir != n.StoreDir || n2.Segments[0] != n.Segments[0] || n2.Hash != n.Hash {
+	if n2.StoreDir != n.StoreDir || n2.Segments[0] != n.Segments[0] || n2.Hash != n.Hash || n2.Machine != MachineARM64 {
 		t.Errorf("round trip: %+v", n2)
+	}
+	var th2 TextHeader
+	if err := th2.UnmarshalBinary(tb); err != nil || th2.Machine != MachineARM64 {
+		t.Errorf("text header round trip: %v %+v", err, th2)
+	}
+	// The hash, which names texts in stores, is frozen too: SHA-256 of
+	// u64 0x400040, u32 1, u16 machine, u16 0, the segment table, 4096
+	// zeros. x86-64's machine is 0, so its texts keep their names.
+	contents := [][]byte{make([]byte, 0x1000)}
+	for _, c := range []struct {
+		m    Machine
+		want string
+	}{
+		{MachineAMD64, "e28012485f8508f2d5903a2509a77f81bde5a768d5f64cfe053ffaae9df3e3b8"},
+		{MachineARM64, "aec7e82e59785b30384df9386336def9dd77be4d47cd415672b2814839975571"},
+	} {
+		if got := HashName(TextHash(c.m, 0x400040, 1, n.Segments, contents)); got != c.want {
+			t.Errorf("TextHash for %v = %s, want %s", c.m, got, c.want)
+		}
+	}
+}
+
+// The machines' names, ELF numbers and GOARCHes, both ways.
+func TestMachineNames(t *testing.T) {
+	for _, c := range []struct {
+		m            Machine
+		name, goarch string
+		em           elf.Machine
+	}{{MachineAMD64, "x86-64", "amd64", elf.EM_X86_64}, {MachineARM64, "aarch64", "arm64", elf.EM_AARCH64}} {
+		if c.m.String() != c.name || c.m.GOARCH() != c.goarch || c.m.ELF() != c.em {
+			t.Errorf("%d: %q %q %v, want %q %q %v", c.m, c.m.String(), c.m.GOARCH(), c.m.ELF(), c.name, c.goarch, c.em)
+		}
+		if m, ok := MachineOfGOARCH(c.goarch); !ok || m != c.m {
+			t.Errorf("MachineOfGOARCH(%q) = %v, %v", c.goarch, m, ok)
+		}
+		if m, ok := MachineOfELF(c.em); !ok || m != c.m {
+			t.Errorf("MachineOfELF(%v) = %v, %v", c.em, m, ok)
+		}
+	}
+	if _, ok := MachineOfGOARCH("riscv64"); ok {
+		t.Error("riscv64 has a machine")
+	}
+	if _, ok := MachineOfELF(elf.EM_RISCV); ok {
+		t.Error("EM_RISCV has a machine")
+	}
+	if m := Machine(9); m.String() != "machine 9" || m.GOARCH() != "" || m.ELF() != elf.EM_NONE {
+		t.Errorf("unknown machine: %q %q %v", m.String(), m.GOARCH(), m.ELF())
 	}
 }
 
@@ -92,6 +142,7 @@ func TestNoteRejects(t *testing.T) {
 		{"phdr outside", func(n *Note) { n.OrigPhdr = 0x500000 }, "not inside a text segment"},
 		{"filesz > memsz", func(n *Note) { n.Segments[0].Filesz = 0x2000 }, "filesz"},
 		{"unknown flag", func(n *Note) { n.Flags = 1 << 20 }, "unknown flags"},
+		{"unknown machine", func(n *Note) { n.Machine = 7 }, "names machine 7"},
 		{"overlap", func(n *Note) {
 			n.Segments = append(n.Segments, Segment{Vaddr: 0x400800, Memsz: 0x100, Filesz: 0x100, Offset: 2*PageSize + 0x800, Prot: ProtRead})
 		}, "overlaps"},

@@ -12,12 +12,8 @@ const mmapMinAddr = 0x10000
 // path and OFF2F note inside one small read-only PT_LOAD (the "header segment"),
 // followed by the writable segments with their bytes.
 //
-// The header segment sits just below the program when there is room (ET_EXEC
-// programs at 0x400000), so the writable segment stays the last PT_LOAD; a
-// static-pie starts at vaddr 0, so there it sits above the program, aligned to
-// the program's largest alignment so the kernel's load bias keeps 2 MiB text
-// mappings possible. Either way the read-only segments' range is left free for
-// the loader.
+// Where the header segment goes is placeHeader's choice. Wherever it is,
+// the read-only segments' range is left free for the loader.
 //
 // With dataInText the single writable segment's bytes are in the text file:
 // its PT_LOAD here keeps its memory size with no file bytes, so the kernel
@@ -61,19 +57,9 @@ func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader strin
 	hdrSize := noteOff + noteSize
 	hdrSpan := pageUp(hdrSize)
 
-	var hdrVaddr uint64
-	below := p.typ == elf.ET_EXEC && pageDown(lowest) >= hdrSpan+mmapMinAddr
-	if below {
-		hdrVaddr = pageDown(lowest) - hdrSpan
-	} else {
-		hdrVaddr = (highest + maxAlign - 1) &^ (maxAlign - 1)
-		if hdrVaddr+hdrSpan > userTop {
-			return nil, unsupported("no room above the program for the OFF2F header segment")
-		}
-	}
-	hdrAlign := uint64(PageSize)
-	if !below {
-		hdrAlign = maxAlign
+	hdrVaddr, hdrAlign, first, err := placeHeader(p, texts, datas, hdrSpan, lowest, highest, maxAlign)
+	if err != nil {
+		return nil, err
 	}
 
 	// File layout: header segment at 0, then each writable segment at the next
@@ -96,14 +82,14 @@ func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader strin
 		elf.Prog64{Type: uint32(elf.PT_INTERP), Flags: uint32(elf.PF_R), Off: interpOff, Vaddr: hdrVaddr + interpOff, Paddr: hdrVaddr + interpOff, Filesz: uint64(len(loader)) + 1, Memsz: uint64(len(loader)) + 1, Align: 1},
 	)
 	hdrLoad := elf.Prog64{Type: uint32(elf.PT_LOAD), Flags: uint32(elf.PF_R), Off: 0, Vaddr: hdrVaddr, Paddr: hdrVaddr, Filesz: hdrSize, Memsz: hdrSize, Align: hdrAlign}
-	if below {
+	if first {
 		phs = append(phs, hdrLoad)
 	}
 	for i, d := range datas {
 		phs = append(phs, elf.Prog64{Type: uint32(d.Type), Flags: uint32(d.Flags), Off: newOff[i], Vaddr: d.Vaddr, Paddr: d.Paddr, Filesz: d.Filesz, Memsz: d.Memsz, Align: PageSize})
 		copy(out[newOff[i]:], p.raw[d.Off:d.Off+d.Filesz])
 	}
-	if !below {
+	if !first {
 		phs = append(phs, hdrLoad)
 	}
 	phs = append(phs, elf.Prog64{Type: uint32(elf.PT_NOTE), Flags: uint32(elf.PF_R), Off: noteOff, Vaddr: hdrVaddr + noteOff, Paddr: hdrVaddr + noteOff, Filesz: noteSize, Memsz: noteSize, Align: 4})
@@ -146,6 +132,51 @@ func buildHeader(p *program, texts, datas, others []elf.ProgHeader, loader strin
 	copy(n[12:], NoteName)
 	copy(n[12+align4(uint64(len(NoteName)+1)):], desc)
 	return out, nil
+}
+
+// placeHeader chooses the header segment's vaddr and alignment, and says
+// whether it is the first (lowest) PT_LOAD.
+//
+// x86-64: just below the program when there is room (ET_EXEC programs at
+// 0x400000), so the writable segment stays the last PT_LOAD; else (a
+// static-pie, at vaddr 0) above the program, aligned to its largest
+// alignment so the kernel's load bias keeps 2 MiB text mappings possible.
+//
+// aarch64: in the gap between the read-only segments and the writable ones
+// that 64 KiB segment alignment leaves (Go's programs start at 0x10000,
+// mmap_min_addr, with no room below), aligned as above for a static-pie;
+// else above the program. In the gap the header is the lowest PT_LOAD and
+// the span of the header file's PT_LOADs leaves out the text, so any ELF
+// loader finds the program headers and leaves the text's range free: Linux
+// derives AT_PHDR from the segment holding them only since 6.0, qemu-user
+// (which runs the arm64 tests on an x86-64 host) from the lowest PT_LOAD,
+// and qemu-user reserves the whole span.
+func placeHeader(p *program, texts, datas []elf.ProgHeader, hdrSpan, lowest, highest, maxAlign uint64) (vaddr, align uint64, first bool, err error) {
+	if p.machine == MachineAMD64 && p.typ == elf.ET_EXEC && pageDown(lowest) >= hdrSpan+mmapMinAddr {
+		return pageDown(lowest) - hdrSpan, PageSize, true, nil
+	}
+	if p.machine != MachineAMD64 {
+		var textEnd uint64
+		dataStart := uint64(userTop)
+		for _, t := range texts {
+			textEnd = max(textEnd, pageUp(t.Vaddr+t.Memsz))
+		}
+		for _, d := range datas {
+			dataStart = min(dataStart, pageDown(d.Vaddr))
+		}
+		align := uint64(PageSize)
+		if p.typ == elf.ET_DYN {
+			align = maxAlign
+		}
+		if v := (textEnd + align - 1) &^ (align - 1); v >= textEnd && v+hdrSpan <= dataStart {
+			return v, align, true, nil
+		}
+	}
+	vaddr = (highest + maxAlign - 1) &^ (maxAlign - 1)
+	if vaddr+hdrSpan > userTop {
+		return 0, 0, false, unsupported("no room above the program for the OFF2F header segment")
+	}
+	return vaddr, maxAlign, false, nil
 }
 
 func putProg(b []byte, ph elf.Prog64) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,15 +23,32 @@ type loaderCase struct {
 	// of the text file, and damages them.
 	breakIt func(t *testing.T, header, text, fallback string)
 	// want is the loader's exact stderr line, with TEXT, FALLBACK and PROG
-	// standing for the paths; empty means the program must run normally.
+	// standing for the paths, SELF for the loader's machine and OTHER for
+	// another; empty means the program must run normally.
 	want string
+}
+
+// belowTextCases depend on the x86-64 header layout: the header segment
+// below the text.
+var belowTextCases = map[string]bool{"note and text agree on a colliding address": true}
+
+// otherMachine is a machine that is not m.
+func otherMachine(m off2f.Machine) off2f.Machine {
+	if m == off2f.MachineAMD64 {
+		return off2f.MachineARM64
+	}
+	return off2f.MachineAMD64
 }
 
 func TestLoaderFailurePaths(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real programs")
 	}
-	p := testProgs(t)
+	eachMachine(t, testLoaderFailurePaths)
+}
+
+func testLoaderFailurePaths(t *testing.T, m machineProgs) {
+	other := otherMachine(m.machine)
 	noop := func(*testing.T, string, string, string) {}
 	cases := []loaderCase{
 		{"intact", false, noop, ""},
@@ -45,13 +61,19 @@ func TestLoaderFailurePaths(t *testing.T) {
 			"ld-off2f: PROG: TEXT: truncated or wrong size (8192 bytes, want SIZE)"},
 		{"truncated text, fallback used", true, func(t *testing.T, h, text, fb string) { truncate(t, text, 100) }, ""},
 		{"text of another program", false, func(t *testing.T, h, text, fb string) { patch(t, text, 16, []byte{0xff}) },
-			"ld-off2f: PROG: TEXT: text does not match the program (hash or segment table differ)"},
+			"ld-off2f: PROG: TEXT: text does not match the program (machine, hash or segment table differ)"},
+		{"text for another machine", false, func(t *testing.T, h, text, fb string) { patch(t, text, 10, []byte{byte(other)}) },
+			"ld-off2f: PROG: TEXT: text does not match the program (machine, hash or segment table differ)"},
+		{"header for another machine", true, func(t *testing.T, h, text, fb string) { patchNote(t, h, 2, []byte{byte(other)}) },
+			"ld-off2f: PROG: built for OTHER, this loader runs SELF"},
+		{"header for an unknown machine", false, func(t *testing.T, h, text, fb string) { patchNote(t, h, 2, []byte{0x7f}) },
+			"ld-off2f: PROG: built for an unknown machine, this loader runs SELF"},
 		{"not a text file", false, func(t *testing.T, h, text, fb string) { patch(t, text, 0, []byte("GARBAGE!")) },
 			"ld-off2f: PROG: TEXT: not an OFF2F text file"},
 		{"both copies mismatch", true, func(t *testing.T, h, text, fb string) {
 			patch(t, text, 20, []byte{1})
 			patch(t, fb, 0, []byte("X"))
-		}, "ld-off2f: PROG: TEXT: text does not match the program (hash or segment table differ); fallback FALLBACK: not an OFF2F text file"},
+		}, "ld-off2f: PROG: TEXT: text does not match the program (machine, hash or segment table differ); fallback FALLBACK: not an OFF2F text file"},
 		{"store is a file", false, func(t *testing.T, h, text, fb string) {
 			dir := filepath.Dir(text)
 			mustRemove(t, text)
@@ -83,13 +105,16 @@ func TestLoaderFailurePaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if belowTextCases[tc.name] && m.machine != off2f.MachineAMD64 {
+				t.Skipf("the header segment of an %v program is not below its text", m.machine)
+			}
 			dir := t.TempDir()
 			opt := off2f.Options{StoreDir: filepath.Join(dir, "store")}
 			fb := ""
 			if tc.fallback {
 				opt.FallbackDir = filepath.Join(dir, "fallback")
 			}
-			hdr, conv := p.convertInto(t, "go-probe", filepath.Join(dir, "bin"), opt)
+			hdr, conv := m.convertInto(t, "go-probe", filepath.Join(dir, "bin"), opt)
 			text := filepath.Join(opt.StoreDir, conv.TextName())
 			if tc.fallback {
 				fb = filepath.Join(opt.FallbackDir, conv.TextName())
@@ -99,14 +124,14 @@ func TestLoaderFailurePaths(t *testing.T) {
 				}
 			}
 			tc.breakIt(t, hdr, text, fb)
-			got := run(t, hdr, []string{"ok"}, nil)
+			got := m.run(t, hdr, []string{"ok"}, nil)
 			if tc.want == "" {
 				if got.Exit != 0 || !strings.Contains(got.Stdout, `args=["go-probe" "ok"]`) {
 					t.Fatalf("program did not run normally: %+v", got)
 				}
 				return
 			}
-			want := strings.NewReplacer("PROG", hdr, "TEXT", text, "FALLBACK", fb,
+			want := strings.NewReplacer("PROG", hdr, "TEXT", text, "FALLBACK", fb, "SELF", m.machine.String(), "OTHER", other.String(),
 				"SIZE", fmt.Sprint(len(conv.Text)), "HDR", fmt.Sprintf("%#x", firstLoad(t, hdr))).Replace(tc.want)
 			want = strings.ReplaceAll(want, filepath.Dir(hdr), "DIR")
 			if got.Exit != 127 || got.Stdout != "" || got.Stderr != want+"\n" {
@@ -120,39 +145,50 @@ func TestLoaderRunDirectly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the loader")
 	}
-	p := testProgs(t)
-	out, err := exec.Command(p.loader).CombinedOutput()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 127 || !strings.Contains(string(out), "run ld-off2f through an OFF2F program, not directly") {
-		t.Fatalf("got %v %q", err, out)
-	}
+	eachMachine(t, func(t *testing.T, m machineProgs) {
+		got := m.run(t, m.loader, nil, nil)
+		if got.Exit != 127 || !strings.Contains(got.Stderr, "run ld-off2f through an OFF2F program, not directly") {
+			t.Fatalf("got %+v", got)
+		}
+	})
 }
 
+// The loader is a static-pie for its machine, with no interpreter and no
+// relocations (it runs before anything could apply them), under 16 KiB.
 func TestLoaderIsSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the loader")
 	}
-	p := testProgs(t)
-	st, err := os.Stat(p.loader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Size() > 16<<10 {
-		t.Errorf("ld-off2f is %d bytes, the aim is under 16 KiB", st.Size())
-	}
-	f, err := elf.Open(p.loader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, pr := range f.Progs {
-		if pr.Type == elf.PT_INTERP {
-			t.Error("ld-off2f has an interpreter of its own")
+	eachMachine(t, func(t *testing.T, m machineProgs) {
+		st, err := os.Stat(m.loader)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if f.Type != elf.ET_DYN {
-		t.Errorf("ld-off2f is %v, want a static-pie (ET_DYN)", f.Type)
-	}
+		if st.Size() > 16<<10 {
+			t.Errorf("ld-off2f is %d bytes, the aim is under 16 KiB", st.Size())
+		}
+		f, err := elf.Open(m.loader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, pr := range f.Progs {
+			if pr.Type == elf.PT_INTERP {
+				t.Error("ld-off2f has an interpreter of its own")
+			}
+		}
+		if f.Type != elf.ET_DYN {
+			t.Errorf("ld-off2f is %v, want a static-pie (ET_DYN)", f.Type)
+		}
+		if f.Machine != m.machine.ELF() {
+			t.Errorf("ld-off2f is built for %v, want %v", f.Machine, m.machine.ELF())
+		}
+		for _, tag := range []elf.DynTag{elf.DT_RELASZ, elf.DT_RELSZ} {
+			if v, err := f.DynValue(tag); err == nil && len(v) > 0 && v[0] != 0 {
+				t.Errorf("ld-off2f has relocations: %v = %d", tag, v[0])
+			}
+		}
+	})
 }
 
 // Random damage to the note must make the loader refuse (exit 127 with its

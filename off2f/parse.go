@@ -63,6 +63,9 @@ func ParseHeader(raw []byte) (*Header, error) {
 	if h.Interp == "" {
 		return nil, formatErr("no PT_INTERP: the kernel would not start the loader")
 	}
+	if f.Machine != h.Note.Machine.ELF() {
+		return nil, formatErr("ELF machine %v disagrees with the note's %v", f.Machine, h.Note.Machine)
+	}
 	if (h.Type == elf.ET_DYN) != (h.Note.Flags&FlagDyn != 0) {
 		return nil, formatErr("ELF type %v disagrees with the note's flags %#x", h.Type, h.Note.Flags)
 	}
@@ -87,6 +90,8 @@ func ParseHeader(raw []byte) (*Header, error) {
 func (h *Header) CheckText(th *TextHeader) error {
 	n := &h.Note
 	switch {
+	case th.Machine != n.Machine:
+		return fmt.Errorf("text is built for %v, the note for %v", th.Machine, n.Machine)
 	case th.Hash != n.Hash:
 		return fmt.Errorf("text hash %s does not match the note's %s", HashName(th.Hash), HashName(n.Hash))
 	case th.Size != n.TextSize:

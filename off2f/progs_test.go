@@ -119,8 +119,21 @@ type outcome struct {
 // directories compare equal.
 func run(t testing.TB, path string, args, env []string) outcome {
 	t.Helper()
+	return runner{}.run(t, path, args, env)
+}
+
+// runner runs programs of one machine: the host's directly, another's
+// through qemu-user (qemu is its qemu-ARCH-static), which loads the header
+// file and its interpreter as the kernel does.
+type runner struct{ qemu string }
+
+func (r runner) run(t testing.TB, path string, args, env []string) outcome {
+	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Args[0] = filepath.Base(path)
+	if r.qemu != "" {
+		cmd = exec.Command(r.qemu, append([]string{"-0", filepath.Base(path), path}, args...)...)
+	}
 	cmd.Env = env
 	cmd.Dir = filepath.Dir(filepath.Dir(path)) // the same cwd for both runs
 	var stdout, stderr bytes.Buffer

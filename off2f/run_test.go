@@ -3,6 +3,7 @@ package off2f_test
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ func pair(t *testing.T, p *progs, name, file string, opt off2f.Options) (orig, c
 	return orig, conv
 }
 
-func runAs(t *testing.T, path, argv0 string, args, env []string) outcome {
+func runAs(t *testing.T, r runner, path, argv0 string, args, env []string) outcome {
 	t.Helper()
 	link := filepath.Join(filepath.Dir(path), argv0)
 	if argv0 != filepath.Base(path) {
@@ -52,14 +53,38 @@ func runAs(t *testing.T, path, argv0 string, args, env []string) outcome {
 			t.Fatal(err)
 		}
 	}
-	return run(t, link, args, env)
+	return r.run(t, link, args, env)
+}
+
+// needProg skips t when the machine has no such test program (aarch64 has
+// no busybox, and its static-pies do not run under qemu-user: see
+// arm64NotRun).
+func needProg(t *testing.T, m machineProgs, prog string) {
+	t.Helper()
+	if _, ok := m.bins[prog]; !ok {
+		t.Skipf("no %s test program for %v", prog, m.machine)
+	}
+	if why, ok := arm64NotRun[prog]; ok && m.machine == off2f.MachineARM64 {
+		t.Skipf("%s: %s", prog, why)
+	}
+}
+
+// arm64NotRun are the aarch64 programs converted and checked but not run:
+// qemu-user loads a static-pie at its link-time address when that is free
+// (Linux puts it at ELF_ET_DYN_BASE), so the loader would have to map its
+// text at address 0.
+var arm64NotRun = map[string]string{
+	"c-static-pie": "a static-pie's header file does not run under qemu-user (its text would go at address 0)",
 }
 
 func TestConvertedBehavesLikeOriginal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real programs")
 	}
-	p := testProgs(t)
+	eachMachine(t, testConvertedBehavesLikeOriginal)
+}
+
+func testConvertedBehavesLikeOriginal(t *testing.T, m machineProgs) {
 	env := []string{"PROBE_B=2", "PROBE_A=1 with spaces", "PATH=/usr/bin:/bin"}
 	cases := []struct {
 		name, prog, argv0 string
@@ -82,13 +107,14 @@ func TestConvertedBehavesLikeOriginal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			needProg(t, m, tc.prog)
 			file := tc.argv0
 			if tc.prog == "busybox" {
 				file = "busybox"
 			}
-			orig, conv := pair(t, p, tc.prog, file, off2f.Options{})
-			want := runAs(t, orig, tc.argv0, tc.args, env)
-			got := runAs(t, conv, tc.argv0, tc.args, env)
+			orig, conv := pair(t, m.progs, tc.prog, file, off2f.Options{})
+			want := runAs(t, m.runner, orig, tc.argv0, tc.args, env)
+			got := runAs(t, m.runner, conv, tc.argv0, tc.args, env)
 			if got != want {
 				t.Errorf("converted program differs\n got: %+v\nwant: %+v", got, want)
 			}
@@ -106,23 +132,31 @@ func TestConvertedSeesOriginalProgramHeaders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real programs")
 	}
-	p := testProgs(t)
-	for _, name := range []string{"c-static", "c-static-pie"} {
-		_, conv := pair(t, p, name, "phdrs", off2f.Options{})
-		out := runAs(t, conv, "phdrs", nil, nil)
-		f, err := elf.Open(p.bins[name])
-		if err != nil {
-			t.Fatal(err)
+	eachMachine(t, func(t *testing.T, m machineProgs) {
+		for _, name := range []string{"c-static", "c-static-pie"} {
+			t.Run(name, func(t *testing.T) {
+				needProg(t, m, name)
+				seesOriginalProgramHeaders(t, m, name)
+			})
 		}
-		count := map[elf.ProgType]int{}
-		for _, pr := range f.Progs {
-			count[pr.Type]++
-		}
-		want := "object phnum=" + strconv.Itoa(len(f.Progs)) + " loads=" + strconv.Itoa(count[elf.PT_LOAD]) +
-			" tls=1 eh_frame_hdr=" + strconv.Itoa(count[elf.PT_GNU_EH_FRAME])
-		if !strings.Contains(out.Stdout, want) || !strings.Contains(out.Stdout, "at_random=set") {
-			t.Errorf("%s: want %q in output, got:\n%s", name, want, out.Stdout)
-		}
+	})
+}
+
+func seesOriginalProgramHeaders(t *testing.T, m machineProgs, name string) {
+	_, conv := pair(t, m.progs, name, "phdrs", off2f.Options{})
+	out := runAs(t, m.runner, conv, "phdrs", nil, nil)
+	f, err := elf.Open(m.bins[name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[elf.ProgType]int{}
+	for _, pr := range f.Progs {
+		count[pr.Type]++
+	}
+	want := "object phnum=" + strconv.Itoa(len(f.Progs)) + " loads=" + strconv.Itoa(count[elf.PT_LOAD]) +
+		" tls=1 eh_frame_hdr=" + strconv.Itoa(count[elf.PT_GNU_EH_FRAME])
+	if !strings.Contains(out.Stdout, want) || !strings.Contains(out.Stdout, "at_random=set") {
+		t.Errorf("%s: want %q in output, got:\n%s", name, want, out.Stdout)
 	}
 }
 
@@ -130,15 +164,16 @@ func TestPrefaultRunsIdentically(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real programs")
 	}
-	p := testProgs(t)
-	orig, conv := pair(t, p, "go-probe", "probe", off2f.Options{Prefault: true})
-	h, err := off2f.ParseHeader(mustRead(t, conv))
-	if err != nil || h.Note.Flags&off2f.FlagPrefault == 0 {
-		t.Fatalf("prefault flag not in note: %v %+v", err, h)
-	}
-	if got, want := runAs(t, conv, "probe", []string{"q"}, nil), runAs(t, orig, "probe", []string{"q"}, nil); got != want {
-		t.Errorf("prefaulted program differs\n got: %+v\nwant: %+v", got, want)
-	}
+	eachMachine(t, func(t *testing.T, m machineProgs) {
+		orig, conv := pair(t, m.progs, "go-probe", "probe", off2f.Options{Prefault: true})
+		h, err := off2f.ParseHeader(mustRead(t, conv))
+		if err != nil || h.Note.Flags&off2f.FlagPrefault == 0 {
+			t.Fatalf("prefault flag not in note: %v %+v", err, h)
+		}
+		if got, want := runAs(t, m.runner, conv, "probe", []string{"q"}, nil), runAs(t, m.runner, orig, "probe", []string{"q"}, nil); got != want {
+			t.Errorf("prefaulted program differs\n got: %+v\nwant: %+v", got, want)
+		}
+	})
 }
 
 func TestRejectsDynamicAndOtherInputs(t *testing.T) {
@@ -157,6 +192,7 @@ func TestRejectsDynamicAndOtherInputs(t *testing.T) {
 		{"text", []byte("#!/bin/sh\necho hi\n"), "not an ELF file"},
 		{"empty", nil, "not an ELF file"},
 		{"truncated", mustRead(t, p.bins["c-static"])[:3000], "truncated"},
+		{"other machine", withMachine(mustRead(t, p.bins["go-probe"]), elf.EM_RISCV), "machine EM_RISCV; OFF2F converts x86-64 (EM_X86_64) and aarch64 (EM_AARCH64) programs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,48 +210,53 @@ func TestUnpackRoundTrip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds real programs")
 	}
-	p := testProgs(t)
-	for _, name := range staticInputs {
-		t.Run(name, func(t *testing.T) {
-			raw := mustRead(t, p.bins[name])
-			conv, err := off2f.Convert(raw, off2f.Options{})
-			if err != nil {
-				t.Fatal(err)
+	eachMachine(t, func(t *testing.T, m machineProgs) {
+		for _, name := range staticInputs {
+			if _, ok := m.bins[name]; ok {
+				t.Run(name, func(t *testing.T) { unpackRoundTrip(t, m, name) })
 			}
-			got, err := off2f.Unpack(conv.Header, conv.Text)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := elf.NewFile(bytes.NewReader(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 0
-			for _, pr := range f.Progs {
-				if pr.Type != elf.PT_LOAD {
-					continue
-				}
-				n++
-				end := pr.Off + pr.Filesz
-				if end > uint64(len(got)) || !bytes.Equal(got[pr.Off:end], raw[pr.Off:end]) {
-					t.Errorf("segment at offset %#x (vaddr %#x) differs after unpack", pr.Off, pr.Vaddr)
-				}
-			}
-			if n < 2 {
-				t.Fatalf("only %d loadable segments compared", n)
-			}
-			if name == "go-probe" {
-				dir := t.TempDir()
-				a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
-				os.Mkdir(a, 0o755)
-				os.Mkdir(b, 0o755)
-				os.WriteFile(filepath.Join(a, "probe"), raw, 0o755)
-				os.WriteFile(filepath.Join(b, "probe"), got, 0o755)
-				if o1, o2 := runAs(t, filepath.Join(a, "probe"), "probe", []string{"z"}, nil), runAs(t, filepath.Join(b, "probe"), "probe", []string{"z"}, nil); o1 != o2 {
-					t.Errorf("unpacked program differs\n got: %+v\nwant: %+v", o2, o1)
-				}
-			}
-		})
+		}
+	})
+}
+
+func unpackRoundTrip(t *testing.T, m machineProgs, name string) {
+	raw := mustRead(t, m.bins[name])
+	conv, err := off2f.Convert(raw, off2f.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := off2f.Unpack(conv.Header, conv.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, pr := range f.Progs {
+		if pr.Type != elf.PT_LOAD {
+			continue
+		}
+		n++
+		end := pr.Off + pr.Filesz
+		if end > uint64(len(got)) || !bytes.Equal(got[pr.Off:end], raw[pr.Off:end]) {
+			t.Errorf("segment at offset %#x (vaddr %#x) differs after unpack", pr.Off, pr.Vaddr)
+		}
+	}
+	if n < 2 {
+		t.Fatalf("only %d loadable segments compared", n)
+	}
+	if name == "go-probe" {
+		dir := t.TempDir()
+		a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+		os.Mkdir(a, 0o755)
+		os.Mkdir(b, 0o755)
+		os.WriteFile(filepath.Join(a, "probe"), raw, 0o755)
+		os.WriteFile(filepath.Join(b, "probe"), got, 0o755)
+		if o1, o2 := runAs(t, m.runner, filepath.Join(a, "probe"), "probe", []string{"z"}, nil), runAs(t, m.runner, filepath.Join(b, "probe"), "probe", []string{"z"}, nil); o1 != o2 {
+			t.Errorf("unpacked program differs\n got: %+v\nwant: %+v", o2, o1)
+		}
 	}
 }
 
@@ -242,6 +283,45 @@ func TestIdenticalTextStoredOnce(t *testing.T) {
 	}
 }
 
+// withMachine is the ELF file raw with its e_machine set to m.
+func withMachine(raw []byte, m elf.Machine) []byte {
+	b := bytes.Clone(raw)
+	binary.LittleEndian.PutUint16(b[18:], uint16(m))
+	return b
+}
+
+// A header file whose ELF machine is not its note's is refused: the kernel
+// would start it as the one, the loader map text for the other.
+func TestHeaderMachineAgreesWithNote(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds real programs")
+	}
+	p := testProgs(t)
+	conv, err := off2f.Convert(mustRead(t, p.bins["go-probe"]), off2f.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Note.Machine != off2f.MachineAMD64 {
+		t.Errorf("note machine %v, want x86-64", conv.Note.Machine)
+	}
+	if _, err := off2f.ParseHeader(conv.Header); err != nil {
+		t.Fatal(err)
+	}
+	_, err = off2f.ParseHeader(withMachine(conv.Header, elf.EM_AARCH64))
+	if !errors.Is(err, off2f.ErrFormat) || !strings.Contains(err.Error(), "ELF machine EM_AARCH64 disagrees with the note's x86-64") {
+		t.Fatalf("got %v", err)
+	}
+	th, err := off2f.ParseText(conv.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.Machine = off2f.MachineARM64
+	h, _ := off2f.ParseHeader(conv.Header)
+	if err := h.CheckText(th); err == nil || !strings.Contains(err.Error(), "text is built for aarch64, the note for x86-64") {
+		t.Fatalf("CheckText of another machine's text: %v", err)
+	}
+}
+
 func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -262,13 +342,19 @@ func TestDataImageInText(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real programs")
 	}
-	p := testProgs(t)
+	eachMachine(t, testDataImageInText)
+}
+
+func testDataImageInText(t *testing.T, m machineProgs) {
 	for _, c := range []struct {
 		prog   string
 		inText bool
-	}{{"go-probe", true}, {"go-probe-pie", false}, {"c-static", false}} {
+	}{{"go-probe", true}, {"go-probe-pie", false}, {"c-static", false}, {"c-static-pie", false}} {
+		if _, ok := m.bins[c.prog]; !ok {
+			continue
+		}
 		dir := t.TempDir()
-		hdr, conv := p.convertInto(t, c.prog, dir, off2f.Options{})
+		hdr, conv := m.convertInto(t, c.prog, dir, off2f.Options{})
 		last := conv.Note.Segments[len(conv.Note.Segments)-1]
 		if got := last.Prot == off2f.ProtRead|off2f.ProtWrite; got != c.inText {
 			t.Errorf("%s: data in the text file %v, want %v (segments %+v)", c.prog, got, c.inText, conv.Note.Segments)
@@ -286,7 +372,7 @@ func TestDataImageInText(t *testing.T) {
 		before := mustRead(t, textPath)
 		if strings.HasPrefix(c.prog, "go-") {
 			for range 2 {
-				if out := run(t, hdr, []string{"exit=0"}, nil); out.Exit != 0 || !strings.Contains(out.Stdout, "args=") {
+				if out := m.run(t, hdr, []string{"exit=0"}, nil); out.Exit != 0 || !strings.Contains(out.Stdout, "args=") {
 					t.Fatalf("%s: %+v", c.prog, out)
 				}
 			}

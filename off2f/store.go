@@ -27,7 +27,9 @@ type Store struct{ Dir string }
 // Put stores a text file under its hash. Identical text is stored once: if the
 // name exists with the right size and header it is kept. The write is atomic
 // (temp file, fsync, rename, fsync of the directory), so a crash or a full disk
-// leaves either no file or the whole file, never a part.
+// leaves either no file or the whole file, never a part. A store holds one
+// machine's texts, as one loader maps from it: a text for another machine
+// than the store's other texts is refused.
 func (s Store) Put(name string, text []byte) (written bool, err error) {
 	if !isHashName(name) {
 		return false, fmt.Errorf("store %s: %q is not a text file name (64 hex digits)", s.Dir, name)
@@ -38,7 +40,53 @@ func (s Store) Put(name string, text []byte) (written bool, err error) {
 	} else if same {
 		return false, nil
 	}
+	if err := s.checkMachine(name, text); err != nil {
+		return false, err
+	}
 	return true, WriteFileAtomic(path, text, 0o444)
+}
+
+// textMachine is the machine a text file's header page names; ok is false
+// when b does not start as a text file of this version does.
+func textMachine(b []byte) (m Machine, ok bool) {
+	if len(b) < TextHeaderFixedSize || !bytes.Equal(b[:len(TextMagic)], TextMagic[:]) || le.Uint16(b[8:]) != Version {
+		return 0, false
+	}
+	return Machine(le.Uint16(b[10:])), true
+}
+
+// checkMachine refuses text for another machine than the store's: the
+// first other text in the store whose header page reads says which.
+func (s Store) checkMachine(name string, text []byte) error {
+	want, ok := textMachine(text)
+	if !ok {
+		return nil
+	}
+	des, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", s.Dir, err)
+	}
+	for _, de := range des {
+		if !isHashName(de.Name()) || de.Name() == name || !de.Type().IsRegular() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(s.Dir, de.Name()))
+		if err != nil {
+			continue
+		}
+		page := make([]byte, TextHeaderFixedSize)
+		_, err = io.ReadFull(f, page)
+		f.Close()
+		have, ok := textMachine(page)
+		if err != nil || !ok {
+			continue
+		}
+		if have != want {
+			return fmt.Errorf("store %s holds %v texts (%s), this text %s is for %v: a text store is one machine's, as is the loader that maps from it; put it in a store of its own", s.Dir, have, de.Name(), name, want)
+		}
+		return nil
+	}
+	return nil
 }
 
 func sameText(path string, text []byte) (bool, error) {

@@ -278,3 +278,43 @@ func TestStorePutRejectsBadName(t *testing.T) {
 		t.Fatal("a name that is not a hash was accepted")
 	}
 }
+
+// machineText is a text file for machine m: a header page naming it.
+func machineText(t *testing.T, m off2f.Machine, vaddr uint64) (string, []byte) {
+	t.Helper()
+	segs := []off2f.Segment{{Vaddr: vaddr, Memsz: off2f.PageSize, Filesz: off2f.PageSize, Offset: off2f.PageSize, Prot: off2f.ProtRead | off2f.ProtExec}}
+	contents := [][]byte{make([]byte, off2f.PageSize)}
+	th := off2f.TextHeader{Version: off2f.Version, Machine: m, Size: 2 * off2f.PageSize, OrigPhdr: vaddr + 64, OrigPhnum: 1, Segments: segs,
+		Hash: off2f.TextHash(m, vaddr+64, 1, segs, contents)}
+	page, err := th.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off2f.HashName(th.Hash), append(page, contents[0]...)
+}
+
+// A store holds one machine's texts: Put refuses another machine's, names
+// both, and writes nothing; the same machine's next text goes in.
+func TestStorePutRefusesOtherMachine(t *testing.T) {
+	dir := t.TempDir()
+	s := off2f.Store{Dir: dir}
+	n1, t1 := machineText(t, off2f.MachineARM64, 0x10000)
+	if _, err := s.Put(n1, t1); err != nil {
+		t.Fatal(err)
+	}
+	n2, t2 := machineText(t, off2f.MachineAMD64, 0x400000)
+	_, err := s.Put(n2, t2)
+	if err == nil || !strings.Contains(err.Error(), "holds aarch64 texts ("+n1+"), this text "+n2+" is for x86-64") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, n2)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused text was written: %v", err)
+	}
+	n3, t3 := machineText(t, off2f.MachineARM64, 0x20000)
+	if written, err := s.Put(n3, t3); err != nil || !written {
+		t.Fatalf("another aarch64 text: written %v, %v", written, err)
+	}
+	if n1 == n3 {
+		t.Fatal("two texts with one name")
+	}
+}

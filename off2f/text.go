@@ -7,11 +7,12 @@ import (
 )
 
 // TextHash is the content hash that names a text file: SHA-256 over the original
-// program header fields (u64 vaddr, u32 count, u32 zero), the encoded segment
-// table, then the memsz bytes of every segment. The table is part of the hash so
-// that the same bytes at other addresses are a different text.
-func TextHash(origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) [32]byte {
-	h := NewTextHash(origPhdr, origPhnum, segs)
+// program header fields (u64 vaddr, u32 count), the machine (u16, then u16
+// zero), the encoded segment table, then the memsz bytes of every segment.
+// The table and the machine are part of the hash so that the same bytes at
+// other addresses, or for another machine, are a different text.
+func TextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) [32]byte {
+	h := NewTextHash(m, origPhdr, origPhnum, segs)
 	for _, c := range contents {
 		h.Write(c)
 	}
@@ -23,11 +24,12 @@ func TextHash(origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]by
 // NewTextHash is TextHash as a running hash, for a text checked as it
 // streams rather than held whole: write the memsz bytes of every segment,
 // in order, then Sum.
-func NewTextHash(origPhdr uint64, origPhnum uint32, segs []Segment) hash.Hash {
+func NewTextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment) hash.Hash {
 	h := sha256.New()
 	var ph [16]byte
 	le.PutUint64(ph[0:], origPhdr)
 	le.PutUint32(ph[8:], origPhnum)
+	le.PutUint16(ph[12:], uint16(m))
 	h.Write(ph[:])
 	table := make([]byte, len(segs)*SegmentSize)
 	putSegments(table, segs)
@@ -61,9 +63,9 @@ func layoutText(segs []Segment) ([]Segment, uint64, bool) {
 
 // buildText assembles the whole text file: header page, then each segment's bytes
 // at its offset. Gaps are zero (sparse once written to a filesystem).
-func buildText(origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) (*TextHeader, []byte, error) {
+func buildText(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) (*TextHeader, []byte, error) {
 	segs, size, huge := layoutText(segs)
-	th := &TextHeader{Version: Version, Hash: TextHash(origPhdr, origPhnum, segs, contents), Size: size,
+	th := &TextHeader{Version: Version, Machine: m, Hash: TextHash(m, origPhdr, origPhnum, segs, contents), Size: size,
 		OrigPhdr: origPhdr, OrigPhnum: origPhnum, Segments: segs}
 	if huge {
 		th.Flags |= FlagHuge
@@ -93,7 +95,7 @@ func ParseText(b []byte) (*TextHeader, error) {
 	if th.Size != uint64(len(b)) {
 		return nil, formatErr("text file is %d bytes, its header says %d", len(b), th.Size)
 	}
-	if got := TextHash(th.OrigPhdr, th.OrigPhnum, th.Segments, segmentBytes(b, th.Segments)); got != th.Hash {
+	if got := TextHash(th.Machine, th.OrigPhdr, th.OrigPhnum, th.Segments, segmentBytes(b, th.Segments)); got != th.Hash {
 		return nil, formatErr("text content hash %s does not match the header's %s", HashName(got), HashName(th.Hash))
 	}
 	return &th, nil

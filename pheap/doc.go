@@ -338,7 +338,11 @@
 // TestChecksumsCatchFlippedBits (a bit flipped in value data, string data,
 // a header, a free block's link, the counters or a root entry: an error
 // where read, and from Check or Open), TestMaskedSumsDefeatNestedCRC.
-// Outside the package: TestChurnKeepsHeapAllocatable (bench/pheap),
+// The CPU's flush instructions on every commit path (mode "dax" over a
+// page-cache mapping): TestCPUFlushPath. On arm64: TestArm64UnderQemuUser
+// runs the package's tests, crash simulations included, cross-built under
+// qemu-aarch64-static on a CPU without DCPoP (DC CVAC) and one with it (DC
+// CVAP). Outside the package: TestChurnKeepsHeapAllocatable (bench/pheap),
 // TestHeapReusesFreedSpaceAcrossSizes, TestGetCorruptValue,
 // TestKillKeepsAcknowledged, TestCheckOnOpen (examples/kv),
 // TestDAXHeapSurvivesPowerCut (QEMU, ext4 dax=always, mode "dax") and

@@ -14,10 +14,10 @@
 // package reads CPUID itself (flush_amd64.s).
 //
 // On arm64 the pair is DC CVAP (clean to the point of persistence,
-// ARMv8.2 DCPoP) else DC CVAC (clean to the point of coherency, what Linux
-// itself uses for pmem on such CPUs), and DSB SY. Other architectures have
-// no user-space flush: Available reports false and Flush and Fence do
-// nothing.
+// ARMv8.2 DCPoP, from golang.org/x/sys/cpu's HasDCPOP, the kernel's hwcap)
+// else DC CVAC (clean to the point of coherency, what Linux itself uses for
+// pmem on such CPUs), and DSB SY. Other architectures have no user-space
+// flush: Available reports false and Flush and Fence do nothing.
 //
 // # Invariants
 //
@@ -29,6 +29,15 @@
 //     with every flush variant the CPU supports (TestFlushVariants).
 //   - Available is true exactly when Method names an instruction
 //     (TestAvailable).
+//   - On arm64 the tests run, cross-built, under qemu-aarch64-static
+//     (TestArm64UnderQemuUser, from the x86-64 host's go test): on
+//     -cpu cortex-a53 (no DCPoP) Flush is DC CVAC, on -cpu max (DCPoP) DC
+//     CVAP, and every variant the CPU has runs. Debian 12's qemu-user
+//     (7.2) advertises DCPoP but does not emulate DC CVAP in user mode (it
+//     dies of SIGILL; QEMU 8.1 does): there the choice of DC CVAP is
+//     checked and its run skipped, saying so. pheap's commits run through
+//     both paths the same way (pheap's TestCPUFlushPath and
+//     TestArm64UnderQemuUser).
 //
 // That the flushes and fences are placed right is held by pheap's crash
 // simulator (package crashsim), not here: a power cut of QEMU loses no cache
@@ -36,7 +45,8 @@
 //
 // # Limits
 //
-//   - The arm64 port is cross-compiled only, never run, and assumes
-//     64-byte cache lines (LineSize).
+//   - The arm64 port has run under qemu-user only, never on a board, and
+//     assumes 64-byte cache lines (LineSize), as every ARMv8-A core this
+//     project targets has (Cortex-A53, -A72, -A76).
 //   - Flush does not wait: nothing is durable until Fence returns.
 package pmem

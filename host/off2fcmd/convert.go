@@ -2,12 +2,14 @@ package off2fcmd
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"flag"
 	"fmt"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -27,15 +29,22 @@ run added. A -store or -fallback DIR that does not exist is created (and the
 output says so); the default -store (the appliance's) must exist.
 
 IN must be a static executable (Go with CGO_ENABLED=0, gcc -static or
--static-pie, busybox-static). Dynamic executables are refused.
+-static-pie, busybox-static) for x86-64 or aarch64; the note records which.
+Dynamic executables are refused.
 
 OUT runs where its -loader exists: the default is the appliance's path. When
 it does not exist on this host, convert says so (run here, OUT's exec would
 fail with a bare "no such file or directory"); to run OUT here, give -loader
-the path of ld-off2f (make build writes bin/ld-off2f).`,
+the path of ld-off2f (make build writes bin/ld-off2f). A loader of another
+machine than IN's gets a note too: an aarch64 program runs on this host under
+qemu-aarch64-static with the aarch64 loader (make loader-arm64 writes
+bin/arm64/ld-off2f).`,
 		`  off2f convert -store /nv/text -o hello.off2f hello
   off2f convert -loader $PWD/bin/ld-off2f -store /mnt/pmem/text -fallback /var/lib/off2f -o app app
-  off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -o init nvinit`)
+  off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -o init nvinit
+  GOARCH=arm64 CGO_ENABLED=0 go build -o hello-arm64 ./hello
+  off2f convert -loader $PWD/bin/arm64/ld-off2f -store /tmp/text -o hello.off2f hello-arm64
+  qemu-aarch64-static ./hello.off2f`)
 	storeDir := fs.String("store", off2f.DefaultStoreDir, "text store `DIR` to write the text file into")
 	storePath := fs.String("store-path", "", "store `PATH` recorded for the loader (default: the absolute -store DIR)")
 	loader := fs.String("loader", off2f.DefaultLoader, "loader `PATH` recorded as PT_INTERP")
@@ -140,8 +149,8 @@ the path of ld-off2f (make build writes bin/ld-off2f).`,
 	for i, t := range targets {
 		res.Stored = append(res.Stored, storedText{Path: filepath.Join(t.dir, conv.TextName()), New: written[i], CreatedDir: t.create})
 	}
-	if note := loaderNote(*out, *loader); note != "" {
-		res.LoaderMissing = true
+	if note, missing := loaderNote(*out, *loader, conv.Note.Machine); note != "" {
+		res.LoaderMissing, res.LoaderOtherMachine = missing, !missing
 		fmt.Fprintf(c.Stderr, "off2f: %s\n", note)
 	}
 	if *jsonOut {
@@ -171,6 +180,9 @@ type convertResult struct {
 	// LoaderMissing: the loader (-loader) does not exist on this host, so
 	// the header file does not run here (see loaderNote).
 	LoaderMissing bool `json:"loader_missing,omitempty"`
+	// LoaderOtherMachine: the loader on this host is built for another
+	// machine than IN (see loaderNote).
+	LoaderOtherMachine bool `json:"loader_other_machine,omitempty"`
 }
 
 type storedText struct {
@@ -226,14 +238,33 @@ func recordedPath(explicit, dir string) (string, error) {
 	return abs, nil
 }
 
-// loaderNote says, when the loader a header file names (its PT_INTERP) does
-// not exist on this host, that the program cannot run here, and why: the
-// kernel's exec then fails with ENOENT, "no such file or directory",
-// naming neither the loader nor the header file. "" when the loader is
-// there (or whether it is cannot be told).
-func loaderNote(header, loader string) string {
-	if _, err := os.Stat(loader); !errors.Is(err, iofs.ErrNotExist) {
-		return ""
+// loaderNote says why a header file for machine m will not run on this
+// host when the loader it names (its PT_INTERP) is the reason: the loader
+// does not exist here (missing), and the kernel's exec fails with ENOENT,
+// "no such file or directory", naming neither the loader nor the header
+// file; or the loader here is an ELF file for another machine, and exec
+// fails with ENOEXEC, "exec format error". The program may still run where
+// it is meant to (the appliance). "" when the loader is there and of m's
+// machine, or when that cannot be told.
+func loaderNote(header, loader string, m off2f.Machine) (note string, missing bool) {
+	f, err := elf.Open(loader)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		return fmt.Sprintf("note: the loader %s does not exist on this host, so %s runs only where it does (the appliance); run here, its exec fails with a bare \"no such file or directory\". To run it on this host, convert with -loader PATH of ld-off2f (make build writes bin/ld-off2f: -loader $PWD/bin/ld-off2f).", loader, header), true
+	case err != nil:
+		return "", false
 	}
-	return fmt.Sprintf("note: the loader %s does not exist on this host, so %s runs only where it does (the appliance); run here, its exec fails with a bare \"no such file or directory\". To run it on this host, convert with -loader PATH of ld-off2f (make build writes bin/ld-off2f: -loader $PWD/bin/ld-off2f).", loader, header)
+	defer f.Close()
+	if f.Machine != m.ELF() {
+		name := f.Machine.String()
+		if lm, ok := off2f.MachineOfELF(f.Machine); ok {
+			name = lm.String()
+		}
+		build := fmt.Sprintf("make -C loader ARCH=%s writes bin/%s/ld-off2f", m.GOARCH(), m.GOARCH())
+		if m.GOARCH() == runtime.GOARCH {
+			build = "make build writes bin/ld-off2f"
+		}
+		return fmt.Sprintf("note: the loader %s on this host is built for %s and %s for %v, so %s runs only where %s is an %v loader (the appliance); run here, its exec fails with \"exec format error\". To run it on this host (under qemu-user when it is not this host's machine), convert with -loader PATH of an %v ld-off2f (%s).", loader, name, header, m, header, loader, m, m, build), false
+	}
+	return "", false
 }

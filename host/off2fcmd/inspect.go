@@ -118,7 +118,8 @@ type progJSON struct {
 }
 
 type noteJSON struct {
-	Version     uint32        `json:"version"`
+	Version     uint16        `json:"version"`
+	Machine     string        `json:"machine"`
 	Flags       []string      `json:"flags"`
 	Hash        string        `json:"hash"`
 	TextSize    uint64        `json:"text_size"`
@@ -147,7 +148,7 @@ func headerJSON(path string, h *off2f.Header) any {
 		Progs  []progJSON `json:"program_headers"`
 		Note   noteJSON   `json:"note"`
 	}{path, "header", h.Type.String(), h.Entry, h.Interp, progs, noteJSON{
-		n.Version, flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize, n.OrigPhnum, n.OrigPhdr,
+		n.Version, n.Machine.String(), flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize, n.OrigPhnum, n.OrigPhdr,
 		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments)}}
 }
 
@@ -155,12 +156,13 @@ func textJSON(path string, th *off2f.TextHeader) any {
 	return struct {
 		File     string        `json:"file"`
 		Kind     string        `json:"kind"`
-		Version  uint32        `json:"version"`
+		Version  uint16        `json:"version"`
+		Machine  string        `json:"machine"`
 		Flags    []string      `json:"flags"`
 		Hash     string        `json:"hash"`
 		Size     uint64        `json:"size"`
 		Segments []segmentJSON `json:"segments"`
-	}{path, "text", th.Version, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size, segmentsJSON(th.Segments)}
+	}{path, "text", th.Version, th.Machine.String(), flagNames(th.Flags), off2f.HashName(th.Hash), th.Size, segmentsJSON(th.Segments)}
 }
 
 func printSegments(w io.Writer, segs []off2f.Segment) {
@@ -182,7 +184,7 @@ func printHeader(w io.Writer, path string, h *off2f.Header) {
 	for _, p := range h.Progs {
 		fmt.Fprintf(w, "  %-14v %-10v off %#-8x vaddr %#-14x filesz %#-8x memsz %#-8x align %#x\n", p.Type, p.Flags, p.Off, p.Vaddr, p.Filesz, p.Memsz, p.Align)
 	}
-	fmt.Fprintf(w, "note:\n  version:       %d\n  flags:         %v\n  text hash:     %s\n  text size:     %d\n", n.Version, flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize)
+	fmt.Fprintf(w, "note:\n  version:       %d\n  machine:       %v\n  flags:         %v\n  text hash:     %s\n  text size:     %d\n", n.Version, n.Machine, flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize)
 	fmt.Fprintf(w, "  original phdrs: %d at %#x\n  store:         %s\n  fallback:      %s\n", n.OrigPhnum, n.OrigPhdr, n.StoreDir, orNone(n.FallbackDir))
 	if n.Device != "" {
 		fmt.Fprintf(w, "  mount:         %s on %s type %s (%s)\n", n.Device, n.StoreDir, n.FSType, n.Options)
@@ -192,7 +194,7 @@ func printHeader(w io.Writer, path string, h *off2f.Header) {
 }
 
 func printText(w io.Writer, path string, th *off2f.TextHeader) {
-	fmt.Fprintf(w, "%s: OFF2F text file\nversion:  %d\nflags:    %v\nhash:     %s\nsize:     %d\nsegments:\n", path, th.Version, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size)
+	fmt.Fprintf(w, "%s: OFF2F text file\nversion:  %d\nmachine:  %v\nflags:    %v\nhash:     %s\nsize:     %d\nsegments:\n", path, th.Version, th.Machine, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size)
 	printSegments(w, th.Segments)
 }
 

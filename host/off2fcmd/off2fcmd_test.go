@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -303,7 +304,7 @@ func TestConvertNotELF(t *testing.T) {
 		in := filepath.Join(dir, tc.name)
 		os.WriteFile(in, []byte(tc.content), 0o755)
 		_, _, err := runCmd(t, "convert", "-store", store, "-o", out, in)
-		if err == nil || !strings.Contains(err.Error(), in) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "static x86-64 ELF executables") {
+		if err == nil || !strings.Contains(err.Error(), in) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "static x86-64 and aarch64 ELF executables") {
 			t.Errorf("convert %s: %v, want an error naming it, %q and what convert wants", tc.name, err, tc.want)
 		}
 		if _, err := os.Stat(out); err == nil {
@@ -363,6 +364,63 @@ func TestLoaderMissingOnHost(t *testing.T) {
 	}
 	if _, stderr, err := runCmd(t, "verify", "-store", store, hdr); err != nil || stderr != "" {
 		t.Errorf("verify with a loader that exists: %v, stderr %q", err, stderr)
+	}
+}
+
+// A header file whose loader on this host is built for another machine
+// fails to exec here with "exec format error": convert and verify say so,
+// naming both machines and how to build the other machine's loader, and
+// inspect names the program's machine. Both ways: an aarch64 program with
+// an x86-64 loader, an x86-64 program with an aarch64 "loader" (any ELF
+// file of that machine will do for the check).
+func TestLoaderOfOtherMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-builds a Go program")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "probe-arm64"), "../../off2f/testdata/progs/probe")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH=arm64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build GOARCH=arm64: %v\n%s", err, out)
+	}
+	arm64Prog := filepath.Join(dir, "probe-arm64")
+	amd64Prog := buildC(t, dir, "hello", "-static")
+	for _, c := range []struct {
+		name, in, loader, prog, loaderMachine, goarch string
+	}{
+		{"arm64 program", arm64Prog, amd64Prog, "aarch64", "x86-64", "arm64"},
+		{"amd64 program", amd64Prog, arm64Prog, "x86-64", "aarch64", "amd64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, hdr := filepath.Join(dir, c.goarch, "store"), filepath.Join(dir, c.goarch+".off2f")
+			_, stderr, err := runCmd(t, "convert", "-loader", c.loader, "-store", store, "-o", hdr, c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("the loader %s on this host is built for %s and %s for %s", c.loader, c.loaderMachine, hdr, c.prog)
+			build := "make -C loader ARCH=" + c.goarch
+			if c.goarch == runtime.GOARCH {
+				build = "make build"
+			}
+			for _, w := range []string{want, "exec format error", build} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("convert: stderr %q, want %q", stderr, w)
+				}
+			}
+			out, stderr, err := runCmd(t, "verify", "-json", "-store", store, hdr)
+			var vr verifyResult
+			if err != nil || json.Unmarshal([]byte(out), &vr) != nil || !vr.OK || !vr.LoaderOtherMachine || vr.LoaderMissing || !strings.Contains(stderr, want) {
+				t.Errorf("verify: %v, stdout %s, stderr %q", err, out, stderr)
+			}
+			out, _, err = runCmd(t, "inspect", hdr)
+			if err != nil || !strings.Contains(out, "machine:       "+c.prog+"\n") {
+				t.Errorf("inspect: %v\n%s", err, out)
+			}
+			// The program's own machine's loader: no note.
+			if _, stderr, err := runCmd(t, "convert", "-loader", c.in, "-store", store, "-o", hdr, c.in); err != nil || stderr != "" {
+				t.Errorf("convert with a loader of its machine: %v, stderr %q", err, stderr)
+			}
+		})
 	}
 }
 

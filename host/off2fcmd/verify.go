@@ -53,8 +53,8 @@ Exits 1 if anything does not match.`,
 	}
 	res.OK = res.Error == "" && res.FallbackError == ""
 	// Not a mismatch, but why a header file that verifies may not run here.
-	note := loaderNote(path, h.Interp)
-	res.LoaderMissing = note != ""
+	note, missing := loaderNote(path, h.Interp, h.Note.Machine)
+	res.LoaderMissing, res.LoaderOtherMachine = note != "" && missing, note != "" && !missing
 	if *jsonOut {
 		if err := cli.JSON(c.Stdout, res); err != nil {
 			return err
@@ -99,6 +99,9 @@ type verifyResult struct {
 	// LoaderMissing: the loader the header names does not exist on this
 	// host; the program runs only where it does.
 	LoaderMissing bool `json:"loader_missing,omitempty"`
+	// LoaderOtherMachine: the loader the header names is built for another
+	// machine than the program; the program runs only where it is not.
+	LoaderOtherMachine bool `json:"loader_other_machine,omitempty"`
 }
 
 func checkTextFile(h *off2f.Header, path string) error {

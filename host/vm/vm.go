@@ -39,8 +39,8 @@ type Config struct {
 	// would end at a timer the host does not choose (appliance boots read
 	// their disk from pmem for this: appliance.BootOptions.DiskAsPmem).
 	Deterministic bool
-	Disks   []Disk
-	NVDIMMs []NVDIMM
+	Disks         []Disk
+	NVDIMMs       []NVDIMM
 	// Forwards are host TCP ports forwarded to the guest (user networking,
 	// virtio-net). Empty: the guest has no network device.
 	Forwards []Forward
