@@ -24,7 +24,9 @@
 //     text stays without its header file.
 //   - ParseHeader and ParseText read and check the two files; Header.CheckText
 //     ties a text to a header (what the loader checks); Unpack rebuilds the
-//     original loadable segments from the pair.
+//     original loadable segments from the pair; WithFallbackDir names
+//     another fallback directory in a header file (the update endpoint
+//     names a deployed text's clean copy so).
 //   - Store is a directory of texts named by the 64 hex digits of their hash
 //     (mode 0444); Put, List, GC; ReadManifest, ParseManifest and
 //     WriteManifest handle the MANIFEST that lists, sorted, the hashes an

@@ -108,3 +108,39 @@ func (h *Header) CheckText(th *TextHeader) error {
 	}
 	return nil
 }
+
+// WithFallbackDir returns a copy of the header file raw whose note names
+// dir as its fallback directory ("": none); every other byte is raw's. A
+// device that keeps a program's clean copy somewhere of its own (nvinit
+// does for a deployed program) names it so, and the loader and the text
+// repair both find it there.
+func WithFallbackDir(raw []byte, dir string) ([]byte, error) {
+	h, err := ParseHeader(raw)
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" && dir[0] != '/' {
+		return nil, fmt.Errorf("fallback directory %q is not an absolute path", dir)
+	}
+	n := h.Note
+	n.FallbackDir = dir
+	desc, err := n.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(raw)
+	for _, ph := range h.Progs {
+		if ph.Type != elf.PT_NOTE {
+			continue
+		}
+		// ParseHeader checked the bounds, and that exactly one note is OFF2F's.
+		if d, ok := findNote(out[ph.Off:ph.Off+ph.Filesz], NoteName, NoteType); ok {
+			if len(d) != len(desc) {
+				return nil, formatErr("note is %d bytes, its encoding %d", len(d), len(desc))
+			}
+			copy(d, desc)
+			return out, nil
+		}
+	}
+	return nil, formatErr("no OFF2F note (not converted by off2f?)")
+}

@@ -41,6 +41,8 @@
 //	/dev/pmem0 on /nv/text       text store, ro, dax=always (TextDevice, TextDir)
 //	/nv/text/programs, services  deployed programs and their links
 //	/dev/pmem1 on /nv/state      state, rw, dax=always (StateDevice, StateDir)
+//	/nv/state/nvboot/off2f/<hash>  clean copies of deployed texts the image
+//	                             lacks (device/update's CleanSubdir)
 //	/dev/pmem2                   the kernel region, raw (KernelRegionDevice)
 //	/dev/vda2                    the root partition (RootDevice)
 //	/run/poold.sock              poold's socket (PooldSocket)

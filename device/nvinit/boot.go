@@ -209,6 +209,11 @@ func (b *boot) provisionState() {
 		b.Console.Logf("state: %v; services run without state", err)
 	} else {
 		b.mounted = append([]string{st.DirOrDefault()}, b.mounted...)
+		if b.programs != nil {
+			// Deployed texts keep their clean copies here, off the
+			// text store's pmem (see update.CleanSubdir).
+			b.programs.CleanDir = update.CleanDirIn(st.DirOrDefault())
+		}
 	}
 	b.Console.Mark("state", "")
 }

@@ -1,6 +1,7 @@
 package nvinit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http/httptest"
@@ -91,7 +92,7 @@ func TestDeployProtocolRollsBackAndGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{res.Program, filepath.Join(f.store, f.conv.TextName())}
+	want := []string{res.Program, filepath.Join(f.store, f.conv.TextName()), filepath.Join(f.p.CleanDir, f.conv.TextName())}
 	sort.Strings(gc.Removed)
 	sort.Strings(want)
 	if strings.Join(gc.Removed, " ") != strings.Join(want, " ") {
@@ -100,4 +101,108 @@ func TestDeployProtocolRollsBackAndGC(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.store, strings.Repeat("a", 64))); err != nil {
 		t.Errorf("gc removed the image's text: %v", err)
 	}
+}
+
+// A deployed program's text is repaired as an image's is: the deploy keeps
+// a clean copy on the state filesystem (written before the switch) and the
+// program's note names it, so a text damaged in the store is rewritten
+// from it; a deployed text the image has names the image's copy, and no
+// second one is written. A damaged clean copy is not used.
+func TestDeployedTextRepaired(t *testing.T) {
+	ctx := context.Background()
+	flip := func(t *testing.T, path string) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg := off2f.Segment{}
+		if th, err := off2f.ParseText(b); err == nil {
+			seg = th.Segments[0]
+		}
+		for i := seg.Offset + 4096; i < seg.Offset+4096+64; i++ {
+			b[i] ^= 0xa5
+		}
+		os.Chmod(path, 0o644)
+		if err := os.WriteFile(path, b, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noteOf := func(t *testing.T, program string) off2f.Note {
+		t.Helper()
+		raw, err := os.ReadFile(program)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := off2f.ParseHeader(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Note
+	}
+	t.Run("text the image lacks", func(t *testing.T) {
+		f := newUpdateFixture(t)
+		name := f.conv.TextName()
+		text, clean := filepath.Join(f.store, name), filepath.Join(f.p.CleanDir, name)
+		res, err := f.client(testPassword).Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header, Text: f.conv.Text})
+		if err != nil || !res.TextSent {
+			t.Fatalf("deploy: %+v, %v", res, err)
+		}
+		if n := noteOf(t, res.Program); n.FallbackDir != f.p.CleanDir || n.Hash != f.conv.Note.Hash {
+			t.Errorf("the deployed program's note names fallback %q, want the clean copies' %s", n.FallbackDir, f.p.CleanDir)
+		}
+		if b, err := os.ReadFile(clean); err != nil || !bytes.Equal(b, f.conv.Text) {
+			t.Fatalf("clean copy %s: %v; want the text", clean, err)
+		}
+		flip(t, text)
+		r := &textRepair{Store: f.p.Store, Mounter: &fakeMounter{}}
+		got, err := r.CheckText(res.Program)
+		if err != nil || got.Damage == nil || got.Repaired != clean {
+			t.Fatalf("CheckText = %+v, %v; want damage found, repaired from %s", got, err, clean)
+		}
+		if b, _ := os.ReadFile(text); !bytes.Equal(b, f.conv.Text) {
+			t.Error("the store's text is not the clean one after the repair")
+		}
+		// Both damaged: the clean copy is hashed, refused, and the
+		// store's text left as it is.
+		flip(t, text)
+		flip(t, clean)
+		before, _ := os.ReadFile(text)
+		got, err = r.CheckText(res.Program)
+		if err == nil || got.Repaired != "" || !strings.Contains(err.Error(), clean) || !strings.Contains(err.Error(), "damaged too") {
+			t.Fatalf("CheckText with a damaged clean copy = %+v, %v; want refused, naming the copy", got, err)
+		}
+		if after, _ := os.ReadFile(text); !bytes.Equal(after, before) {
+			t.Error("the store's text was rewritten from a damaged clean copy")
+		}
+	})
+	t.Run("text the image has", func(t *testing.T) {
+		f := newUpdateFixture(t)
+		name := f.conv.TextName()
+		img := f.p.ImageFallback
+		os.MkdirAll(img, 0o755)
+		for _, d := range []string{f.store, img} {
+			if _, err := (off2f.Store{Dir: d}).Put(name, f.conv.Text); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := f.client(testPassword).Deploy(ctx, deploy.Program{Service: "srv", Header: f.conv.Header})
+		if err != nil || res.TextSent {
+			t.Fatalf("deploy of a text the image has: %+v, %v", res, err)
+		}
+		if n := noteOf(t, res.Program); n.FallbackDir != img {
+			t.Errorf("the deployed program's note names fallback %q, want the image's %s", n.FallbackDir, img)
+		}
+		if _, err := os.Stat(filepath.Join(f.p.CleanDir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a second clean copy was written: %v", err)
+		}
+		flip(t, filepath.Join(f.store, name))
+		got, err := (&textRepair{Store: f.p.Store, Mounter: &fakeMounter{}}).CheckText(res.Program)
+		if err != nil || got.Repaired != filepath.Join(img, name) {
+			t.Fatalf("CheckText = %+v, %v; want repaired from the image's copy", got, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(f.store, name)); !bytes.Equal(b, f.conv.Text) {
+			t.Error("the store's text is not the clean one after the repair")
+		}
+	})
 }

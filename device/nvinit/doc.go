@@ -97,8 +97,15 @@
 // or any failure before ready or healthyAfter) has the text checked, once
 // per streak: textRepair reads the program's OFF2F header, hashes the
 // text in the store against it and, when damaged, rewrites it from the
-// clean copy on the root filesystem (checked first) by a new file renamed
-// over it between a remount read-write and one read-only. After
+// clean copy its note's fallback directory names (hashed first: a damaged
+// copy is not used, and the console says so) by a new file renamed over it
+// between a remount read-write and one read-only. An image's program
+// names its copy on the root filesystem (/lib/off2f); a deployed one the
+// image's copy when its text is the image's, else the copy the update
+// endpoint kept on the state filesystem (update.CleanSubdir under
+// /nv/state: nvinit names that directory to the endpoint once the state is
+// mounted; without a state a deploy of a text the image lacks is
+// refused). After
 // maxFailedStarts (8) failed starts in a row the service is left stopped
 // with one line naming how the last start ended and its last three lines
 // of output.

@@ -12,8 +12,10 @@ import (
 )
 
 // textRepair checks an OFF2F program's text in the store against its
-// content hash, and rewrites a damaged one from the clean copy on the root
-// filesystem (the fallback the loader would use).
+// content hash, and rewrites a damaged one from the clean copy its note
+// names (the fallback the loader would use): the image's on the root
+// filesystem, or for a deployed text the image lacks the one the update
+// endpoint keeps on the state filesystem (update.CleanSubdir).
 //
 // The store is content-addressed: a text file is named by the SHA-256 its
 // header records (off2f.TextHash over the segment table and the bytes), and
@@ -56,7 +58,12 @@ func (r *textRepair) CheckText(program string) (textCheck, error) {
 	clean := filepath.Join(h.Note.FallbackDir, name)
 	text, err := readText(h, clean)
 	if err != nil {
-		return c, fmt.Errorf("its clean copy %s is no good either: %w", clean, err)
+		// Hashed before use: a damaged copy would only replace one
+		// damage by another.
+		if errors.Is(err, errMissing) {
+			return c, fmt.Errorf("its clean copy %s is missing: the text is left as it is", clean)
+		}
+		return c, fmt.Errorf("its clean copy %s is damaged too (%w): not used, the text is left as it is", clean, err)
 	}
 	if err := r.remount(0); err != nil {
 		return c, fmt.Errorf("remounting the store read-write: %w", err)
@@ -88,6 +95,9 @@ func (r *textRepair) remount(flags uintptr) error {
 	return r.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), msRemount|flags, s.OptionsOrDefault())
 }
 
+// errMissing is readText's answer for a file that is not there.
+var errMissing = errors.New("missing")
+
 // checkText checks the text file at path against the program's header: its
 // whole content hashes to what its header says (off2f.ParseText), and that
 // header is the note's (what the loader checks).
@@ -100,7 +110,7 @@ func checkText(h *off2f.Header, path string) error {
 func readText(h *off2f.Header, path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errors.New("missing")
+		return nil, errMissing
 	}
 	if err != nil {
 		return nil, err

@@ -63,7 +63,8 @@ func newTrialFixture(t *testing.T) *trialFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &trialFixture{dir: dir, m: &lockedMounter{}, clock: newFakeClock()}
-	f.p = &update.Programs{Store: contract.TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m}
+	f.p = &update.Programs{Store: contract.TextStore{Device: "pmem0", Dir: filepath.Join(dir, "text")}, Mounter: f.m,
+		CleanDir: update.CleanDirIn(filepath.Join(dir, "state")), ImageFallback: filepath.Join(dir, "lib", "off2f")}
 	sv := helperService(t, "srv", "serve", filepath.Join(dir, "sock"), "")
 	f.old = sv.Path
 	f.s = &supervisor{Services: []contract.Service{sv}, Clock: f.clock}

@@ -28,7 +28,8 @@ type Mounter interface {
 
 // Programs is the store's side of a deploy: deployed header files in
 // programs/ named by their SHA-256, one link per deployed service in
-// services/, the texts beside them (contract.ProgramsDir, contract.ServicesDir).
+// services/, the texts beside them (contract.ProgramsDir, contract.ServicesDir),
+// and the texts' clean copies off the store (cleancopy.go).
 // The store is mounted read-only; every change here happens between a
 // remount read-write and one read-only, on the supervisor's goroutine (as a
 // text repair does), so no service starts while its program is switched.
@@ -38,6 +39,13 @@ type Programs struct {
 	// Images are the services' programs as built (their config Path), by
 	// name: what a service without a link runs.
 	Images map[string]string
+	// CleanDir is where the clean copies of deployed texts the image
+	// lacks are kept: CleanDirIn the state filesystem's mount point. "":
+	// the state is not mounted, and a deploy of such a text is refused.
+	CleanDir string
+	// ImageFallback is the image's clean copies of its own texts on the
+	// root filesystem; "": contract.FallbackDir.
+	ImageFallback string
 
 	// statfs gives the free bytes of the store's filesystem; nil:
 	// statfs(2). Tests fill a store without filling the disk.
@@ -69,14 +77,16 @@ func (p *Programs) Current(name, image string) string {
 	return image
 }
 
-// have returns those of hashes the store holds as text files.
+// have returns those of hashes the store holds as text files with a clean
+// copy (cleanCopy): a text without one is to be sent, so that a deploy
+// never has to take its clean copy from the store's, maybe damaged, text.
 func (p *Programs) have(hashes []string) []string {
 	have := []string{}
 	for _, h := range hashes {
 		if !contract.IsTextHash(h) {
 			continue
 		}
-		if st, err := os.Stat(filepath.Join(p.dir(), h)); err == nil && st.Mode().IsRegular() {
+		if isRegular(filepath.Join(p.dir(), h)) && p.hasCleanCopy(h) {
 			have = append(have, h)
 		}
 	}
@@ -341,9 +351,9 @@ func (p *Programs) symlinkAtomic(target, path string) error {
 // gc removes the deployed programs no service link names and the texts
 // neither the image's MANIFEST nor a kept program needs, then the
 // leftovers of interrupted writes (off2f.Store.GC) and of an interrupted
-// upload. What runs is what the
-// links name (or the image's programs), so nothing running loses its text.
-// It is refused while a trial is open.
+// upload, then the clean copies no kept program's text needs. What runs
+// is what the links name (or the image's programs), so nothing running
+// loses its text or its clean copy. It is refused while a trial is open.
 func (p *Programs) gc() (contract.GCResult, error) {
 	res := contract.GCResult{Removed: []string{}}
 	des, err := os.ReadDir(p.servicesDir())
@@ -431,7 +441,15 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		res.Removed, res.Bytes = append(res.Removed, up...), res.Bytes+n
 		return err
 	})
-	return res, err
+	// The clean copies on the state filesystem: those of the kept
+	// programs' texts stay.
+	kept := map[string]bool{}
+	for _, t := range texts {
+		kept[t] = true
+	}
+	gone, n, cerr := p.gcCleanCopies(kept)
+	res.Removed, res.Bytes = append(res.Removed, gone...), res.Bytes+n
+	return res, errors.Join(err, cerr)
 }
 
 // freeBytes is the free space of the filesystem holding dir. gc counts

@@ -451,8 +451,26 @@ func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
 	textHash := off2f.HashName(up.hdr.Note.Hash)
 	res := contract.DeployResult{Service: up.service, Text: textHash, TextSent: up.text != nil,
 		Previous: u.Programs.Current(up.service, u.Images[up.service])}
+	// The clean copy first, off the supervisor's goroutine (it reads the
+	// whole text): the program names it, and is written only once it is
+	// durable.
+	fallback, err := u.Programs.cleanCopy(up.hdr, up.text)
+	var header []byte
+	if err == nil {
+		header, err = off2f.WithFallbackDir(up.header, fallback)
+	}
+	if err != nil {
+		// Refused: the staged text goes before the answer, as for any
+		// refused upload.
+		if up.text != nil {
+			if rerr := up.text.remove(); rerr != nil {
+				u.logf("deploy of %s: removing its staged text: %v", up.service, rerr)
+			}
+		}
+		return res, statusOf(err), err
+	}
 	var ierr error
-	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(up.header, textHash, up.text) }); err != nil {
+	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(header, textHash, up.text) }); err != nil {
 		return res, http.StatusServiceUnavailable, err
 	}
 	if ierr != nil {

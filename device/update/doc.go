@@ -21,7 +21,8 @@
 //	GET  /update/features     architecture, features, and on a slotted boot
 //	                          the slot, committed or not, the image and boot
 //	                          ids, the inactive slot's partition sizes
-//	POST /update/texts/have   which of these texts the store holds
+//	POST /update/texts/have   which of these texts the store holds, each
+//	                          with a clean copy (else it is to be sent)
 //	PUT  /update/deploy       a program's header file, then its text unless
 //	                          the store has it; answered when the trial ended
 //	POST /update/gc           remove what no service runs
@@ -72,14 +73,39 @@
 // and for every refusal, the staged text is removed before the answer. A
 // header without its text, whose text the store lacks, is refused (409).
 //
+// # Clean copies
+//
+// A damaged text is repaired from a clean copy the program's note names
+// (its fallback directory), off the text store's pmem: nvinit's text
+// repair hashes the copy and rewrites the store's text from it
+// (device/nvinit), and the loader falls back to it when the store's text
+// fails its header check. Before a deployed program is written the
+// endpoint makes sure its text has one, and rewrites the header file's
+// note to name it (off2f.WithFallbackDir; the header file is then named by
+// the SHA-256 of those bytes): the image's copy in /lib/off2f when the
+// image has the text (not read: the repair checks it before use); else
+// the copy in CleanSubdir on the state filesystem (/nv/state/nvboot/off2f,
+// named by the hash), hashed and kept when sound, otherwise written from
+// the staged upload (or, when only the header file came, from the store's
+// text), hashed as it is copied, through a temporary file, fsynced,
+// renamed, the directories fsynced. A source that does not hash to the
+// note writes nothing: a header-only deploy whose text the store holds
+// damaged, with no sound copy, is refused (409) and the damaged copy
+// removed, so the same deploy again sends the text. With no state mounted
+// no copy can be kept, and a deploy of a text the image lacks is refused
+// (409); a full state filesystem answers 507. /update/texts/have counts a
+// text as held only with a copy (its presence, not its hash), so the
+// host sends a text that has none.
+//
 // Deployed programs live on the text store beside their texts: header files
 // in programs/, named by the SHA-256 of their bytes; one link per deployed
 // service in services/ naming what it runs; SERVICE.trial, while a new
 // program is on trial, naming the one before; uploads/text, while an
 // upload is received, its text. A deploy, each store step one read-write
 // window of the store on the supervisor's goroutine: stage the text (a
-// window per buffer, then fsync); rename it to its hash (kept when the
-// same text is there) and write the header file (temporary file, fsync,
+// window per buffer, then fsync); make its clean copy durable (above, off
+// the store and off the supervisor's goroutine); rename it to its hash
+// (kept when the same text is there) and write the header file (temporary file, fsync,
 // rename, kept when the same bytes are there); stop the service; switch (SERVICE.trial to the
 // current program, then a new link renamed over SERVICE: the switch is
 // that rename); start it from its link; ready within the deadline: remove
@@ -91,10 +117,12 @@
 //
 // gc removes the programs no link names and the texts neither the image's
 // MANIFEST nor a linked program needs, then the leftovers of interrupted
-// writes and uploads; it is refused while a trial is open. What it reports freed is
-// the growth of the store's free space (statfs) across the removals, not
-// the files' lengths: the store allocates in 2 MiB clusters, so a header
-// file of a few KiB frees a whole cluster (TestGCCountsWhatTheStoreFrees).
+// writes and uploads, then the clean copies no linked program's text needs
+// and those an interrupted copy left; it is refused while a trial is open.
+// What it reports freed is the growth of the store's free space (statfs)
+// across the removals, not the files' lengths: the store allocates in
+// 2 MiB clusters, so a header file of a few KiB frees a whole cluster
+// (TestGCCountsWhatTheStoreFrees).
 //
 // # Update
 //
@@ -162,6 +190,15 @@
 //     (256 MiB) held in memory exhausts the appliance's RAM: the kernel
 //     kills a service, then panics. The store is where the text ends up, so
 //     the staged file is renamed into place.
+//   - A deployed text's clean copy on the state filesystem over the root
+//     or the text store, because the root is a read-only erofs and the
+//     store is the pmem whose damage the copy repairs; the state is the
+//     one other writable filesystem every image has (StateMiB, default
+//     128 MiB). An image's text is not copied again: its copy on the root
+//     is named.
+//   - The clean copy named in the program's note over a path nvinit
+//     derives from the hash, because the loader and the repair then find
+//     a deployed program's copy exactly as an image program's.
 //   - A read-write window per buffer over one for the whole upload,
 //     because the supervisor's goroutine (every window runs there) must not
 //     wait on the network, and the store stays writable only for a local
@@ -180,6 +217,9 @@
 //     text has no text's name: nothing takes it for one.
 //   - A program is kept only after it was marked ready; a trial cut short
 //     by anything is undone by the next boot, before any service starts.
+//   - A deployed program is written only once its text has a clean copy
+//     off the text store, hashed and durable, that its note names; nothing
+//     is ever copied from a text that does not hash to the note.
 //   - The text store is read-only except between the remounts of one step.
 //   - One deploy, gc or slot write at a time, the lock taken before a body
 //     is read and given back whatever ends the request; one trial per
@@ -200,8 +240,14 @@
 //   - Pooled services (poold keeps its own program paths) and DontStart
 //     services cannot be deployed. A program that becomes ready and fails
 //     a moment later is kept.
-//   - A deployed text has no fallback copy: a store that does not mount
-//     runs the image's program, and a damaged deployed text is not repaired.
+//   - A store that does not mount runs the image's programs (the links
+//     are in it). A state that is provisioned again (blank) loses the
+//     deployed texts' clean copies: their repair then says the copy is
+//     missing until the next deploy. A damaged text the store keeps
+//     because an upload brought the same one (same size and header page)
+//     is repaired only when its program fails.
+//   - Clean copies on the state count against StateMiB, beside the
+//     services' own state, until a gc.
 //   - Every deploy adds its text and header file to the store until a gc;
 //     a store without room for an upload refuses it before its body is
 //     read, counting the text whole (its holes and a text the store holds

@@ -42,6 +42,7 @@ type fakeSupervisor struct {
 	mu       sync.Mutex
 	rollBack bool
 	trials   []string // the services Replace was asked for, with their Path
+	onSwitch func()   // called just before each switch
 }
 
 func (s *fakeSupervisor) Do(f func()) error {
@@ -55,6 +56,9 @@ func (s *fakeSupervisor) Replace(name string, deadline time.Duration, ops TrialO
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.trials = append(s.trials, name+" "+ops.Path)
+	if s.onSwitch != nil {
+		s.onSwitch()
+	}
 	if err := ops.Switch(); err != nil {
 		return TrialResult{Err: err}
 	}

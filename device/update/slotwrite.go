@@ -74,12 +74,17 @@ func errorf(code int, format string, args ...any) error {
 }
 
 func writeError(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
+	http.Error(w, err.Error(), statusOf(err))
+}
+
+// statusOf is the HTTP status an error answers with: an httpError's own,
+// else 500.
+func statusOf(err error) int {
 	var he *httpError
 	if errors.As(err, &he) {
-		code = he.code
+		return he.code
 	}
-	http.Error(w, err.Error(), code)
+	return http.StatusInternalServerError
 }
 
 // canUpdate says why the appliance cannot take an update now, or nil.

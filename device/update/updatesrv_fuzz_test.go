@@ -19,7 +19,7 @@ func FuzzDeployUpload(f *testing.F) {
 	f.Add("srv", "64", "4096", "5s", make([]byte, 64+4096))
 	f.Add("nosuch", "-1", "x", "forever", []byte{})
 	// A small buffer, so a body of a few pages is staged in several writes.
-	u := &Server{Programs: &Programs{Store: contract.TextStore{Dir: f.TempDir()}, Mounter: &lockedMounter{}},
+	u := &Server{Programs: &Programs{Store: contract.TextStore{Dir: f.TempDir()}, Mounter: &lockedMounter{}, CleanDir: f.TempDir(), ImageFallback: f.TempDir()},
 		Sup: &fakeSupervisor{}, Images: map[string]string{"srv": "/bin/srv"}, Limits: Limits{UploadBuffer: 8192}}
 	f.Fuzz(func(t *testing.T, service, hsize, tsize, deadline string, body []byte) {
 		r := httptest.NewRequest("PUT", contract.PathDeploy, bytes.NewReader(body))

@@ -36,6 +36,8 @@ type updateFixture struct {
 	m     *lockedMounter
 	sup   *fakeSupervisor
 	store string
+	clean string           // the clean copies of deployed texts (on the state)
+	image string           // the image's clean copies (on the root)
 	old   string           // srv's program as built
 	conv  *off2f.Converted // the probe, converted for this store
 }
@@ -46,7 +48,8 @@ func newUpdateFixture(t *testing.T) *updateFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &updateFixture{m: &lockedMounter{}, sup: &fakeSupervisor{}, store: filepath.Join(dir, "text"), old: "/bin/srv"}
-	f.p = &Programs{Store: contract.TextStore{Device: "pmem0", Dir: f.store}, Mounter: f.m}
+	f.clean, f.image = filepath.Join(dir, "state", CleanSubdir), filepath.Join(dir, "lib", "off2f")
+	f.p = &Programs{Store: contract.TextStore{Device: "pmem0", Dir: f.store}, Mounter: f.m, CleanDir: f.clean, ImageFallback: f.image}
 	f.conv = textstore.Seed(t, f.store, probeProgram(t))
 	f.p.Images = map[string]string{"srv": f.old}
 	f.u = &Server{Password: testPassword, Programs: f.p, Sup: f.sup, Images: f.p.Images, Logf: t.Logf}

@@ -197,10 +197,11 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	}
 	fig.BytesSentRepeat, fig.Accel = r.BytesSent, m.Accel
 	writeFigures(t, fig)
-	// gc: the broken kv's program and text go, version 2's stay.
+	// gc: the broken kv's program, text and the text's clean copy go,
+	// version 2's stay.
 	stdout, stderr, err := execute("deploy", "-gc", "-json", "-config", v2, upURL)
 	var gc contract.GCResult
-	if err != nil || json.Unmarshal([]byte(stdout), &gc) != nil || len(gc.Removed) != 2 {
+	if err != nil || json.Unmarshal([]byte(stdout), &gc) != nil || len(gc.Removed) != 3 {
 		t.Fatalf("gc: %v, %s\nstderr:\n%s", err, stdout, stderr)
 	}
 	// What the store got back: a 2 MiB cluster at least for each file.

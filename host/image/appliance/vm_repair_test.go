@@ -2,8 +2,10 @@ package appliance
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,8 +15,11 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/update"
+	"github.com/nvboot/nvboot/host/deploy"
 	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/host/vm/vmtest"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 	"github.com/nvboot/nvboot/off2f"
@@ -93,6 +98,103 @@ func TestApplianceRepairsDamagedText(t *testing.T) {
 	}
 	if got := debugfsDump(t, fs, name); !bytes.Equal(got, clean) {
 		t.Errorf("kv's text in the store after the repair (%d bytes) is not the clean copy (%d bytes)", len(got), len(clean))
+	}
+}
+
+// TestApplianceRepairsDeployedText deploys a changed kv to the booted demo
+// (a text the image lacks: nvinit keeps its clean copy on the state
+// filesystem), powers off, randomises 256 KiB of the deployed text inside
+// pmem-text.img around its entry point as TestApplianceRepairsDamagedText
+// does, and boots again: the deployed kv dies at its first instruction,
+// nvinit rewrites its text from the clean copy on /nv/state and says so,
+// and version 2 answers; the store's filesystem is sound and holds the
+// clean text.
+func TestApplianceRepairsDeployedText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU")
+	}
+	buildtest.NeedTools(t, "e2fsck", "sgdisk", "fsck.erofs", "debugfs")
+	k := vmtest.Kernel(t)
+	cfg := config.Demo()
+	cfg.Update = &config.Update{HTTPPassword: "test"}
+	dir := filepath.Join(t.TempDir(), "img")
+	im := buildLayout(t, cfg, OFF2F, dir, k)
+	pm := t.TempDir()
+	if err := CopyPmem(dir, im, pm); err != nil {
+		t.Fatal(err)
+	}
+	// kv version 2, built and converted as nvboot deploy does.
+	v2 := config.Demo()
+	pkg := v2.Packages[0]
+	pc := v2.PackageConfig[pkg]
+	pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
+	v2.PackageConfig[pkg] = pc
+	conv, err := BuildService(context.Background(), Options{Config: v2, ModuleRoot: moduleRoot(t)}, "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := conv.TextName()
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	b := startWith(t, dir, im, BootOptions{PmemDir: pm, Forwards: []vm.Forward{{Host: upPort, Guest: contract.DefaultUpdatePort}}})
+	b.expect(t, "NVBOOT-MARK service-ready kv ")
+	if code, _ := b.do(t, "PUT", "/kv/greeting", "before the deploy"); code != http.StatusNoContent {
+		t.Fatalf("PUT before the deploy: %d", code)
+	}
+	cl := &deploy.Client{URL: fmt.Sprintf("http://127.0.0.1:%d", upPort), Password: "test"}
+	res, err := cl.Deploy(b.ctx, deploy.Program{Service: "kv", Header: conv.Header, Text: conv.Text})
+	if err != nil || res.Result != contract.DeployKept {
+		t.Fatalf("deploy of kv version 2: %+v, %v\nconsole:\n%s", res, err, b.m.Console())
+	}
+	b.poweroff(t)
+
+	h, err := off2f.ParseHeader(conv.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	textImg := filepath.Join(pm, outdir.TextPmemFile)
+	fs := textImg + "?offset=" + strconv.Itoa(pmemDataOff)
+	start, end := aroundEntry(t, h, 256<<10)
+	randomiseFileBlocks(t, fs, textImg, name, start, end)
+	if got := debugfsDump(t, fs, name); bytes.Equal(got, conv.Text) {
+		t.Fatal("the surgery left the deployed text as it was")
+	}
+
+	b = startImage(t, dir, pm)
+	line, _, err := b.m.Expect(b.ctx, 0, func(s string) bool {
+		return strings.Contains(s, "nvinit: kv: text ") || strings.Contains(s, "kv: restarting in 1.6s")
+	})
+	clean := update.CleanDirIn(contract.StateDir) + "/" + name
+	if err != nil || !strings.Contains(line.Text, "repaired from "+clean) {
+		t.Fatalf("no repair of the deployed text from %s (%v); console:\n%s", clean, err, b.m.Console())
+	}
+	t.Logf("console: %s", line.Text)
+	b.expect(t, "NVBOOT-MARK service-ready kv ")
+	resp, err := http.Get(b.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := resp.Header.Get("X-Kv-Version"); resp.StatusCode != http.StatusOK || v != "2" {
+		t.Fatalf("after the repair kv answers %d, version %q; want the deployed version 2", resp.StatusCode, v)
+	}
+	if code, v := b.do(t, "GET", "/kv/greeting", ""); code != 200 || v != "before the deploy" {
+		t.Fatalf("GET after the repair: %d %q", code, v)
+	}
+	b.poweroff(t)
+	if n := strings.Count(b.m.Console(), "repaired from"); n != 1 {
+		t.Errorf("%d repairs, want 1:\n%s", n, b.m.Console())
+	}
+	if out, err := exec.Command("e2fsck", "-fn", fs).CombinedOutput(); err != nil {
+		t.Fatalf("e2fsck -fn %s after the repair: %v\n%s", fs, err, out)
+	}
+	if got := debugfsDump(t, fs, name); !bytes.Equal(got, conv.Text) {
+		t.Errorf("the deployed text in the store after the repair (%d bytes) is not the clean copy (%d bytes)", len(got), len(conv.Text))
 	}
 }
 

@@ -83,7 +83,8 @@ func startImage(t *testing.T, dir, pmemDir string) *booted {
 }
 
 // startWith boots the image as o says, with guest port 8080 forwarded to a
-// free host port and the console's input piped, not waiting for anything.
+// free host port (besides o's forwards) and the console's input piped, not
+// waiting for anything.
 func startWith(t *testing.T, dir string, im *Image, o BootOptions) *booted {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,7 +94,7 @@ func startWith(t *testing.T, dir string, im *Image, o BootOptions) *booted {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	in, stdin := io.Pipe()
-	o.Forwards, o.Stdin = []vm.Forward{{Host: port, Guest: 8080}}, in
+	o.Forwards, o.Stdin = append([]vm.Forward{{Host: port, Guest: 8080}}, o.Forwards...), in
 	cfg, err := VMConfig(dir, im, o)
 	if err != nil {
 		t.Fatal(err)
