@@ -123,7 +123,7 @@ func TestApplianceHostEnvironment(t *testing.T) {
 		}
 	}
 	b.poweroff(t)
-	if t.Failed() {
+	if t.Failed() || testing.Verbose() {
 		t.Logf("console:\n%s", m.Console())
 	}
 }
