@@ -64,7 +64,7 @@ func TestDefconfigs(t *testing.T) {
 			}
 			for _, want := range []string{"BR2_PACKAGE_NVBOOT=y", "BR2_PACKAGE_NVBOOT_KV=y", "BR2_PACKAGE_LD_OFF2F=y",
 				"BR2_PACKAGE_HOST_NVBOOT=y", `BR2_PACKAGE_NVBOOT_OFF2F_PROGRAMS="/sbin/nvinit /bin/poold /bin/kv"`,
-				"BR2_INIT_NONE=y", `BR2_LINUX_KERNEL_CONFIG_FRAGMENT_FILES="$(BR2_EXTERNAL_NVBOOT_PATH)/../kernel-config/common.config $(BR2_EXTERNAL_NVBOOT_PATH)/../kernel-config/x86_64.config"`} {
+				"BR2_INIT_NONE=y", "BR2_PACKAGE_CA_CERTIFICATES=y", `BR2_LINUX_KERNEL_CONFIG_FRAGMENT_FILES="$(BR2_EXTERNAL_NVBOOT_PATH)/../kernel-config/common.config $(BR2_EXTERNAL_NVBOOT_PATH)/../kernel-config/x86_64.config"`} {
 				if !bytes.Contains(cfg, []byte("\n"+want+"\n")) {
 					t.Errorf("%s: .config lacks %s", name, want)
 				}

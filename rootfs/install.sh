@@ -2,9 +2,11 @@
 # Installs the nvboot appliance's skeleton into a root tree: the directories,
 # files and links of rootfs/skeleton (without the .empty placeholders) and the
 # appliance's config (rootfs/appliance/etc: nvinit's config.json, the poold
-# config when a service is pooled). nvboot build installs the same skeleton
-# (host/image/appliance/rootfs.go) and writes the configs from the image config;
-# Buildroot's post-build script and the Yocto class call this.
+# config when a service is pooled, hosts, hostname and resolv.conf), each
+# replacing what the builder's own skeleton put there. nvboot build installs
+# the same skeleton (host/image/appliance/rootfs.go) and writes the configs
+# from the image config; Buildroot's post-build script and the Yocto class call
+# this.
 #
 #   rootfs/install.sh TARGET_DIR
 set -euo pipefail

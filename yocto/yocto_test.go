@@ -264,7 +264,7 @@ func TestBitbakeParses(t *testing.T) {
 		"nvboot-native": {`^GO_INSTALL=".*/cmd/nvboot .*/cmd/off2f"`},
 		"nvboot-kv":     {`^GO_INSTALL="github.com/nvboot/nvboot/examples/kv"`},
 		"ld-off2f":      {`^S=".*/loader"`},
-		"nvboot-image":  {`^ROOTFS_POSTPROCESS_COMMAND=".*nvboot_rootfs_off2f`, `^IMAGE_FSTYPES=".*\bnvboot\b`, `^WKS_FILE="nvboot.wks"`},
+		"nvboot-image":  {`^ROOTFS_POSTPROCESS_COMMAND=".*nvboot_rootfs_off2f`, `^IMAGE_INSTALL=".*\bca-certificates netbase\b`, `^IMAGE_FSTYPES=".*\bnvboot\b`, `^WKS_FILE="nvboot.wks"`},
 		"linux-yocto":   {`^SRC_URI=".*file://nvboot.cfg file://nvboot-cmdline.cfg`, `^KMETA_AUDIT_WERROR="1"`},
 	}
 	for _, r := range []string{"nvboot", "nvboot-native", "nvboot-kv", "ld-off2f", "nvboot-image", "linux-yocto"} {

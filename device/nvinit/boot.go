@@ -388,6 +388,9 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 	}()
 	s := &supervisor{Services: cfg.Services, Console: b.Console, Reaper: rp,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: b.texts, Starts: starts}
+	if b.PID1 {
+		s.Homes = serviceHomes // home.go
+	}
 	var shellReady func()
 	if servicesReady != nil {
 		shellReady = func() { close(servicesReady) } // called once

@@ -79,7 +79,10 @@
 //
 // The supervisor starts the services in config order, each in its own
 // process group, stdin closed, stdout and stderr prefixed with its name on
-// the console, environment PATH, HOME=/ and its own. Restart always,
+// the console, environment PATH, a HOME of its own and its own Env (home.go:
+// /perm/home/NAME, made 0700 on the state filesystem so what a service
+// keeps there survives a reboot; /tmp/home/NAME on the tmpfs when the state
+// is not mounted; one the service's Env sets is kept). Restart always,
 // on-failure or never; the delay doubles from 100 ms to 30 s and resets
 // after a run of 10 s (healthyAfter). WaitFor is dialled every 5 ms; the
 // ready mark is posted to the supervisor's goroutine, and only while the
@@ -87,10 +90,10 @@
 // exit status coming back over poold's connection; one with StartAfter
 // once its conditions hold (checked every 100 ms on a goroutine of its
 // own); one marked Gokrazy gets gokrazy's contract (GOKRAZY_FIRST_START,
-// exit status 125, HOME under /perm/home). The console reads poweroff,
-// reboot and start NAME; with a Shell in the config the shell owns the
-// console and the same commands come through contract.CommandFIFO, written
-// by nvinit's /sbin links.
+// exit status 125, its HOME as working directory, USER=root). The console
+// reads poweroff, reboot and start NAME; with a Shell in the config the
+// shell owns the console and the same commands come through
+// contract.CommandFIFO, written by nvinit's /sbin links.
 //
 // A failed start (no fork, or a run that failed before healthyAfter, ready
 // mark or not) that may be its text's fault (a fault signal at any time,
@@ -139,7 +142,12 @@
 //     the deadline, because someone waits for the deploy's answer and the
 //     old program should be down as briefly as possible.
 //   - The supervisor's clock is injected, so tests check backoff sequences
-//     without sleeping.
+//     without sleeping; so are the homes' directories (Homes, set as PID 1
+//     only), so a test or a run on the build machine makes none.
+//   - A HOME on the state over one on the tmpfs, because servers keep keys,
+//     certificates and settings there (os.UserConfigDir); over HOME=/,
+//     which the read-only root made unwritable. Its directory is made at
+//     a service's first start of a boot (a stat after the first boot).
 //
 // # Invariants
 //

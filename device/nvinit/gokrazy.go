@@ -1,8 +1,6 @@
 package nvinit
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -10,38 +8,24 @@ import (
 // Programs written for gokrazy expect its init's contract
 // (github.com/gokrazy/gokrazy, supervise.go): GOKRAZY_FIRST_START=1 on the
 // first start, which gokrazy.DontStartOnBoot answers with exit status 125,
-// "do not supervise"; HOME in /perm/home; USER=root. nvinit keeps it for
+// "do not supervise"; HOME in /perm/home, also the working directory (every
+// service's HOME is there: home.go); USER=root. nvinit keeps it for
 // services marked Gokrazy (a gokrazy config's).
 
 // dontSuperviseStatus is the exit status gokrazy.DontStartOnBoot exits with.
 const dontSuperviseStatus = 125
 
-// defaultGokrazyHome holds gokrazy services' home directories: gokrazy's
+// defaultGokrazyHome holds services' home directories: gokrazy's
 // /perm/home, /perm being the state filesystem on nvboot.
 const defaultGokrazyHome = "/perm/home"
 
-// gokrazyStart sets a gokrazy service's environment and directory.
+// gokrazyStart sets a gokrazy service's environment beyond its HOME.
 func (s *supervisor) gokrazyStart(sv *svc, attr *syscall.ProcAttr) {
 	var add []string
 	if !sv.startedOnce {
 		add = append(add, "GOKRAZY_FIRST_START=1")
 	}
 	sv.startedOnce = true
-	if !hasEnv(sv.Env, "HOME") {
-		base := s.GokrazyHome
-		if base == "" {
-			base = defaultGokrazyHome
-		}
-		home := filepath.Join(base, sv.Name)
-		if err := os.MkdirAll(home, 0o700); err != nil {
-			// As gokrazy: a read-only or missing /perm leaves HOME unset
-			// to it and the service starts all the same.
-			s.Console.Logf("%s: making its HOME: %v", sv.Name, err)
-		} else {
-			add = append(add, "HOME="+home)
-			attr.Dir = home
-		}
-	}
 	if !hasEnv(sv.Env, "USER") {
 		add = append(add, "USER=root")
 	}

@@ -16,7 +16,7 @@ import (
 func TestSupervisorGokrazyContract(t *testing.T) {
 	home := t.TempDir()
 	starts := make(chan string)
-	s := &supervisor{GokrazyHome: home, Starts: starts, Services: []contract.Service{
+	s := &supervisor{Homes: []string{home}, Starts: starts, Services: []contract.Service{
 		{Name: "gk", Path: "/bin/sh", Gokrazy: true,
 			Args: []string{"-c", `echo "first=$GOKRAZY_FIRST_START home=$HOME pwd=$(pwd) user=$USER"; exit 125`}},
 		{Name: "later", Path: "/bin/sh", DontStart: true, Args: []string{"-c", `echo later ran; sleep 30`}},

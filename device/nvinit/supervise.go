@@ -102,9 +102,9 @@ type supervisor struct {
 	// Starts names services to start now (the console's start command);
 	// nil: none.
 	Starts <-chan string
-	// GokrazyHome is where a gokrazy service's HOME is made; empty:
-	// defaultGokrazyHome.
-	GokrazyHome string
+	// Homes are where each service's HOME is made, tried in order
+	// (home.go; serviceHomes as PID 1); nil: none is made, HOME is Env's.
+	Homes []string
 
 	afterDial func() // tests: runs between a readiness dial and its mark
 
@@ -128,6 +128,7 @@ type svc struct {
 	textChecked bool       // the text was checked since the streak began
 	trial       *trial     // a deploy in progress (trial.go); nil: none
 	everReady   bool       // marked ready at least once since boot
+	home        string     // HOME made for it this boot; "": not yet
 	waiting     bool       // its first start waits for StartAfter
 	startedOnce bool       // a start was made (gokrazy's first start is marked)
 }
@@ -222,6 +223,7 @@ func (s *supervisor) start(sv *svc) {
 		// it started, and a ^C on the console does not reach it.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
 	}
+	s.setHome(sv, attr) // home.go
 	if sv.Gokrazy {
 		s.gokrazyStart(sv, attr) // gokrazy.go
 	}

@@ -152,11 +152,48 @@
 // nearest directory up holding a go.mod, as gokrazy looks), else in a
 // module of its own made with go get; ExtraFilePaths (PATH_amd64.tar, then
 // PATH.tar, then PATH) and ExtraFileContents are placed through os.Root, so
-// nothing lands outside the root or replaces a file the build placed. A
-// config with gokrazy fields also gets what gokrazy's packer puts in every
-// root unless an extra file does: /etc/hosts, /etc/hostname,
-// /etc/ssl/ca-bundle.pem (the build host's CA certificates) and /var ->
+// nothing lands outside the root or replaces a file the build placed (an
+// extra file does take the place of one of every image's /etc files,
+// below). A config with gokrazy fields also gets what gokrazy's packer
+// puts in a root beyond those, unless an extra file does:
+// /etc/ssl/ca-bundle.pem (a link to the image's CA bundle) and /var ->
 // /perm/var. Every image has /perm -> /nv/state (rootfs/skeleton).
+//
+// # What an ordinary Linux host gives its programs
+//
+// Go's resolver, crypto/x509 and net.LookupPort read /etc, and a root
+// without it breaks ordinary servers: with no /etc/hosts and no
+// /etc/resolv.conf a lookup of localhost went to a DNS server on ::1 and
+// failed. Every image (rootfs.go, after the extra files, which win) has:
+//
+//	/etc/hosts        localhost and the hostname on 127.0.0.1 and ::1
+//	/etc/hostname     the hostname
+//	/etc/resolv.conf  the config's Nameservers (QEMU's 10.0.2.3 on the
+//	                  default network)
+//	/etc/ssl/certs/ca-certificates.crt   the build host's CA bundle
+//	/etc/services     the build host's (netbase)
+//
+// and nvinit gives each service a writable HOME (on the state, else the
+// tmpfs) and /tmp; the kernel has IPv6 for ::1 (kernel-config/README.md).
+//
+//   - resolv.conf at build time over a link into a tmpfs written at boot:
+//     the network is static (no DHCP client), so the file never changes
+//     while the image runs and the boot writes nothing. A DHCP client
+//     would need /etc/resolv.conf -> /run/resolv.conf, as gokrazy links it
+//     into /tmp.
+//   - The hostname on loopback over an interface's address: it resolves
+//     whatever the network does.
+//   - The build host's CA bundle over Go's x509roots/fallback: the
+//     fallback works only in a program that imports it, and each program
+//     would carry its own copy; the bundle is Mozilla's roots as Debian
+//     ships them, as fresh as the build host. A build host without it (or
+//     without /etc/services) builds an image without it, with a warning.
+//   - No /etc/nsswitch.conf: Go's resolver reads /etc/hosts before DNS
+//     when it is absent.
+//
+// Buildroot and Yocto install the same files: rootfs/appliance/etc holds
+// EtcFiles for rootfs/appliance/appliance.json, and their ca-certificates
+// and netbase (or skeleton) give the host files at the same paths.
 //
 // # u-root userland
 //
@@ -221,8 +258,11 @@
 //     TestVMConfigBoard. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
 //   - gokrazy: TestPlaceGokrazy, TestPlaceGokrazyRefuses, TestImportDir,
 //     TestApplianceGokrazyPrograms (QEMU). The skeleton and the other
-//     builders' config: TestInstallSkeleton, TestRootfsApplianceConfig
-//     (NVBOOT_UPDATE=1 regenerates rootfs/appliance).
+//     builders' config and /etc files: TestInstallSkeleton,
+//     TestRootfsApplianceConfig (NVBOOT_UPDATE=1 regenerates
+//     rootfs/appliance). Every image's /etc: TestPlaceEtc; nats-server and
+//     mochi-mqtt from the module proxy and a check of the host answer in
+//     QEMU: TestApplianceHostEnvironment.
 //   - Booted in QEMU: TestApplianceLifecycle (blank, damaged and stale
 //     stores, state kept), TestApplianceStateProvisioning,
 //     TestApplianceRepairsDamagedText, TestAppliancePooledService,

@@ -79,7 +79,8 @@ func runIn(ctx context.Context, dir string, env []string, name string, args ...s
 
 // placeGokrazy puts on the root tree what a gokrazy config asks for: the
 // mount points of MountDevices and every package's extra files (also of
-// PackageConfig entries not in Packages, as gokrazy places them). An extra
+// PackageConfig entries not in Packages, as gokrazy places them), before
+// placeEtc, so that an extra file of the same path wins. An extra
 // file never replaces a file the build placed, and nothing is written
 // outside the root tree: os.Root refuses a path that leaves it, through
 // ".." or a symbolic link an archive made.
@@ -121,40 +122,21 @@ func (b *builder) placeGokrazy(st staging) error {
 			}
 		}
 	}
-	if c.FromGokrazy() {
-		return b.gokrazyEtc(root)
-	}
 	return nil
 }
 
-// HostCABundle is the build host's CA certificates (Debian's
-// ca-certificates), which a gokrazy image carries as /etc/ssl/ca-bundle.pem.
-var HostCABundle = "/etc/ssl/certs/ca-certificates.crt"
-
-// gokrazyEtc adds what gokrazy's packer puts in every root, unless an
-// extra file already did: /etc/hosts (localhost), /etc/hostname,
-// /etc/ssl/ca-bundle.pem (the build host's CA certificates, as gokrazy
-// copies them; Go's crypto/x509 looks there), and /var, a link to
-// /perm/var.
-func (b *builder) gokrazyEtc(root *os.Root) error {
-	files := map[string]string{
-		"etc/hosts":    "127.0.0.1 localhost\n::1 localhost\n",
-		"etc/hostname": b.Config.HostnameOrDefault() + "\n",
-	}
-	if pem, err := os.ReadFile(HostCABundle); err == nil {
-		files["etc/ssl/ca-bundle.pem"] = string(pem)
-	} else {
-		b.logf("no CA certificates for the image (%v): TLS clients in it will not verify servers", err)
-	}
-	for _, name := range sortedKeys(files) {
-		if _, err := root.Lstat(name); err == nil {
-			continue // an extra file's
-		}
-		if err := writeNew(root, name, 0o644, strings.NewReader(files[name])); err != nil {
+// gokrazyEtc adds what gokrazy's packer puts in every root beyond what
+// every nvboot image has (placeEtc), unless an extra file already did:
+// /etc/ssl/ca-bundle.pem, where gokrazy keeps the CA certificates (a link
+// to the image's bundle), and /var, a link to /perm/var.
+func gokrazyEtc(root *os.Root) error {
+	const bundle, certs = "etc/ssl/ca-bundle.pem", "certs/ca-certificates.crt"
+	if placed(root, "etc/ssl/"+certs) && !placed(root, bundle) {
+		if err := root.Symlink(certs, bundle); err != nil {
 			return err
 		}
 	}
-	if _, err := root.Lstat("var"); err != nil {
+	if !placed(root, "var") {
 		return root.Symlink("perm/var", "var")
 	}
 	return nil

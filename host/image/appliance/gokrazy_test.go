@@ -17,7 +17,8 @@ const gokrazyTestdata = "../config/testdata/gokrazy/everything"
 // A gokrazy config's extra files land on the root tree: a file (relative
 // to the config's directory), a directory copied whole with its link, the
 // arch's tar before the plain one, literal contents; MountDevices' targets
-// are made and /perm links to the state.
+// are made and /perm links to the state; gokrazy's /var and CA bundle
+// paths are there besides every image's /etc.
 func TestPlaceGokrazy(t *testing.T) {
 	c, _, err := config.LoadWarn(filepath.Join(gokrazyTestdata, "config.json"))
 	if err != nil {
@@ -51,17 +52,20 @@ func TestPlaceGokrazy(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(root, "perm")); err != nil || l != "nv/state" {
 		t.Errorf("/perm: %q %v", l, err)
 	}
-	for name, want := range map[string]string{"etc/hosts": "127.0.0.1 localhost\n", "etc/hostname": "everything\n"} {
+	if err := b.placeEtc(staging{root: root}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"etc/hosts": "127.0.0.1\tlocalhost everything\n", "etc/hostname": "everything\n"} {
 		if got, err := os.ReadFile(filepath.Join(root, name)); err != nil || !strings.HasPrefix(string(got), want) {
-			t.Errorf("/%s: %q %v, want %q, as gokrazy writes it", name, got, err, want)
+			t.Errorf("/%s: %q %v, want %q", name, got, err, want)
 		}
 	}
 	if l, err := os.Readlink(filepath.Join(root, "var")); err != nil || l != "perm/var" {
 		t.Errorf("/var: %q %v", l, err)
 	}
-	if _, err := os.Stat(HostCABundle); err == nil {
-		if _, err := os.Stat(filepath.Join(root, "etc/ssl/ca-bundle.pem")); err != nil {
-			t.Errorf("the host's CA certificates: %v", err)
+	if _, err := os.Stat(HostFiles[0].Host); err == nil {
+		if l, err := os.Readlink(filepath.Join(root, "etc/ssl/ca-bundle.pem")); err != nil || l != "certs/ca-certificates.crt" {
+			t.Errorf("gokrazy's CA bundle: %q %v, want a link to the image's", l, err)
 		}
 	}
 	for _, d := range []string{"mnt/data", "mnt/usb"} {

@@ -61,7 +61,10 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 		im.Services = append(im.Services, ServiceInfo{Name: p.Name, Package: p.Package, Path: sv.Path,
 			Args: append([]string{}, sv.Args...), WaitFor: pc.WaitFor.Ready(), ForwardPort: pc.ForwardPort, DontStart: pc.DontStart, TextBytes: p.Text, Checker: pc.Checker})
 	}
-	return b.placeGokrazy(st)
+	if err := b.placeGokrazy(st); err != nil {
+		return err
+	}
+	return b.placeEtc(st) // rootfs.go
 }
 
 // placePrograms puts nvinit and the services where the layout wants them

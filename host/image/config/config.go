@@ -56,6 +56,11 @@ type Config struct {
 	// Interfaces are static IPv4 settings nvinit applies before the services
 	// start; empty: eth0 10.0.2.15/24 via 10.0.2.2, QEMU's user network.
 	Interfaces []Interface `json:",omitempty"`
+	// Nameservers are the DNS servers the image's /etc/resolv.conf names,
+	// IPv4 or IPv6 addresses, at most MaxNameservers; empty: QEMU's user
+	// network's (DefaultNameservers) when Interfaces is empty too, else
+	// none (names beyond /etc/hosts do not resolve).
+	Nameservers []string `json:",omitempty"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
 	// Slots 2 lays disk.img out for `nvboot update`: two slots, A and B,
@@ -95,6 +100,24 @@ func (c *Config) InterfacesOrDefault() []Interface {
 		return DefaultInterfaces
 	}
 	return c.Interfaces
+}
+
+// DefaultNameservers is the DNS server of QEMU's user network, which goes
+// with DefaultInterfaces.
+var DefaultNameservers = []string{"10.0.2.3"}
+
+// MaxNameservers is how many nameserver lines resolvers read (glibc's
+// MAXNS, Go's net package): more would be ignored on the device.
+const MaxNameservers = 3
+
+// NameserversOrDefault returns Nameservers; when empty, DefaultNameservers
+// if the network is the default one too, else none: a network of one's
+// own has no DNS server nvboot could know.
+func (c *Config) NameserversOrDefault() []string {
+	if len(c.Nameservers) == 0 && len(c.Interfaces) == 0 {
+		return DefaultNameservers
+	}
+	return c.Nameservers
 }
 
 // PackageConfig is how one service is built and started.
@@ -397,6 +420,15 @@ func (c *Config) Validate() error {
 		// reach on the link: the device would fail at boot.
 		if pfx, gw := netip.MustParsePrefix(in.Address), in.Gateway; gw != "" && !pfx.Masked().Contains(netip.MustParseAddr(gw)) {
 			bad("%s.Gateway %q: not in %s, the interface's network", at, gw, pfx.Masked())
+		}
+	}
+	if len(c.Nameservers) > MaxNameservers {
+		bad("Nameservers: %d listed, resolvers read the first %d: keep at most %d", len(c.Nameservers), MaxNameservers, MaxNameservers)
+	}
+	for i, ns := range c.Nameservers {
+		// A zone (fe80::1%eth0) is left out: Go's resolver drops such a line.
+		if a, err := netip.ParseAddr(ns); err != nil || a.Zone() != "" {
+			bad("Nameservers[%d] %q: want an IPv4 or IPv6 address, such as 192.168.1.1", i, ns)
 		}
 	}
 	switch c.RootFSOrDefault() {

@@ -5,8 +5,8 @@
 // without a manual and nvboot builds a gokrazy instance's config.json
 // unchanged; nvboot's own parts have their own fields: ForwardPort, Pool,
 // Checker (for nvboot powercut), KernelPath, NoBootTrims, KernelCmdline,
-// TextStoreMiB, StateMiB, Interfaces, RootFS, Userland, Slots and
-// TestBootDeadline. gokrazy's Update (HTTPPort, HTTPPassword, HTTPSPort,
+// TextStoreMiB, StateMiB, Interfaces, Nameservers, RootFS, Userland, Slots
+// and TestBootDeadline. gokrazy's Update (HTTPPort, HTTPPassword, HTTPSPort,
 // UseTLS) sets the endpoint nvboot deploy and nvboot update talk to
 // (docs/UPDATE.md).
 //
@@ -23,6 +23,11 @@
 //   - Every gokrazy field nvboot does not apply is named once, with the
 //     reason (Ignored); build, run and measure print the warnings before
 //     building (LoadWarn).
+//   - Nameservers is nvboot's own: gokrazy has no such field (its DHCP
+//     client writes /etc/resolv.conf, a link into /tmp), and nvboot's
+//     network is static, so the servers come from the config and the file
+//     is written at build time. Its default follows the network's: QEMU's
+//     10.0.2.3 with the default Interfaces, none with one's own.
 //   - Load runs every check that needs no compiling: the fields (named by
 //     their path in every error), the paths (each local package a
 //     directory, KernelPath a file, each extra file found; relative to the
@@ -79,7 +84,7 @@
 //   - The demo config is valid and round-trips: TestDemoIsValidAndRoundTrips.
 //   - Validation names the field: TestValidateNamesTheField,
 //     TestValidateInterfaces (a gateway on the interface's network, the
-//     device's own rule), TestValidateChecker, TestLoadUserland,
+//     device's own rule), TestNameservers (and their default), TestValidateChecker, TestLoadUserland,
 //     TestUpdateConfig, TestUpdateTLS, TestGokrazyValidateNamesTheField.
 //   - Unknown fields: errors in nvboot's configs, warnings in gokrazy's:
 //     TestLoadRejectsUnknownFields, TestGokrazyUnknownKeysWarn.

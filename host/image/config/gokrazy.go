@@ -408,9 +408,10 @@ func (c *Config) Ignored() []string {
 		_, t := pc.ExtraFileContents["/etc/resolv.conf"]
 		resolver = resolver || f || t
 	}
+	resolver = resolver || len(c.NameserversOrDefault()) > 0
 	for _, k := range sortedKeys(c.PackageConfig) {
 		if slices.Contains(c.PackageConfig[k].WaitFor, WaitNetOnline) && !resolver {
-			warn("PackageConfig[%q].WaitFor %q: nvinit sets up no DNS resolver, so the name lookup it waits for fails until the image has an /etc/resolv.conf (add one with ExtraFileContents)", k, WaitNetOnline)
+			warn("PackageConfig[%q].WaitFor %q: the image's /etc/resolv.conf names no DNS server (Interfaces without Nameservers), so the name lookup it waits for never succeeds (set Nameservers)", k, WaitNetOnline)
 		}
 	}
 	inPackages := map[string]bool{}

@@ -106,3 +106,53 @@ func needBuildTools(t *testing.T) {
 		t.Skip(err)
 	}
 }
+
+// TestNameservers: the default network brings QEMU's DNS server, a network
+// of one's own none unless listed; a bad or fourth entry fails in
+// Validate; net-online is warned about only when no server is named.
+func TestNameservers(t *testing.T) {
+	static := []Interface{{Name: "eth0", Address: "192.168.1.20/24", Gateway: "192.168.1.1"}}
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want []string
+	}{
+		{"default network", Config{}, DefaultNameservers},
+		{"own network", Config{Interfaces: static}, nil},
+		{"listed", Config{Interfaces: static, Nameservers: []string{"192.168.1.1", "2001:db8::53"}}, []string{"192.168.1.1", "2001:db8::53"}},
+		{"listed, default network", Config{Nameservers: []string{"9.9.9.9"}}, []string{"9.9.9.9"}},
+	} {
+		if got := tc.c.NameserversOrDefault(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		ns   []string
+		want string
+	}{
+		{[]string{"10.0.0.1", "dns.example"}, `Nameservers[1] "dns.example"`},
+		{[]string{"fe80::1%eth0"}, `Nameservers[0] "fe80::1%eth0"`},
+		{[]string{"1.1.1.1", "1.0.0.1", "9.9.9.9", "8.8.8.8"}, "Nameservers: 4 listed, resolvers read the first 3"},
+	} {
+		c := Config{Packages: []string{"kv"}, Nameservers: tc.ns}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.ns, err, tc.want)
+		}
+	}
+	online := func(c Config) bool {
+		c.Packages = []string{"a/x"}
+		c.PackageConfig = map[string]PackageConfig{"a/x": {WaitFor: WaitFor{"net-online"}}}
+		for _, w := range c.Ignored() {
+			if strings.Contains(w, `WaitFor "net-online"`) {
+				return true
+			}
+		}
+		return false
+	}
+	if online(Config{}) || online(Config{Interfaces: static, Nameservers: []string{"192.168.1.1"}}) {
+		t.Error("net-online warned about with a nameserver in resolv.conf")
+	}
+	if !online(Config{Interfaces: static}) {
+		t.Error("net-online with no nameserver: no warning")
+	}
+}

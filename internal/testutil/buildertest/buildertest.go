@@ -54,24 +54,37 @@ func HostTools(t testing.TB) string {
 // Target makes a target directory holding the programs where the
 // builders' packages install them: /sbin/nvinit, /bin/kv, /bin/poold and
 // the loader /lib/ld-off2f.so.1; with poold false, without poold (as
-// nvboot build's image of rootfs/appliance has none).
+// nvboot build's image of rootfs/appliance has none). It also holds the
+// build host's appliance.HostFiles (the CA bundle, /etc/services), as the
+// builders' ca-certificates and netbase packages (or skeleton) install
+// them and nvboot build copies them.
 func Target(t testing.TB, progs string, poold bool) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "target")
-	files := map[string]string{"nvinit": "sbin/nvinit", "kv": "bin/kv", "ld-off2f": "lib/ld-off2f.so.1"}
-	if poold {
-		files["poold"] = "bin/poold"
+	type file struct {
+		dst  string
+		mode os.FileMode
 	}
-	for src, dst := range files {
-		b, err := os.ReadFile(filepath.Join(progs, src))
+	files := map[string]file{filepath.Join(progs, "nvinit"): {"sbin/nvinit", 0o755}, filepath.Join(progs, "kv"): {"bin/kv", 0o755},
+		filepath.Join(progs, "ld-off2f"): {"lib/ld-off2f.so.1", 0o755}}
+	if poold {
+		files[filepath.Join(progs, "poold")] = file{"bin/poold", 0o755}
+	}
+	for _, f := range appliance.HostFiles {
+		if _, err := os.Stat(f.Host); err == nil {
+			files[f.Host] = file{f.Image, 0o644}
+		}
+	}
+	for src, f := range files {
+		b, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(dir, dst)
+		p := filepath.Join(dir, f.dst)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, b, 0o755); err != nil {
+		if err := os.WriteFile(p, b, f.mode); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,10 @@ NVBOOT_STATE_MIB ?= "0"
 # in (yocto/meta-nvboot/classes-recipe/ of it).
 NVBOOT_SRCDIR ?= "${@os.path.normpath(os.path.join(os.path.dirname(bb.utils.which(d.getVar('BBPATH'), 'classes-recipe/nvboot_image.bbclass')), '../../..'))}"
 
-IMAGE_INSTALL:append = " nvboot ld-off2f"
+# ca-certificates and netbase: the CA bundle and /etc/services every
+# nvboot image has (nvboot build copies the build host's, from the same
+# Debian sources).
+IMAGE_INSTALL:append = " nvboot ld-off2f ca-certificates netbase"
 # off2f and nvboot assemble, and the mke2fs and debugfs assemble runs.
 do_rootfs[depends] += "nvboot-native:do_populate_sysroot e2fsprogs-native:do_populate_sysroot"
 
