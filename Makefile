@@ -42,9 +42,9 @@ demo-exec: deps build kernel
 	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) run ./bench/exec -host=false -storage sd
 
 # Every test: unit, loader, fuzz corpora (as regression tests), QEMU/DAX end-to-end.
-# One package at a time (-p 1): on the device clock a guest's idle waits pass
-# as the host's, and another package's guests competing for the CPU stretched
-# one boot of three by 50 % (TestMeasureDeviceClock's spread).
+# One package at a time (-p 1): appliance boots on the device clock repeat
+# whatever the host does, but the benchmarks' guests with virtio disks pass
+# idle waits as the host's, and the QEMU tests' timeouts are the host's.
 test: deps build kernel lint
 	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) test -count=1 -p 1 -timeout 40m ./...
 
