@@ -128,18 +128,6 @@ func TestDeployedTextRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	noteOf := func(t *testing.T, program string) off2f.Note {
-		t.Helper()
-		raw, err := os.ReadFile(program)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := off2f.ParseHeader(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.Note
-	}
 	t.Run("text the image lacks", func(t *testing.T) {
 		f := newUpdateFixture(t)
 		name := f.conv.TextName()
@@ -148,7 +136,7 @@ func TestDeployedTextRepaired(t *testing.T) {
 		if err != nil || !res.TextSent {
 			t.Fatalf("deploy: %+v, %v", res, err)
 		}
-		if n := noteOf(t, res.Program); n.FallbackDir != f.p.CleanDir || n.Hash != f.conv.Note.Hash {
+		if n := textstore.Note(t, res.Program); n.FallbackDir != f.p.CleanDir || n.Hash != f.conv.Note.Hash {
 			t.Errorf("the deployed program's note names fallback %q, want the clean copies' %s", n.FallbackDir, f.p.CleanDir)
 		}
 		if b, err := os.ReadFile(clean); err != nil || !bytes.Equal(b, f.conv.Text) {
@@ -190,7 +178,7 @@ func TestDeployedTextRepaired(t *testing.T) {
 		if err != nil || res.TextSent {
 			t.Fatalf("deploy of a text the image has: %+v, %v", res, err)
 		}
-		if n := noteOf(t, res.Program); n.FallbackDir != img {
+		if n := textstore.Note(t, res.Program); n.FallbackDir != img {
 			t.Errorf("the deployed program's note names fallback %q, want the image's %s", n.FallbackDir, img)
 		}
 		if _, err := os.Stat(filepath.Join(f.p.CleanDir, name)); !errors.Is(err, os.ErrNotExist) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/deploy"
+	"github.com/nvboot/nvboot/internal/testutil/textstore"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -36,20 +37,6 @@ func damageText(t *testing.T, path string) {
 	}
 }
 
-// programNote is the note of the program file at path.
-func programNote(t *testing.T, path string) off2f.Note {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := off2f.ParseHeader(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.Note
-}
-
 // A deploy of a text the image lacks writes its clean copy on the state
 // before the switch, whole and sound, and the program it writes names that
 // directory; a text the image has names the image's copy, and no second
@@ -72,7 +59,7 @@ func TestDeployKeepsACleanCopy(t *testing.T) {
 	if st, err := os.Stat(clean); err != nil || st.Mode().Perm() != 0o444 {
 		t.Errorf("clean copy: %v, %v; want mode 0444", st, err)
 	}
-	if n := programNote(t, res.Program); n.FallbackDir != f.clean {
+	if n := textstore.Note(t, res.Program); n.FallbackDir != f.clean {
 		t.Errorf("the program names fallback %q, want %s", n.FallbackDir, f.clean)
 	}
 	if des, _ := os.ReadDir(f.clean); len(des) != 1 {
@@ -100,7 +87,7 @@ func TestDeployKeepsACleanCopy(t *testing.T) {
 	if err != nil || res.Result != contract.DeployKept {
 		t.Fatalf("deploy of the image's text: %+v, %v", res, err)
 	}
-	if n := programNote(t, res.Program); n.FallbackDir != g.image {
+	if n := textstore.Note(t, res.Program); n.FallbackDir != g.image {
 		t.Errorf("the program names fallback %q, want the image's %s", n.FallbackDir, g.image)
 	}
 	if _, err := os.Stat(g.clean); !os.IsNotExist(err) {

@@ -109,6 +109,10 @@ type NVDIMM struct {
 	Size int64
 }
 
+// repeats says the machine runs on the deterministic device clock: every
+// boot of it the same boot (Deterministic, which needs a CPURate).
+func (c Config) repeats() bool { return c.CPURate != 0 && c.Deterministic }
+
 // Forward forwards host TCP port Host to guest port Guest.
 type Forward struct{ Host, Guest int }
 
@@ -236,7 +240,7 @@ func (c Config) args(accel string) ([]string, error) {
 	}
 	if len(c.Forwards) > 0 {
 		net := "user,id=n0"
-		if c.CPURate != 0 && c.Deterministic {
+		if c.repeats() {
 			// QEMU's user network sends IPv6 router advertisements at
 			// intervals it draws at random: each would land at a
 			// different point of the guest's clock.
@@ -246,7 +250,7 @@ func (c Config) args(accel string) ([]string, error) {
 			net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
 		}
 		dev := "virtio-net-pci,netdev=n0"
-		if c.CPURate != 0 && c.Deterministic {
+		if c.repeats() {
 			// The guest's notifications handled at once, on its own clock:
 			// through an eventfd they wait for QEMU's main loop, and the
 			// driver spins on its control queue until they are done (the
@@ -255,7 +259,7 @@ func (c Config) args(accel string) ([]string, error) {
 		}
 		a = append(a, "-netdev", net, "-device", dev)
 	}
-	if c.CPURate == 0 || !c.Deterministic {
+	if !c.repeats() {
 		// The guest's entropy: Go's runtime wants getrandom early. Not on
 		// a deterministic device clock, where the kernel trusts RDRAND instead
 		// (machineCmdline): virtio-rng answers from QEMU's main loop, at

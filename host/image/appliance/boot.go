@@ -161,28 +161,17 @@ func diskPmem(src, dst, pmemAs string) (string, error) {
 	if pmemAs == vm.PmemE820 {
 		unit = 128 << 20
 	}
-	in, err := os.Open(src)
+	st, err := os.Stat(src)
 	if err != nil {
 		return "", err
 	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return "", err
-	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return "", err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	if err := copySparseFile(dst, src); err != nil {
 		return "", fmt.Errorf("copying %s to %s: %w", src, dst, err)
 	}
-	if err := out.Truncate((st.Size() + unit - 1) / unit * unit); err != nil {
-		out.Close()
+	if err := os.Truncate(dst, (st.Size()+unit-1)/unit*unit); err != nil {
 		return "", err
 	}
-	return dst, out.Close()
+	return dst, nil
 }
 
 // StorageInGuest says whether the storage model runs inside the guest:

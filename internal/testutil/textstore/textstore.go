@@ -34,3 +34,17 @@ func Seed(t testing.TB, dir string, bin []byte) *off2f.Converted {
 	}
 	return conv
 }
+
+// Note is the OFF2F note of the program file at path.
+func Note(t testing.TB, path string) off2f.Note {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := off2f.ParseHeader(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Note
+}
