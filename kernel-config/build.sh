@@ -2,8 +2,8 @@
 # Builds the appliance kernel from Debian's linux-source-6.1 and the fragments in
 # this directory, and caches the result outside the checkout, keyed by the hash of
 # every input (fragments, this script, the source package version, the compiler).
-# Prints the path of the cached directory (bzImage, vmlinux, .config) on stdout; progress
-# goes to stderr.
+# Prints the path of the cached directory (bzImage, vmlinux, System.map, .config) on
+# stdout; progress goes to stderr.
 #
 #   kernel-config/build.sh [-arch x86_64] [-print-key] [-config-only] [-cached-only]
 #
@@ -103,6 +103,9 @@ cp "$build/arch/x86/boot/bzImage" "$out.tmp/bzImage"
 # (CONFIG_PVH) that a VMM or firmware enters directly. Symbols and the
 # comment stripped, as the bzImage's payload is; notes (the PVH entry) kept.
 objcopy -R .comment --strip-all "$build/vmlinux" "$out.tmp/vmlinux"
+# The kernel has no kallsyms: nvboot measure -profile names its initcalls
+# from this map.
+cp "$build/System.map" "$out.tmp/System.map"
 cp "$build/.config" "$out.tmp/config"
 rm -rf "$out" && mv "$out.tmp" "$out"
 echo "kernel: built in $(( $(date +%s) - start ))s, cached at $out" >&2

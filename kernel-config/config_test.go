@@ -32,6 +32,11 @@ func TestFragmentOptionsInFinalConfig(t *testing.T) {
 	if vmlinux, err := kernel.Uncompressed(filepath.Join(dir, "bzImage")); err != nil || vmlinux == "" {
 		t.Errorf("uncompressed kernel beside the bzImage: %q, %v", vmlinux, err)
 	}
+	// nvboot measure -profile names the initcalls of a kernel without
+	// kallsyms from its System.map.
+	if _, err := os.Stat(filepath.Join(dir, "System.map")); err != nil {
+		t.Errorf("no System.map beside the bzImage: %v", err)
+	}
 	frags, _ := filepath.Glob("*.config")
 	if len(frags) < 2 {
 		t.Fatalf("found fragments %v, want the arch one and common.config", frags)

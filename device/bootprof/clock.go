@@ -1,12 +1,11 @@
 package bootprof
 
 import (
+	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nvboot/nvboot/format/bootmark"
@@ -27,36 +26,28 @@ func (m Marker) tsc() {
 	m.at(bootmark.TSC, strconv.FormatUint(readTSC(), 10), u)
 }
 
-// FirstAnswer polls http://127.0.0.1:PORT/ every poll until it answers
-// with any status below 500, then prints the answered mark. It gives up
-// with ctx. Over loopback: the host's own request through the emulated
+// FirstAnswer polls 127.0.0.1:PORT every poll until it answers an HTTP
+// GET / with any status below 500, then prints the answered mark. It gives
+// up with ctx. Over loopback: the host's own request through the emulated
 // network would put the emulator's timing into a guest-clock figure.
 // contract.AnswerParam asks for it.
+//
+// Under the device clock every instruction of the probe is time taken from
+// the service, so it is lean: a bare connect (a refused one costs few
+// instructions), on the connection it made a request written by hand, and
+// the answer is its status line; over net/http's client, whose first
+// request cost 0.5 ms more of a 1-GIPS boot (nvboot measure -profile).
 func (m Marker) FirstAnswer(ctx context.Context, port int, poll time.Duration) {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	d := BoundDialer("tcp", time.Second)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\nConnection: close\r\n\r\n")
 	t := time.NewTicker(poll)
 	defer t.Stop()
-	d := net.Dialer{Timeout: time.Second}
 	for {
-		// A bare connect first: a refused one costs far fewer instructions
-		// than an HTTP request, and under the device clock every
-		// instruction of the probe is time taken from the service.
-		if conn, err := d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			continue
-		} else {
+		if conn, err := d.DialContext(ctx, "tcp", addr); err == nil {
+			code := statusOf(conn, req)
 			conn.Close()
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode < 500 {
+			if code >= 100 && code < 500 {
 				m.Mark(bootmark.Answered, strconv.Itoa(port))
 				return
 			}
@@ -67,4 +58,27 @@ func (m Marker) FirstAnswer(ctx context.Context, port int, poll time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// statusOf sends req on conn and returns the status code of the answer's
+// status line ("HTTP/1.1 404 Not Found"); 0 for none within 2 s, or a
+// line that is not one.
+func statusOf(conn net.Conn, req []byte) int {
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write(req); err != nil {
+		return 0
+	}
+	line, err := bufio.NewReaderSize(conn, 256).ReadString('\n')
+	if err != nil {
+		return 0
+	}
+	proto, rest, ok := strings.Cut(line, " ")
+	if !ok || !strings.HasPrefix(proto, "HTTP/") || len(rest) < 3 {
+		return 0
+	}
+	code, err := strconv.Atoi(rest[:3])
+	if err != nil {
+		return 0
+	}
+	return code
 }

@@ -3,6 +3,7 @@ package bootprof
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -93,4 +94,28 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The probe reads the answer's status line: a line that is not one is no
+// answer, as is none at all.
+func TestStatusOf(t *testing.T) {
+	for answer, want := range map[string]int{
+		"HTTP/1.1 404 Not Found\r\n\r\n": 404,
+		"HTTP/1.0 200 OK\r\n":            200,
+		"HTTP/1.1 503\r\n":               503,
+		"SSH-2.0-OpenSSH_9.2\r\n":        0,
+		"HTTP/1.1 4x4\r\n":               0,
+		"":                               0,
+	} {
+		client, server := net.Pipe()
+		go func() {
+			io.ReadAll(io.LimitReader(server, int64(len("GET / HTTP/1.1\r\n"))))
+			server.Write([]byte(answer))
+			server.Close()
+		}()
+		if got := statusOf(client, []byte("GET / HTTP/1.1\r\n")); got != want {
+			t.Errorf("answer %q: status %d, want %d", answer, got, want)
+		}
+		client.Close()
+	}
 }

@@ -2,6 +2,7 @@ package bootprof
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -14,24 +15,20 @@ import (
 	"github.com/nvboot/nvboot/format/bootmark"
 )
 
-// findHandover reads kmsg records ("prio,seq,usec,flags;text") and returns
-// the time of the kernel's "Run <init> as init process" record. Only a
-// record naming init (nvinit's argv[0], which the kernel sets to the path
-// it ran) counts: in a container, /dev/kmsg holds the host's own boot.
-func findHandover(r io.Reader, init string) (time.Duration, bool) {
-	t := findRecords(r, "Run "+init+" as init process")
-	d, ok := t[0]
-	return d, ok
-}
+// handoverText is the kernel's record of running init. Only a record
+// naming init (nvinit's argv[0], which the kernel sets to the path it ran)
+// counts: in a container, the kernel log holds the host's own boot.
+func handoverText(init string) string { return "Run " + init + " as init process" }
 
-// findRecords reads kmsg records and returns the time of the first record
-// whose text is texts[i], keyed by i.
+// findRecords reads kernel log records, as /dev/kmsg gives them or as
+// syslog(2) prints them (recordOf), and returns the time of the first
+// record whose text is texts[i], keyed by i.
 func findRecords(r io.Reader, texts ...string) map[int]time.Duration {
 	found := map[int]time.Duration{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 8192), 1<<20)
 	for sc.Scan() {
-		head, text, ok := strings.Cut(sc.Text(), ";")
+		at, text, ok := recordOf(sc.Text())
 		if !ok {
 			continue
 		}
@@ -39,20 +36,75 @@ func findRecords(r io.Reader, texts ...string) map[int]time.Duration {
 		if i < 0 {
 			continue
 		}
-		if _, seen := found[i]; seen {
-			continue
+		if _, seen := found[i]; !seen {
+			found[i] = at
 		}
-		f := strings.Split(head, ",")
-		if len(f) < 3 {
-			continue
-		}
-		us, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil || us < 0 {
-			continue
-		}
-		found[i] = time.Duration(us) * time.Microsecond
 	}
 	return found
+}
+
+// recordOf reads one line of the kernel log: a /dev/kmsg record
+// ("prio,seq,usec,flags;text") or a line of syslog(2)'s
+// ("<prio>[secs.usecs] text").
+func recordOf(line string) (at time.Duration, text string, ok bool) {
+	if rest, found := strings.CutPrefix(line, "<"); found {
+		_, rest, found = strings.Cut(rest, ">[")
+		stamp, text, found2 := strings.Cut(rest, "] ")
+		secs, usecs, found3 := strings.Cut(strings.TrimSpace(stamp), ".")
+		s, err1 := strconv.ParseInt(secs, 10, 64)
+		us, err2 := strconv.ParseInt(usecs, 10, 64)
+		if !found || !found2 || !found3 || len(usecs) != 6 || err1 != nil || err2 != nil || s < 0 || us < 0 || s > 1<<32 {
+			return 0, "", false
+		}
+		return time.Duration(s)*time.Second + time.Duration(us)*time.Microsecond, text, true
+	}
+	head, text, found := strings.Cut(line, ";")
+	if !found {
+		return 0, "", false
+	}
+	f := strings.Split(head, ",")
+	if len(f) < 3 {
+		return 0, "", false
+	}
+	us, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || us < 0 {
+		return 0, "", false
+	}
+	return time.Duration(us) * time.Microsecond, text, true
+}
+
+// findRecord is the time of the first kernel log record whose text is
+// text: looked for in the log's last recentLogSize bytes, one system call
+// (the records nvinit wants are the newest: the kernel's last before it
+// ran init, and nvinit's own), else in the whole log through /dev/kmsg,
+// a system call per record, several ms of a 1-GIPS boot.
+func findRecord(text string) (time.Duration, bool) {
+	if d, ok := findRecords(recentLog(recentLogSize), text)[0]; ok {
+		return d, true
+	}
+	d, ok := findRecords(kmsg(), text)[0]
+	return d, ok
+}
+
+// recentLogSize is how much of the log's end recentLog reads: the
+// handover record is followed by a few lines of init's arguments and
+// environment, and by what the kernel logs while nvinit starts.
+const recentLogSize = 4 << 10
+
+// syslogActionReadAll is syslog(2)'s SYSLOG_ACTION_READ_ALL: the last
+// bytes of the log, as many as fit, left in it.
+const syslogActionReadAll = 3
+
+// recentLog is the end of the kernel log as syslog(2) prints it, at most
+// size bytes; empty when it cannot be read (no CAP_SYSLOG, no printk
+// timestamps: then no line has a time, and /dev/kmsg is read instead).
+func recentLog(size int) io.Reader {
+	buf := make([]byte, size)
+	n, err := syscall.Klogctl(syslogActionReadAll, buf)
+	if err != nil || n <= 0 {
+		return strings.NewReader("")
+	}
+	return bytes.NewReader(buf[:n])
 }
 
 // Handover prints the handover mark, the moment the kernel ran init: the
@@ -67,7 +119,7 @@ func findRecords(r io.Reader, texts ...string) map[int]time.Duration {
 // buffer overflowed, no /dev, or a container, whose /dev/kmsg is the
 // host's: nothing is written into it).
 func (m Marker) Handover() {
-	d, ok := findHandover(kmsg(), os.Args[0])
+	d, ok := findRecord(handoverText(os.Args[0]))
 	if !ok {
 		return
 	}
@@ -76,15 +128,36 @@ func (m Marker) Handover() {
 		return
 	}
 	m.tsc()
+	// Opened at the log's end before the record is written, the log's
+	// reader then reads the new record alone.
+	r, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	newer := &kmsgReader{fd: r, close: true}
+	if _, err := syscall.Seek(r, 0, io.SeekEnd); err != nil {
+		syscall.Close(r)
+		newer = nil
+	}
 	w, err := syscall.Open("/dev/kmsg", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
+		if newer != nil {
+			syscall.Close(r)
+		}
 		return
 	}
 	tsc := strconv.FormatUint(readTSC(), 10)
 	text := "nvinit: tsc " + tsc
 	syscall.Write(w, []byte("<6>"+text+"\n")) // <6>: info, kept off a quiet console
 	syscall.Close(w)
-	if d, ok := findRecords(kmsg(), text)[0]; ok {
+	ok = false
+	if newer != nil {
+		d, ok = findRecords(newer, text)[0]
+	}
+	if !ok {
+		d, ok = findRecord(text)
+	}
+	if ok {
 		m.at(bootmark.KmsgTSC, tsc, d)
 	}
 }
@@ -105,8 +178,9 @@ func kmsg() io.Reader {
 // stream of lines.
 type kmsgReader struct {
 	fd    int
-	buf   []byte
-	close bool // close fd at the end of the log
+	rec   []byte // one record's read, reused
+	buf   []byte // what of it Read has not returned
+	close bool   // close fd at the end of the log
 }
 
 func (k *kmsgReader) Read(p []byte) (int, error) {
@@ -114,8 +188,10 @@ func (k *kmsgReader) Read(p []byte) (int, error) {
 		if k.fd < 0 {
 			return 0, io.EOF
 		}
-		rec := make([]byte, 8192)
-		n, err := syscall.Read(k.fd, rec)
+		if k.rec == nil {
+			k.rec = make([]byte, 8192)
+		}
+		n, err := syscall.Read(k.fd, k.rec)
 		if errors.Is(err, syscall.EPIPE) {
 			continue // a record was overwritten while we read: go on with the next
 		}
@@ -129,7 +205,7 @@ func (k *kmsgReader) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		k.buf = rec[:n]
+		k.buf = k.rec[:n]
 	}
 	n := copy(p, k.buf)
 	k.buf = k.buf[n:]

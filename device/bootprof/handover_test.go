@@ -20,12 +20,16 @@ func TestFindHandover(t *testing.T) {
 		{"absent", "6,1,0,-;Linux version 6.1\n", 0, false},
 		{"malformed time", "6,290,x,-;Run /sbin/nvinit as init process\n", 0, false},
 		{"no header", "Run /sbin/nvinit as init process\n", 0, false},
+		{"syslog(2)'s lines", "<6>[    0.000000] Linux version 6.1\n<6>[    0.055639] Run /sbin/nvinit as init process\n<6>[    0.055645]   with arguments:\n", 55639 * time.Microsecond, true},
+		{"syslog(2)'s, seconds", "<6>[   12.000001] Run /sbin/nvinit as init process\n", 12*time.Second + time.Microsecond, true},
+		{"syslog(2)'s without a time", "<6>Run /sbin/nvinit as init process\n", 0, false},
+		{"syslog(2)'s, a short fraction", "<6>[    0.0556] Run /sbin/nvinit as init process\n", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := findHandover(strings.NewReader(tt.kmsg), "/sbin/nvinit")
+			got, ok := findRecords(strings.NewReader(tt.kmsg), handoverText("/sbin/nvinit"))[0]
 			if got != tt.want || ok != tt.ok {
-				t.Fatalf("findHandover = %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
+				t.Fatalf("the handover at %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}

@@ -10,7 +10,8 @@ import (
 // The kernel command-line parameters nvboot gives nvinit: every nvboot.*
 // name, and its parser, is here, so the host that writes a command line
 // and the device that reads it cannot drift. Each is read by param's one
-// rule. The VM runner sets OffParam, DiskLimitParam and AnswerParam; an
+// rule. The VM runner sets OffParam, DiskLimitParam and AnswerParam (and
+// ProfileParam for a profile); an
 // image's boot entries set KernelFromParam and SlotParam. A board's own
 // command line has none of them.
 const (
@@ -36,6 +37,11 @@ const (
 	// SlotParam=a|b names the A/B slot a unified kernel image boots: how
 	// nvinit knows which slot runs.
 	SlotParam = "nvboot.slot"
+	// ProfileParam=1 asks nvinit to print what it timed inside its stages
+	// and the kernel's log (initcall_debug's lines, kept off the quiet
+	// console) once every service is ready and the first answer
+	// (AnswerParam) is marked: `nvboot measure -profile` sets it.
+	ProfileParam = "nvboot.profile"
 )
 
 // How often nvinit checks a service's WaitFor, and asks for its first
@@ -86,6 +92,19 @@ func OffByReset(cmdline string) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("%s=%q: want reset or poweroff", OffParam, v)
+}
+
+// Profiled reports whether the command line asks for ProfileParam=1; a
+// value other than 0 or 1 is an error naming it.
+func Profiled(cmdline string) (bool, error) {
+	v, ok := param(cmdline, ProfileParam)
+	switch {
+	case !ok || v == "0":
+		return false, nil
+	case v == "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: want 1 or 0", ProfileParam, v)
 }
 
 // AnswerPort returns the port AnswerParam names, 0 when there is none; a

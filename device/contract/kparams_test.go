@@ -50,6 +50,24 @@ func TestOffByReset(t *testing.T) {
 	}
 }
 
+func TestProfiled(t *testing.T) {
+	for cmdline, want := range map[string]bool{
+		"":                                  false,
+		"quiet nvboot.profile=1":            true,
+		"nvboot.profile=0":                  false,
+		"nvboot.profile=1 nvboot.profile=0": false,
+		"initcall_debug xnvboot.profile=1":  false,
+	} {
+		got, err := Profiled(cmdline)
+		if err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", cmdline, got, err, want)
+		}
+	}
+	if _, err := Profiled("nvboot.profile=yes"); err == nil || !strings.Contains(err.Error(), `"yes"`) {
+		t.Errorf("nvboot.profile=yes: %v", err)
+	}
+}
+
 func TestKernelFrom(t *testing.T) {
 	for cmdline, want := range map[string]string{
 		"":                                      "",

@@ -61,6 +61,8 @@ type boot struct {
 	reboot   chan struct{}        // a reboot nvinit asks for itself (requestReboot)
 	slots    *update.SlotState    // a slotted boot; nil: none
 	watchdog *update.Watchdog     // armed on a slotted boot; nil: none
+	steps    *bootprof.Steps      // points inside the stages, for a profile
+	answered chan struct{}        // closed when the first-answer probe ends; nil: none runs
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -70,6 +72,7 @@ type boot struct {
 // measure` times.
 func (b *boot) Run(ctx context.Context) ending {
 	b.Console.Mark("init", "")
+	b.steps = &bootprof.Steps{Uptime: b.Console.Uptime}
 	b.reboot = make(chan struct{}, 1)
 	b.mnt = b.Mounter
 	if b.mnt == nil {
@@ -78,6 +81,7 @@ func (b *boot) Run(ctx context.Context) ending {
 	b.mountKernel()
 	b.Console.Mark("mounts", "")
 	b.loadConfig()
+	b.steps.Step("config")
 	b.provisionStore()
 	b.Console.Mark("store", "")
 	b.provisionState() // marks "state" when the config has one
@@ -86,7 +90,7 @@ func (b *boot) Run(ctx context.Context) ending {
 	stopProbe := b.probeFirstAnswer(ctx)
 	defer stopProbe()
 	b.startSlots(ctx)
-	action := b.supervise(ctx, b.kernelRegionWriter())
+	action := b.supervise(ctx, calls(b.kernelRegionWriter(), b.profileWriter()))
 	unmountAll(b.mnt, b.mounted, b.Console.Logf)
 	if b.PID1 {
 		b.halt(action)
@@ -105,8 +109,10 @@ func (b *boot) mountKernel() {
 	if err := mountAll(b.mnt, kernelMounts); err != nil {
 		b.Console.Logf("%v", err)
 	}
+	b.steps.Step("kernel-mounts")
 	reopenConsole()
 	b.Console.marker().Handover()
+	b.steps.Step("handover-marks")
 	// Ctrl-Alt-Del sends us SIGINT instead of rebooting on the spot.
 	syscall.Reboot(syscall.LINUX_REBOOT_CMD_CAD_OFF)
 	b.cmdline = readCmdline()
@@ -131,6 +137,7 @@ func (b *boot) limitDisk() {
 		con.Logf("%v; the disk is not limited", err)
 		return
 	}
+	b.steps.Step("disk-limit-cgroup")
 	con.Logf("disk limit: io.max %s, a %d ms window", line, contract.DiskLimitSlice)
 	if !l.Backlog {
 		con.Mark(bootmark.DiskLimit, l.Disk)
@@ -174,7 +181,7 @@ func (b *boot) provisionStore() {
 	}
 	con := b.Console
 	s := &storeSetup{Config: ts, Mounter: b.mnt, Fsdax: &daxSwitch{Sys: or(b.Sys, "/sys")},
-		MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf}
+		MountInfo: or(b.MountInfo, "/proc/self/mountinfo"), DeviceWait: 2 * time.Second, Logf: con.Logf, Steps: b.steps}
 	if _, err := s.Run(); err != nil {
 		if b.PID1 && errors.Is(err, syscall.EBUSY) && os.Getenv(noStoreEnv) == "" {
 			// Our own text is mapped from the stale store: come back
@@ -223,6 +230,7 @@ func (b *boot) provisionState() {
 func (b *boot) mountDevices() {
 	if len(b.cfg.Mounts) > 0 {
 		b.mounted = append(mountConfigured(b.mnt, b.cfg.Mounts, b.Console.Logf), b.mounted...)
+		b.steps.Step("mounts-configured")
 	}
 }
 
@@ -234,6 +242,7 @@ func (b *boot) configureNetwork() {
 	if err := configureInterfaces(b.cfg.Network); err != nil {
 		b.Console.Logf("%v", err)
 	}
+	b.steps.Step("network")
 }
 
 // probeFirstAnswer, as PID 1, marks the first HTTP answer of the port the
@@ -250,9 +259,39 @@ func (b *boot) probeFirstAnswer(ctx context.Context) (stop func()) {
 		return cancel
 	}
 	if port != 0 {
-		go b.Console.marker().FirstAnswer(actx, port, contract.AnswerPoll)
+		b.answered = make(chan struct{})
+		go func() {
+			defer close(b.answered)
+			b.Console.marker().FirstAnswer(actx, port, contract.AnswerPoll)
+		}()
 	}
 	return cancel
+}
+
+// profileWriter returns what prints a profiled boot's profile
+// (contract.ProfileParam) once every service is ready, as PID 1: after the
+// first answer too, when one is timed, so that the dump's console lines
+// delay nothing measured. nil when the boot is not profiled.
+func (b *boot) profileWriter() func() {
+	if !b.PID1 {
+		return nil
+	}
+	on, err := contract.Profiled(b.cmdline)
+	if err != nil {
+		b.Console.Logf("%v; no profile", err)
+	}
+	if !on {
+		return nil
+	}
+	answered, m, steps := b.answered, b.Console.marker(), b.steps
+	return func() {
+		go func() {
+			if answered != nil {
+				<-answered
+			}
+			m.Profile(steps)
+		}()
+	}
 }
 
 // startSlots, as PID 1 with the config's Slots, readies the A/B slots:
@@ -408,6 +447,7 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 	if cfg.Update != nil {
 		go b.serveUpdate(sctx, s)
 	}
+	b.steps.Step("supervise")
 	err := s.Run(sctx)
 	stop()
 	<-watched

@@ -39,6 +39,14 @@
 //	unmountAll        Mounts, state, store, after a sync
 //	halt              as PID 1: reboot(2)
 //
+// Inside the stages nvinit times steps in memory (bootprof.Steps: the
+// kernel filesystems mounted, the handover marks printed, the disk model's
+// cgroup, the config read, the store's device, MANIFEST and mount, the
+// network, the supervisor started), a clock read each and no console line.
+// With contract.ProfileParam on the command line it prints them, and the
+// kernel's log, once every service is ready and the first answer is
+// marked: `nvboot measure -profile`.
+//
 // At shutdown each service's process group gets SIGTERM, and SIGKILL after
 // defaultGrace (5 s). Not PID 1, nvinit boots only with -host, refuses stray
 // arguments and a missing config, leaves the kernel filesystems, hostname

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/bootprof"
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -34,6 +35,8 @@ type storeSetup struct {
 	DeviceWait time.Duration
 	// Logf reports what was done; nil: nothing.
 	Logf logFunc
+	// Steps times the points inside the setup; nil: nothing.
+	Steps *bootprof.Steps
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
@@ -59,10 +62,12 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 	if err := waitFor(dev, s.DeviceWait); err != nil {
 		return false, err
 	}
+	s.Steps.Step("store-device")
 	want, err := off2f.ReadManifest(c.Manifest)
 	if err != nil {
 		return false, fmt.Errorf("the image's %w", err)
 	}
+	s.Steps.Step("store-manifest-read")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, err
 	}
@@ -72,6 +77,7 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 	}
 
 	mounted := isMountPoint(s.MountInfo, dir)
+	s.Steps.Step("store-mountinfo")
 	if !mounted {
 		err := s.mount(c.OptionsOrDefault())
 		switch {
@@ -93,7 +99,9 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 		}
 	}
 	if mounted {
+		s.Steps.Step("store-mounted")
 		if current() {
+			s.Steps.Step("store-manifest-check")
 			return false, nil
 		}
 		s.logf("text store: %s is stale (its MANIFEST differs from %s); provisioning it", dev, c.Manifest)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nvboot/nvboot/device/bootprof"
 	"github.com/nvboot/nvboot/device/contract"
 )
 
@@ -293,7 +293,7 @@ func (s *supervisor) waitReady(ctx context.Context, sv *svc, pid int) {
 		poll = contract.ReadinessPoll
 	}
 	network, addr := contract.WaitForAddr(sv.WaitFor)
-	d := net.Dialer{Timeout: time.Second}
+	d := bootprof.BoundDialer(network, time.Second)
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {

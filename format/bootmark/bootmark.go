@@ -35,6 +35,14 @@ const (
 	// storage model (nvboot.disklimit): a device-clock boot that asked for
 	// it and lacks the mark measured without it.
 	DiskLimit = "disk-limit"
+	// Step carries the name of a point inside one of nvinit's stages
+	// (the store mounted, the network up...), timed in memory during the
+	// boot and printed afterwards on a profiled boot (nvboot.profile), so
+	// the profile costs the boot no console line.
+	Step = "step"
+	// ProfileEnd follows the last line of a profiled boot's dump: its
+	// steps and its kernel log.
+	ProfileEnd = "profile-end"
 )
 
 // Mark is one parsed marker.

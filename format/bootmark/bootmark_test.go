@@ -121,3 +121,38 @@ func TestUnstamped(t *testing.T) {
 		t.Errorf("Unstamped: %+v", got)
 	}
 }
+
+func TestRecordRoundTrip(t *testing.T) {
+	for _, r := range []Record{
+		{At: 38056 * time.Microsecond, Text: "initcall sched_clock_init_late+0x0/0x90 returned 0 after 14 usecs"},
+		{At: 0, Text: ""},
+		{At: time.Second, Text: "two  spaces kept"},
+	} {
+		got, ok := ParseRecord(FormatRecord(r))
+		if !ok || got != r {
+			t.Errorf("ParseRecord(FormatRecord(%+v)) = %+v, %v", r, got, ok)
+		}
+	}
+	for _, bad := range []string{"NVBOOT-KMSG", "NVBOOT-KMSG x text", "NVBOOT-KMSG -1 text", "no record", "NVBOOT-KMSG 99999999999999999999 t"} {
+		if r, ok := ParseRecord(bad); ok {
+			t.Errorf("ParseRecord(%q) = %+v, want no record", bad, r)
+		}
+	}
+	if r, ok := ParseRecord("[ 1.0] noise NVBOOT-KMSG 12 calling  foo @ 1\r"); !ok || r.At != 12*time.Microsecond || r.Text != "calling  foo @ 1" {
+		t.Errorf("a record after other text: %+v, %v", r, ok)
+	}
+}
+
+func FuzzParseRecord(f *testing.F) {
+	f.Add("NVBOOT-KMSG 38056 initcall foo returned 0 after 14 usecs")
+	f.Add("x NVBOOT-KMSG 1 ")
+	f.Fuzz(func(t *testing.T, line string) {
+		r, ok := ParseRecord(line)
+		if !ok {
+			return
+		}
+		if again, ok := ParseRecord(FormatRecord(r)); !ok || again != r {
+			t.Fatalf("%q: %+v does not survive FormatRecord/ParseRecord: %+v %v", line, r, again, ok)
+		}
+	})
+}

@@ -21,6 +21,14 @@
 //	NVBOOT-MARK kmsg-tsc <ticks> <log_us>     the TSC written into a kernel log record, and its time
 //	NVBOOT-MARK answered <port> <uptime_us>   the first HTTP answer from port, seen in the guest
 //
+// A profiled boot (nvboot measure -profile) prints, once it is measured,
+// the steps nvinit timed inside its stages and the kernel's log, then
+// profile-end:
+//
+//	NVBOOT-MARK step <name> <uptime_us>       a point inside a stage, timed in memory
+//	NVBOOT-KMSG <log_us> <text>               a kernel log record (Record), on the log's clock
+//	NVBOOT-MARK profile-end <uptime_us>
+//
 // # Design
 //
 //   - A line on the serial console over Firecracker's magic write to an I/O
@@ -43,7 +51,8 @@
 //
 //   - Format and Parse round-trip: TestRoundTrip. A marker may start
 //     anywhere in a line (the kernel can print onto it); a malformed one is
-//     no marker, never a panic: TestParse, FuzzParse.
+//     no marker, never a panic: TestParse, FuzzParse. The same for kernel
+//     log records: TestRecordRoundTrip, FuzzParseRecord.
 //   - The timelines: TestPlace, TestPlaceGuest, TestUnstamped.
 //
 // # Limits

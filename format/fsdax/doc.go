@@ -12,7 +12,7 @@
 // The pfn uuid is derived from the filesystem's SHA-256, so the same inputs
 // give the same image; the image is written through internal/atomicfile.
 // The appliance sizes its images as the filesystem plus 2 MiB, rounded up
-// to 128 MiB, since the kernel adds pmem in memory sections.
+// to 128 MiB (the text store's room for deploys).
 //
 // # Design
 //

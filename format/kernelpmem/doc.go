@@ -10,8 +10,7 @@
 //	16 32  SHA-256 of the kernel
 //	48     zeros up to 4096
 //
-// On the appliance the region is /dev/pmem2 (pmem-kernel.img, one 128 MiB
-// memory section). nvboot build writes it; nvinit rewrites it after a boot
+// On the appliance the region is /dev/pmem2 (pmem-kernel.img, 32 MiB). nvboot build writes it; nvinit rewrites it after a boot
 // from the card; the firmware (host/image/appliance's ChooseKernel, which
 // plays a board's firmware in QEMU) boots it only when its header is valid,
 // its bytes hash to the header's SHA-256 and that hash is the image's.

@@ -40,6 +40,11 @@ type Boot struct {
 	Stages  map[string]time.Duration // since power-on, by stage name
 	Console string                   // the serial console's output
 	Accel   string                   // the accelerator it ran on
+	// marks are every mark's time since power-on, by its key (the first
+	// of each), and logBase puts the kernel log's clock there: a
+	// record's time plus logBase is its time since power-on.
+	marks   map[string]time.Duration
+	logBase time.Duration
 }
 
 // bootOnce boots the image with fresh copies of the pmem images in
@@ -56,7 +61,10 @@ type Boot struct {
 //
 // entry is when the firmware handed over to the kernel (kernelEntry), for
 // the device clock; the wall clock takes it from the marks.
-func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, entry, timeout time.Duration) (*Boot, error) {
+//
+// With profile the boot runs on until nvinit has printed its profile
+// (contract.ProfileParam, which the caller puts on the command line).
+func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir string, o appliance.BootOptions, entry, timeout time.Duration, profile bool) (*Boot, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -76,6 +84,15 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	}
 	m, svc, answered := sv.VM, sv.Service, sv.Answered
 	defer m.Kill()
+	if profile {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := m.ExpectString(pctx, bootmark.Prefix+bootmark.ProfileEnd+" ")
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("no profile from nvinit (%v): an nvinit that does not know %s, or a service never ready; console:\n%s",
+				err, contract.ProfileParam, m.ConsoleTail(25))
+		}
+	}
 	if o.CPURate == 0 {
 		// The marks printed before the answer are on their way; give them
 		// a moment to arrive (the answer proves they were written).
@@ -97,6 +114,15 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 		if tl, err = bootmark.PlaceGuest(bootmark.Unstamped(marks)); err != nil {
 			return nil, err
 		}
+		// The kmsg-tsc mark is a log time and the TSC read with it: the
+		// difference puts every log time on the TSC, which counts from
+		// power-on.
+		for _, mk := range marks {
+			if ticks, err := strconv.ParseInt(mk.Mark.Arg, 10, 64); err == nil && mk.Mark.Name == bootmark.KmsgTSC {
+				res.logBase = time.Duration(ticks) - mk.Mark.Uptime
+				break
+			}
+		}
 		t, ok := tl.Stages[bootmark.Answered+":"+strconv.Itoa(svc.ForwardPort)]
 		if !ok {
 			return nil, fmt.Errorf("no %s mark for port %d: nvinit did not time the first answer; console:\n%s",
@@ -107,6 +133,7 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 	} else {
 		tl = bootmark.Place(marks)
 		res.Stages[StageService] = answered
+		res.logBase = tl.KernelStart
 	}
 	res.Stages[StageKernel] = tl.KernelStart
 	for key, stage := range map[string]string{bootmark.Handover: StageHandover, bootmark.Init: StageInit,
@@ -126,6 +153,11 @@ func bootOnce(ctx context.Context, dir string, im *appliance.Image, runDir strin
 		res.Stages[k] += load
 	}
 	res.Stages[StageLoaded] = load
+	res.logBase += load
+	res.marks = map[string]time.Duration{}
+	for k, t := range tl.Stages {
+		res.marks[k] = t + load
+	}
 	return res, nil
 }
 

@@ -96,7 +96,15 @@ type lane struct {
 	run    int
 	boot   *Boot
 	bars   []interval
+	calls  []Call // under the kernel → handover bar: its profile's longest
 }
+
+// chartCalls is how many of a profile's longest initcalls and probes a
+// chart draws under the kernel → handover bar.
+const chartCalls = 6
+
+// callColor is their bars' colour: the kernel's, lighter.
+const callColor = "#b5dccf"
 
 // Chart draws a boot chart (SVG) of the layouts (all the report's when none
 // are named): for each, a lane group with the median boot's stages
@@ -119,6 +127,13 @@ func (r *Report) Chart(title string, layouts ...appliance.Layout) []byte {
 		for _, iv := range ln.bars {
 			total = max(total, iv.end)
 		}
+		if p := r.Profiles[l]; p != nil {
+			ln.calls = append(ln.calls, p.Calls[:min(chartCalls, len(p.Calls))]...)
+			slices.SortStableFunc(ln.calls, func(x, y Call) int { return cmp.Compare(x.At-x.Took, y.At-y.Took) })
+			for _, c := range ln.calls {
+				total = max(total, c.At)
+			}
+		}
 		lanes = append(lanes, ln)
 	}
 	step := TickStep(ms(total))
@@ -129,7 +144,11 @@ func (r *Report) Chart(title string, layouts ...appliance.Layout) []byte {
 		"one boot per layout, the median by power-on to service; its stages in the order they happened",
 		r.Machine.String(r.Accel) + "; storage " + cmp.Or(r.Storage.About, r.Storage.Name),
 	}
+	if len(r.Profiles) > 0 {
+		subtitle = append(subtitle, "under kernel → handover: the longest initcalls and driver probes of the profiled boot (nvboot measure -profile), on its clock")
+	}
 	rowLabel := func(iv interval) string { return iv.from + " → " + iv.to }
+	callLabel := func(c Call) string { return "  " + c.Kind + " " + c.Name }
 	heading := func(ln lane) string {
 		return fmt.Sprintf("%s: run %d of %d, service answered at %s ms", ln.layout, ln.run, len(r.Runs[ln.layout]),
 			fmtMS(ln.boot.Stages[StageService]))
@@ -140,6 +159,9 @@ func (r *Report) Chart(title string, layouts ...appliance.Layout) []byte {
 	for _, ln := range lanes {
 		for _, iv := range ln.bars {
 			column = math.Max(column, TextWidth(rowLabel(iv), chartFont, false))
+		}
+		for _, c := range ln.calls {
+			column = math.Max(column, TextWidth(callLabel(c), chartFont, false))
 		}
 	}
 	plotX := chartMargin + column + columnPad
@@ -168,26 +190,35 @@ func (r *Report) Chart(title string, layouts ...appliance.Layout) []byte {
 		h := heading(ln)
 		c.text(chartMargin, y-6, headingFont, true, "start", "", h)
 		fit(chartMargin, TextWidth(h, headingFont, true))
-		for _, iv := range ln.bars {
+		// row draws one bar, from start to end, with its label left and
+		// its length right of it (or inside its right end, where the right
+		// would be past the axis).
+		row := func(label string, start, end time.Duration, draw func(x, y, w, h float64)) {
 			top := y + (rowHeight-barHeight)/2
 			base := y + rowHeight/2 + chartFont*0.35
-			c.text(chartMargin, base, chartFont, false, "start", "", rowLabel(iv))
-			x0, x1 := px(iv.start), px(iv.end)
-			c.bar(ln.layout, iv, x0, top, x1-x0, barHeight)
-			label := fmtMS(iv.end-iv.start) + " ms"
-			lw := TextWidth(label, chartFont, false)
+			c.text(chartMargin, base, chartFont, false, "start", "", label)
+			x0, x1 := px(start), px(end)
+			draw(x0, top, x1-x0, barHeight)
+			length := fmtMS(end-start) + " ms"
+			lw := TextWidth(length, chartFont, false)
 			switch {
 			case x1+labelPad+lw <= plotX+plotWidth || x1-x0 < lw+2*labelPad:
-				// Right of the bar, the picture widened when it runs past
-				// the axis' end.
-				c.text(x1+labelPad, base, chartFont, false, "start", "", label)
+				// The picture widened when it runs past the axis' end.
+				c.text(x1+labelPad, base, chartFont, false, "start", "", length)
 				fit(x1+labelPad, lw)
 			default:
-				// Inside the bar's right end, where the right would be
-				// past the axis.
-				c.text(x1-labelPad, base, chartFont, false, "end", "", label)
+				c.text(x1-labelPad, base, chartFont, false, "end", "", length)
 			}
 			y += rowHeight
+		}
+		for _, iv := range ln.bars {
+			row(rowLabel(iv), iv.start, iv.end, func(x, y, w, h float64) { c.bar(ln.layout, iv, x, y, w, h) })
+			if iv.to != StageHandover {
+				continue
+			}
+			for _, call := range ln.calls {
+				row(callLabel(call), call.At-call.Took, call.At, func(x, y, w, h float64) { c.call(ln.layout, call, x, y, w, h) })
+			}
 		}
 	}
 	plotBottom := y + 6
@@ -247,6 +278,14 @@ func (c *canvas) bar(l appliance.Layout, iv interval, x, y, w, h float64) {
 		html.EscapeString(string(l)), iv.from, iv.to, x, y, math.Max(w, 1), h, cmp.Or(stageColors[iv.to], "#999"))
 	fmt.Fprintf(&c.shapes, "<title>%s → %s: %s ms, from %s to %s ms after power-on</title></rect>\n",
 		iv.from, iv.to, fmtMS(iv.end-iv.start), fmtMS(iv.start), fmtMS(iv.end))
+}
+
+// call draws an initcall or probe of the profile at least 1 px wide.
+func (c *canvas) call(l appliance.Layout, k Call, x, y, w, h float64) {
+	fmt.Fprintf(&c.shapes, `<rect class="initcall" data-layout="%s" data-name="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">`,
+		html.EscapeString(string(l)), html.EscapeString(k.Name), x, y, math.Max(w, 1), h, callColor)
+	fmt.Fprintf(&c.shapes, "<title>%s %s: %s ms, ending %s ms after power-on (the profiled boot)</title></rect>\n",
+		k.Kind, html.EscapeString(k.Name), fmtMS(k.Took), fmtMS(k.At))
 }
 
 // fmtMS is d in ms: to 0.1 ms below 10 ms, whole above.

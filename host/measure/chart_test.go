@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ func chartReport() *Report {
 type svgDoc struct {
 	w, h  float64
 	bars  []svgBar
+	calls []svgBar // the profile's initcalls: from the layout, to the name
 	texts []svgText
 }
 
@@ -120,8 +122,12 @@ func parseSVG(t *testing.T, svg []byte) svgDoc {
 				t.Errorf("width and height are not the viewBox's")
 			}
 		case "rect":
-			if attr(e, "class") == "stage" {
+			switch attr(e, "class") {
+			case "stage":
 				doc.bars = append(doc.bars, svgBar{attr(e, "data-layout"), attr(e, "data-from"), attr(e, "data-to"),
+					num(e, "x"), num(e, "y"), num(e, "width"), num(e, "height")})
+			case "initcall":
+				doc.calls = append(doc.calls, svgBar{attr(e, "data-layout"), "", attr(e, "data-name"),
 					num(e, "x"), num(e, "y"), num(e, "width"), num(e, "height")})
 			}
 		case "text":
@@ -146,7 +152,16 @@ func parseSVG(t *testing.T, svg []byte) svgDoc {
 // its estimated width; the descent below the baseline a quarter of the
 // size, the ascent its size).
 func TestChartInsidePicture(t *testing.T) {
-	r := chartReport()
+	profiled := chartReport()
+	profiled.Profiles = map[appliance.Layout]*Profile{appliance.ELF: {Calls: []Call{
+		{Kind: "probe", Name: "a-device-with-a-long-name.0", At: 890 * time.Millisecond, Took: 300 * time.Millisecond},
+		{Kind: "initcall", Name: "f", At: 899 * time.Millisecond, Took: time.Millisecond}}}}
+	for _, r := range []*Report{chartReport(), profiled} {
+		insidePicture(t, r)
+	}
+}
+
+func insidePicture(t *testing.T, r *Report) {
 	for _, c := range []struct {
 		name    string
 		layouts []appliance.Layout
@@ -157,7 +172,7 @@ func TestChartInsidePicture(t *testing.T) {
 			if len(doc.bars) == 0 || len(doc.texts) == 0 {
 				t.Fatalf("%d bars, %d texts", len(doc.bars), len(doc.texts))
 			}
-			for _, b := range doc.bars {
+			for _, b := range append(doc.bars, doc.calls...) {
 				if b.x < 0 || b.w < 0 || b.y < 0 || b.h < 0 || b.x+b.w > doc.w || b.y+b.h > doc.h {
 					t.Errorf("%s bar %s → %s at x %.1f, width %.1f: outside 0..%.0f", b.layout, b.from, b.to, b.x, b.w, doc.w)
 				}
@@ -251,6 +266,62 @@ func TestChartBootOrder(t *testing.T) {
 		if !slices.Contains(all, want) {
 			t.Errorf("no text %q in %q", want, all)
 		}
+	}
+}
+
+// A profiled layout's longest initcalls are rows right under its kernel →
+// handover bar, in the order they started, each a bar from its start to
+// its end on the chart's axis; a layout without a profile has none.
+func TestChartProfileRows(t *testing.T) {
+	r := chartReport()
+	at := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	var calls []Call
+	for i := range chartCalls + 2 {
+		// Longest first, as parseProfile sorts them; the longest starts last.
+		calls = append(calls, Call{Kind: "initcall", Name: "f" + strconv.Itoa(i), At: at(55 - float64(i)*4), Took: at(4 - float64(i)*0.4)})
+	}
+	r.Profiles = map[appliance.Layout]*Profile{appliance.OFF2F: {Calls: calls}}
+	doc := parseSVG(t, r.Chart("t", appliance.OFF2F))
+	if len(doc.calls) != chartCalls {
+		t.Fatalf("%d initcall bars, want %d: %+v", len(doc.calls), chartCalls, doc.calls)
+	}
+	var handover, init svgBar
+	for _, b := range doc.bars {
+		if b.layout == string(appliance.OFF2F) && b.to == StageHandover {
+			handover = b
+		}
+		if b.layout == string(appliance.OFF2F) && b.to == StageInit {
+			init = b
+		}
+	}
+	scale := handover.w / 40 // kernel → handover: 20 to 60 ms
+	for i, c := range doc.calls {
+		if c.layout != string(appliance.OFF2F) || c.y <= handover.y || c.y >= init.y {
+			t.Errorf("initcall %s (%s) at y %.1f: want it under kernel → handover (%.1f) and above handover → init (%.1f)", c.to, c.layout, c.y, handover.y, init.y)
+		}
+		if i > 0 && (c.x < doc.calls[i-1].x || c.y <= doc.calls[i-1].y) {
+			t.Errorf("initcall %s does not start after and below %s", c.to, doc.calls[i-1].to)
+		}
+		var k Call
+		for _, x := range calls {
+			if x.Name == c.to {
+				k = x
+			}
+		}
+		if x0 := handover.x + (ms(k.At-k.Took)-20)*scale; math.Abs(c.x-x0) > 0.2 || math.Abs(c.w-math.Max(1, ms(k.Took)*scale)) > 0.2 {
+			t.Errorf("initcall %s: x %.1f, width %.1f; want %.1f, %.1f", c.to, c.x, c.w, x0, ms(k.Took)*scale)
+		}
+	}
+	if !slices.ContainsFunc(doc.texts, func(tx svgText) bool { return strings.Contains(tx.string, "initcall f0") }) {
+		t.Error("no row labelled with the longest initcall")
+	}
+	for _, c := range doc.calls {
+		if c.x < 0 || c.x+c.w > doc.w || c.y+c.h > doc.h {
+			t.Errorf("initcall %s outside the picture", c.to)
+		}
+	}
+	if all := parseSVG(t, r.Chart("t")); len(all.calls) != chartCalls {
+		t.Errorf("the chart of every layout has %d initcall bars, want off2f's %d alone", len(all.calls), chartCalls)
 	}
 }
 

@@ -63,6 +63,30 @@
 // drawn in the order that boot's marks came, each a bar from the mark
 // before, on a millisecond axis shared by every layout.
 //
+// # The profile
+//
+// With Options.Profile each layout boots once more after the measured
+// boots, ProfileCmdline on its command line: initcall_debug (the console
+// stays quiet; the kernel keeps the lines in its log) and nvboot.profile=1,
+// for which nvinit prints, once the boot is measured, its kernel log and
+// the steps it timed inside its stages (device/bootprof). parseProfile
+// makes of that one boot: the kernel's phases (the firmware, entry to the
+// log's clock, setup to the first initcall, the initcalls, the root mount
+// and freed init memory to the handover; the log's times are put on the
+// TSC through the kmsg-tsc tie, and the log's clock lags the TSC a little
+// until the kernel switches to it, so the first phase errs long), its
+// initcalls and driver probes
+// by duration, named from the System.map beside the kernel when it has no
+// kallsyms, and nvinit's marks and steps with the time since the one
+// before; ProfileCost compares that boot with the measured ones' medians:
+// what the profile itself costs, since the log's lines cost instructions.
+// An initcall's duration is the kernel's own figure once it has switched
+// to the TSC clocksource; before, the kernel times it in whole ticks, and
+// the log's stamps around it are taken instead. Probes run asynchronously
+// (libnvdimm's), so an initcall that waits for them, or that they preempt,
+// counts their time too. The chart draws the longest under the kernel →
+// handover bar.
+//
 // # Limits
 //
 // The firmware's read of the kernel is a model, not a measurement. On the

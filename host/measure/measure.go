@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nvboot/nvboot/host/image/appliance"
@@ -29,6 +30,10 @@ type Options struct {
 	Work string
 	// Logf takes the progress, a line per call; nil: quiet.
 	Logf func(format string, args ...any)
+	// Profile adds one profiled boot per layout after the measured ones
+	// (ProfileCmdline on its command line): Report.Profiles. With Work
+	// set, its console is kept there as profile-<layout>.console.
+	Profile bool
 }
 
 // bootTimeout bounds one measured boot, up to its first answer.
@@ -119,7 +124,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for i := range ls {
 			l := ls[(i+r-1)%len(ls)]
 			runDir := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", l, r))
-			res, err := bootOnce(ctx, imageDir(l), images[l], runDir, boot(l), entries[l], bootTimeout)
+			res, err := bootOnce(ctx, imageDir(l), images[l], runDir, boot(l), entries[l], bootTimeout, false)
 			if err != nil {
 				return nil, fmt.Errorf("%s boot %d: %w", l, r, err)
 			}
@@ -128,6 +133,28 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Runs[l] = append(rep.Runs[l], res)
 			logf("%s boot %d/%d: service answered %.0f ms after power-on (init at %.0f ms)", l, r, o.Runs,
 				ms(res.Stages[StageService]), ms(res.Stages[StageInit]))
+		}
+	}
+	if o.Profile {
+		rep.Profiles = map[appliance.Layout]*Profile{}
+		syms := symbolsFor(o.Image.Kernel)
+		for _, l := range ls {
+			b := boot(l)
+			b.ExtraCmdline = strings.TrimSpace(b.ExtraCmdline + " " + ProfileCmdline)
+			runDir := filepath.Join(dir, "runs", string(l)+"-profile")
+			res, err := bootOnce(ctx, imageDir(l), images[l], runDir, b, entries[l], bootTimeout, true)
+			if err != nil {
+				return nil, fmt.Errorf("%s profiled boot: %w", l, err)
+			}
+			os.RemoveAll(runDir)
+			if o.Work != "" {
+				// Kept for a closer look: every kernel log record and mark.
+				if err := os.WriteFile(filepath.Join(dir, "profile-"+string(l)+".console"), []byte(res.Console), 0o644); err != nil {
+					return nil, err
+				}
+			}
+			rep.Profiles[l] = parseProfile(res, res.Console, res.logBase, res.marks, syms)
+			logf("%s profiled boot: service answered %.1f ms after power-on", l, ms(res.Stages[StageService]))
 		}
 	}
 	return rep, nil

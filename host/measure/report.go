@@ -24,6 +24,8 @@ type Report struct {
 	Layouts []appliance.Layout
 	Runs    map[appliance.Layout][]*Boot          // in the order they ran: Runs[l][i] is run i+1
 	Images  map[appliance.Layout]*appliance.Image // as built, in Run's work directory
+	// Profiles are the profiled boots (Options.Profile); nil: none.
+	Profiles map[appliance.Layout]*Profile
 }
 
 // Spans are what the ratios compare: power-on to the first answer, and the
@@ -39,6 +41,9 @@ type Output struct {
 	Ratios  map[string]float64 `json:"ratios"`
 	Results []benchjson.Result `json:"results"`
 	Env     map[string]string  `json:"env"`
+	// Profile is each layout's profiled boot (nvboot measure -profile),
+	// by layout; absent without one.
+	Profile map[string]ProfileOutput `json:"profile,omitempty"`
 }
 
 // values are the times of stage (or span) over the runs of l, in ms; a run
@@ -162,7 +167,7 @@ func (r *Report) Results() []benchjson.Result {
 // Output is the report as nvboot measure -json prints it.
 func (r *Report) Output() Output {
 	return Output{Bench: "measure", Ratios: r.Ratios(), Results: r.Results(),
-		Env: r.Env()}
+		Env: r.Env(), Profile: r.profileOutput()}
 }
 
 // Env describes how the boots ran: storage, accelerator and clock.

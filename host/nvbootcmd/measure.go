@@ -52,11 +52,28 @@ measure-<layout>.svg, and with more than one layout measure.svg, every
 layout in a lane group of its own. A chart draws one boot per layout, the
 median by power-on to service, its stages in the order they happened.
 
+With -profile each layout boots once more, with initcall_debug on its
+command line (the console stays quiet: the kernel keeps the lines in its
+log) and nvboot.profile=1, which has nvinit print, once the boot is
+measured, that log and the steps it timed inside its stages (the store's
+device, MANIFEST and mount, the disk model's cgroup, the network...).
+The profile then says, per layout: the kernel's phases (firmware, setup,
+initcalls, root mount and freed init memory), its longest initcalls and
+driver probes, nvinit's marks and steps with the time between each, and
+what the profile itself costs: that boot's handover and first answer
+against the median of the measured boots (the log's lines cost
+instructions, which the device clock counts). Initcalls are named from
+the kernel's System.map when it lies beside the bzImage
+(kernel-config/build.sh keeps it there). With -json the profile is the
+object's "profile" key, by layout; with -charts the kernel's longest
+initcalls are rows under its kernel → handover bar.
+
 ` + clockHelp + `
 Where KVM really works the wall clock on KVM is the default; elsewhere the
 device clock.`
 
 const measureExamples = `  nvboot measure -runs 5 -storage sd
+  nvboot measure -layouts off2f,elf -runs 1 -profile        # where each millisecond goes
   nvboot measure -clock device -cpu-rate 5e8 -layouts off2f,elf -runs 3   # a 500-MIPS core
   nvboot measure -layouts off2f,elf -runs 3 -charts out/charts
   nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
@@ -73,6 +90,7 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
 	mf := addMachineFlags(fs, "")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	profile := fs.Bool("profile", false, "after the measured boots, boot each layout once more with "+measure.ProfileCmdline+" and print where its time went")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -118,7 +136,7 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	rep, err := measure.Run(ctx, measure.Options{Image: in.options("", "", nil), Layouts: ls, Runs: *runs,
-		Storage: prof, Machine: mach, Work: dir, Logf: log.Printf})
+		Storage: prof, Machine: mach, Work: dir, Logf: log.Printf, Profile: *profile})
 	if err != nil {
 		return err
 	}
@@ -147,8 +165,8 @@ func emit(w io.Writer, r *measure.Report, asJSON bool, charts string, log *cli.P
 	var err error
 	if asJSON {
 		err = cli.JSON(w, r.Output())
-	} else {
-		err = r.WriteTable(w)
+	} else if err = r.WriteTable(w); err == nil {
+		err = r.WriteProfiles(w)
 	}
 	if err != nil || charts == "" {
 		return err

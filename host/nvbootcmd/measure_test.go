@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +125,68 @@ func TestMeasureExamplesKeepOutDemoFree(t *testing.T) {
 	}
 	if !strings.Contains(measureExamples, "-charts ") {
 		t.Error("no -charts example left to check")
+	}
+}
+
+// measure -profile boots each layout once more with initcall_debug and
+// reports where that boot's time went: the kernel's phases in order, its
+// initcalls named (System.map beside the kernel, as kernel-config/build.sh
+// keeps it) and their durations, nvinit's marks and steps from the
+// handover to the first answer, and what the profile itself cost.
+func TestMeasureProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU four times")
+	}
+	kernel := os.Getenv("NVBOOT_KERNEL")
+	if kernel == "" {
+		t.Skip("NVBOOT_KERNEL is not set (make test sets it)")
+	}
+	work := filepath.Join(t.TempDir(), "work")
+	stdout, stderr, err := execute("measure", "-clock", "device", "-layouts", "off2f", "-runs", "1", "-storage", "sd", "-json", "-profile", "-work", work)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var out struct {
+		Results []json.RawMessage                `json:"results"`
+		Profile map[string]measure.ProfileOutput `json:"profile"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := out.Profile["off2f"]
+	if !ok || len(out.Results) == 0 {
+		t.Fatalf("no off2f profile, or no results: %s", stdout)
+	}
+	if len(p.Kernel) < 4 || p.NCalls < 100 || len(p.Initcalls) != measure.ProfileTop {
+		t.Errorf("kernel %+v, %d initcalls, %d shown: want its phases and the kernel's initcalls", p.Kernel, p.NCalls, len(p.Initcalls))
+	}
+	for i := 1; i < len(p.Kernel); i++ {
+		if p.Kernel[i].At < p.Kernel[i-1].At || p.Kernel[i].MS < 0 {
+			t.Errorf("kernel phases out of order: %+v", p.Kernel)
+		}
+	}
+	_, err = os.Stat(filepath.Join(filepath.Dir(kernel), "System.map"))
+	for _, c := range p.Initcalls {
+		if c.MS <= 0 || c.At <= 0 || c.At > p.Kernel[len(p.Kernel)-1].At+1 {
+			t.Errorf("initcall %+v: want a duration, ending before the handover", c)
+		}
+		if err == nil && strings.HasPrefix(c.Name, "0x") {
+			t.Errorf("initcall %s named by its address, with a System.map beside the kernel", c.Name)
+		}
+	}
+	var steps []string
+	for _, s := range p.Init {
+		steps = append(steps, s.Name)
+	}
+	for _, want := range []string{"kernel-handover", "init", "kernel-mounts", "handover-marks", "store-mounted", "store", "state", "network", "service-start:kv", "answered:8080"} {
+		if !slices.Contains(steps, want) {
+			t.Errorf("nvinit's marks and steps %v lack %s", steps, want)
+		}
+	}
+	if _, ok := p.Cost[measure.StageService]; !ok {
+		t.Errorf("no cost of the profile: %+v", p.Cost)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "profile-off2f.console")); err != nil || !strings.Contains(string(b), "NVBOOT-KMSG") {
+		t.Errorf("the profiled boot's console is not kept in the work directory: %v", err)
 	}
 }

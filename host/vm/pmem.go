@@ -73,7 +73,11 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 		// nodes out in order from address 0, so region i starts where the
 		// RAM and the regions before it end. (The kernel needs no NUMA
 		// support: without it the SRAT is ignored.)
-		const section = 128 << 20 // the kernel adds pmem in memory sections
+		// The kernel adds memory in 128 MiB sections, pmem in 2 MiB
+		// subsections (CONFIG_SPARSEMEM_VMEMMAP): the regions, after the
+		// RAM, need only the size check above; the RAM must end on a
+		// section.
+		const section = 128 << 20
 		if int64(memMiB)<<20%section != 0 {
 			return p, fmt.Errorf("vm: %d MiB of RAM: pmem as e820 regions starts after the RAM, which must then be a multiple of 128 MiB", memMiB)
 		}
@@ -83,9 +87,6 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 		p.args = append(p.args, "-object", fmt.Sprintf("memory-backend-ram,id=ram,size=%dM", memMiB), "-numa", "node,memdev=ram")
 		off := int64(memMiB) << 20
 		for i, n := range c.NVDIMMs {
-			if sizes[i]%section != 0 {
-				return p, fmt.Errorf("vm: nvdimm %d (%s): size %d: as an e820 region it must be a multiple of 128 MiB", i, n.Path, sizes[i])
-			}
 			p.args = append(p.args,
 				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, sizes[i]),
 				"-numa", fmt.Sprintf("node,memdev=pm%d", i))

@@ -103,9 +103,8 @@ type Disk struct {
 // The guest sees it as one label-less namespace covering the whole file.
 type NVDIMM struct {
 	Path string
-	// Size of the DIMM; 0 means the file's size. The kernel maps pmem in
-	// 2 MiB units (and its memory sections are 128 MiB), so keep it a
-	// multiple of 128 MiB.
+	// Size of the DIMM; 0 means the file's size. The kernel adds pmem in
+	// 2 MiB subsections, so keep it a multiple of 2 MiB.
 	Size int64
 }
 

@@ -144,6 +144,15 @@ func TestArgsE820(t *testing.T) {
 	if strings.Contains(s, "acpi=off") {
 		t.Errorf("ACPI off unasked:\n%s", s)
 	}
+	// Regions in 2 MiB subsections, each right after the one before.
+	a, err = Config{Kernel: "bz", MemMiB: 512, PmemAs: PmemE820,
+		NVDIMMs: []NVDIMM{{Path: "t", Size: 52 << 20}, {Path: "k", Size: 32 << 20}}}.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(a, " "); !strings.Contains(s, "memmap=52M!512M memmap=32M!564M") || !strings.Contains(s, "-m 596M") {
+		t.Errorf("regions of 52 and 32 MiB:\n%s", s)
+	}
 	a, err = Config{Kernel: "bz", MemMiB: 512, PmemAs: PmemE820, NoACPI: true,
 		NVDIMMs: []NVDIMM{{Path: "t", Size: 256 << 20}}}.args("tcg")
 	if err != nil {
@@ -177,7 +186,7 @@ func TestArgs(t *testing.T) {
 	for name, c := range map[string]Config{
 		"no kernel":                {},
 		"pmem as what":             {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}, PmemAs: "flash"},
-		"e820 not in sections":     {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}, PmemAs: PmemE820},
+		"e820 not in subsections":  {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 3 << 20}}, PmemAs: PmemE820},
 		"e820 RAM not in sections": {Kernel: "bz", MemMiB: 100, NVDIMMs: []NVDIMM{{Path: "p", Size: 128 << 20}}, PmemAs: PmemE820},
 		"e820 above 3 GiB":         {Kernel: "bz", MemMiB: 2048, NVDIMMs: []NVDIMM{{Path: "p", Size: 1 << 30}, {Path: "q", Size: 1 << 30}}, PmemAs: PmemE820},
 		"odd nvdimm":               {Kernel: "bz", NVDIMMs: []NVDIMM{{Path: "p", Size: 12345}}},

@@ -43,7 +43,7 @@
 // device and text laid out 2 MiB-congruent lands 2 MiB-aligned on pmem. Its
 // size is the files' bytes plus 2 MiB a file plus 16 MiB, a quarter more,
 // rounded to 2 MiB (or TextStoreMiB). A pmem image is its filesystem plus 2
-// MiB, rounded up to 128 MiB (the kernel adds pmem in memory sections). The
+// MiB, rounded up to 128 MiB (room for deploys; see pmemSize). The
 // root also carries the store image and a gzip state template, from which
 // nvinit provisions blank or stale pmem (docs/OFF2F.md).
 //
@@ -93,8 +93,13 @@
 // to about 1.8 s: acpi=noirq (ACPI PCI link objects cost about 230 ms per
 // virtio device), i8042.noaux i8042.nokbd (the PS/2 probe, about 600 ms
 // before the root mount), no_timer_check (11 ms of busy waiting on the
-// device clock). NoBootTrims keeps them for boards whose PCI interrupts
-// need ACPI routing. kernel-config/README.md has the kernel's own trims.
+// device clock); on the device clock (nvboot measure -profile),
+// rcupdate.rcu_expedited=1 (nvinit's cgroup setup waits out two RCU grace
+// periods: the first answer 14 ms sooner), noreplace-smp (1.7 ms of
+// rewriting lock prefixes on a one-core board) and small dentry and inode
+// hash tables (0.5 ms); BootTrims says why each. NoBootTrims keeps them
+// for boards whose PCI interrupts need ACPI routing.
+// kernel-config/README.md has the kernel's own trims.
 //
 // # Boot path
 //
@@ -142,8 +147,9 @@
 // NVDIMM boards get neither the region nor the parameter. QEMU copies the
 // kernel by fw_cfg DMA, which the instruction counter does not see, so
 // nvboot measure charges the copy at PmemReadBPS (1 GiB/s over the
-// segments' in-memory size), a byte-at-a-time copy on the 1-GIPS core: it
-// errs long.
+// kernel's allocated sections, as a loader by section headers copies
+// them, not the padding its segments carry: loadedBytes), a
+// byte-at-a-time copy on the 1-GIPS core: it errs long.
 //
 // # gokrazy instance configs
 //

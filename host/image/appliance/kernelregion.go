@@ -14,10 +14,10 @@ import (
 	"github.com/nvboot/nvboot/internal/atomicfile"
 )
 
-// kernelRegionSize is the kernel region's size: one 128 MiB memory section,
-// the unit the kernel adds pmem in (vm.PmemE820), room for any appliance
-// kernel (the uncompressed one is about 16 MiB).
-const kernelRegionSize = 128 << 20
+// kernelRegionSize is the kernel region's size: twice the uncompressed
+// kernel (about 16 MiB), in the 2 MiB subsections the kernel adds pmem in;
+// every page of it costs a struct page at boot (see pmemSize).
+const kernelRegionSize = 32 << 20
 
 // kernelRegion puts the uncompressed kernel in the image: the vmlinux
 // itself (what the boot entry names, by hash) and the kernel region
@@ -143,8 +143,15 @@ func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
 	return ChooseKernel(dir, im, o.PmemDir)
 }
 
-// loadedBytes are the bytes a PVH loader puts in memory for the ELF at
-// path: its loaded segments, copied (file bytes) or cleared (the rest).
+// loadedBytes are the bytes the firmware puts in memory for the ELF at
+// path: each allocated section, copied or (.bss) cleared, as U-Boot's
+// bootelf loads an ELF by default, by its section headers. Over the
+// loaded segments, because the kernel's first segment carries the
+// padding between its text and its read-only data (both aligned to 2
+// MiB), which the kernel frees without reading it: the appliance kernel's
+// 10.8 MiB of sections against 12.8 of segments, 2.0 ms less on the
+// device clock (nvboot measure). A file without section headers counts
+// its loaded segments.
 func loadedBytes(path string) (int64, error) {
 	f, err := elf.Open(path)
 	if err != nil {
@@ -152,6 +159,15 @@ func loadedBytes(path string) (int64, error) {
 	}
 	defer f.Close()
 	var n int64
+	for _, s := range f.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 {
+			n += int64(s.Size) // copied, or zeroed for SHT_NOBITS
+		}
+	}
+	if n > 0 {
+		return n, nil
+	}
+	// No section headers: the loaded segments, padding and all.
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
 			n += int64(p.Memsz)

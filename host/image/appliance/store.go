@@ -22,7 +22,7 @@ func (b *builder) textStore(ctx context.Context, st staging) error {
 	if err != nil {
 		return err
 	}
-	size = pmemSize(size) - fsdax.Align // the rest of the section is room to grow
+	size = pmemSize(size) - fsdax.Align // the rest of the image is room to grow
 	b.logf("text store: %d MiB ext4 (2 MiB clusters)", size>>20)
 	if err := mkExt4(ctx, st.store, img, size, uuidFor(b.seed(), "text"), "-O", "bigalloc", "-C", "2097152"); err != nil {
 		return fmt.Errorf("text store: %w", err)
@@ -58,8 +58,13 @@ func (b *builder) storeSize(dir string) (int64, error) {
 }
 
 // pmemSize is the size of a pmem image holding a filesystem of fsSize: the
-// 2 MiB of fsdax metadata added, rounded up to 128 MiB (the kernel adds pmem
-// in memory sections).
+// 2 MiB of fsdax metadata added, rounded up to 128 MiB. The text store's
+// filesystem takes the rest (textStore): its room for deploys, a new
+// program's text and a 2 MiB cluster for each file and link it adds. The
+// kernel adds pmem in 2 MiB subsections and makes a struct page for every
+// page at boot (about 2 ms for 128 MiB on the device clock), so the
+// regions that need no room are sized to fit: the kernel region
+// (kernelRegionSize) and the disk's pmem copy (diskPmem).
 func pmemSize(fsSize int64) int64 {
 	const section = config.PmemUnitMiB << 20
 	return (fsSize + fsdax.Align + section - 1) / section * section
