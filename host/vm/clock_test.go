@@ -53,9 +53,16 @@ func TestDeviceClockArgs(t *testing.T) {
 	if strings.Contains(line, "virtio-rng") {
 		t.Errorf("virtio-rng on the device clock: %q", a)
 	}
+	// The fast string features off: -icount would charge REP STOSB a byte
+	// an instruction.
+	if !strings.Contains(line, "-cpu max,erms=off,fsrm=off ") {
+		t.Errorf("device clock with ERMS: %q", a)
+	}
 	c.CPURate, c.Deterministic = 0, false
 	if wall, _ := c.args("tcg"); !strings.Contains(strings.Join(wall, " "), "virtio-rng-pci") || strings.Contains(strings.Join(wall, " "), "-seed") {
 		t.Errorf("the wall clock keeps virtio-rng and real randomness: %q", wall)
+	} else if !strings.Contains(strings.Join(wall, " "), "-cpu max ") {
+		t.Errorf("the wall clock's CPU is every feature TCG has: %q", wall)
 	}
 	c.CPURate = 5e8
 	if _, err := c.args("kvm"); err == nil || !strings.Contains(err.Error(), "needs -accel tcg") {
