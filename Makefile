@@ -14,12 +14,12 @@ deps:
 
 build: $(BIN)/ld-off2f $(addprefix $(BIN)/,$(CMDS))
 
-$(BIN)/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
+$(BIN)/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/crc32c.h loader/Makefile
 	@$(MAKE) -s -C loader OUT=$(CURDIR)/$(BIN)/ld-off2f
 
 # The aarch64 loader an arm64 image installs, cross-built (gcc-aarch64-linux-gnu).
 loader-arm64: $(BIN)/arm64/ld-off2f
-$(BIN)/arm64/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/Makefile
+$(BIN)/arm64/ld-off2f: loader/ld-off2f.c loader/sys.h loader/off2f.h loader/crc32c.h loader/Makefile
 	@$(MAKE) -s -C loader ARCH=arm64 OUT=$(CURDIR)/$(BIN)/arm64/ld-off2f
 
 $(BIN)/%: FORCE

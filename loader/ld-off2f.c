@@ -3,10 +3,13 @@
  * The kernel has mapped the header file (ELF header, writable segments, the OFF2F
  * note) and this loader, built a stack and jumped here. We find the note through
  * AT_PHDR, open the text file in the text store (pmem, DAX), check its header page
- * against the note, map each read-only segment where the program expects it, show
- * the program its original program headers, and jump to its entry point with the
- * kernel's stack. Anything wrong: try the fallback copy; failing that, one line on
- * stderr and exit 127. It never maps text whose header does not match the note.
+ * against the note, map each read-only segment where the program expects it (and,
+ * when the note records the text's CRC-32C, check the whole mapped text against
+ * it), show the program its original program headers, and jump to its entry point
+ * with the kernel's stack. Anything wrong: try the fallback copy, and tell the
+ * program why (OFF2F_FALLBACK in its environment; as PID 1 a line on the console
+ * too); failing that, one line on stderr and exit 127. It never maps text whose
+ * header does not match the note, nor runs text whose CRC does not.
  *
  * Freestanding: no libc, no allocation, no relocations (checked by the Makefile).
  * One source for x86-64 and aarch64: sys.h has each machine's system calls,
@@ -16,6 +19,7 @@
  * Design: docs/OFF2F.md#the-loader. */
 #include "sys.h"
 #include "off2f.h"
+#include "crc32c.h"
 
 #define AT_NULL 0
 #define AT_PHDR 3
@@ -23,6 +27,7 @@
 #define AT_BASE 7
 #define AT_ENTRY 9
 #define AT_EXECFN 31
+#define AT_HWCAP 16
 #define PT_LOAD 1
 #define PT_NOTE 4
 #define PT_PHDR 6
@@ -36,6 +41,7 @@ struct phdr {
 struct prog {
 	const char *name;   /* AT_EXECFN, for messages */
 	u64 bias;           /* load bias: 0 for ET_EXEC */
+	u64 hwcap;          /* AT_HWCAP: aarch64's CRC32 instructions */
 	const u8 *note;     /* OFF2F note descriptor */
 	u32 nseg;
 	char path[N_PATH_MAX + 80];
@@ -132,15 +138,22 @@ static const char *errstr(i64 e)
 	return "system error";
 }
 
-static __attribute__((noreturn)) void die(const struct prog *p, const char *msg)
+/* say prints "ld-off2f: <program>: <msg><more>" on stderr. */
+static void say(const struct prog *p, const char *msg, const char *more)
 {
-	char line[600], *d = line, *end = line + sizeof line - 1;
+	char line[800], *d = line, *end = line + sizeof line - 1;
 	d = scat(d, end, "ld-off2f: ");
 	d = scat(d, end, p->name);
 	d = scat(d, end, ": ");
 	d = scat(d, end, msg);
+	d = scat(d, end, more);
 	*d++ = '\n';
 	sys3(SYS_write, 2, line, d - line);
+}
+
+static __attribute__((noreturn)) void die(const struct prog *p, const char *msg)
+{
+	say(p, msg, "");
 	sys3(SYS_exit_group, 127, 0, 0);
 	__builtin_unreachable();
 }
@@ -203,8 +216,11 @@ static const char *check_note(const u8 *n, u64 descsz, char *buf, u64 bufsz)
 	if (rd32(n + N_FLAGS) & ~(u32)OFF2F_KNOWN_FLAGS)
 		return "bad OFF2F note: unknown flags";
 	u32 nseg = rd32(n + N_NSEG);
-	if (nseg == 0 || nseg > OFF2F_MAX_SEGMENTS || descsz != N_SEGMENTS + (u64)nseg * S_SIZE)
+	u64 crc_size = (rd32(n + N_FLAGS) & OFF2F_FLAG_CRC) ? N_CRC_SIZE : 0;
+	if (nseg == 0 || nseg > OFF2F_MAX_SEGMENTS || descsz != N_SEGMENTS + (u64)nseg * S_SIZE + crc_size)
 		return "bad OFF2F note: bad segment count";
+	if (crc_size && rd32(n + descsz - 4))
+		return "bad OFF2F note: reserved field after the CRC is not zero";
 	if (!field_ok(n + N_STORE_DIR, N_PATH_MAX) || n[N_STORE_DIR] != '/' ||
 	    !field_ok(n + N_FALLBACK_DIR, N_PATH_MAX) ||
 	    (n[N_FALLBACK_DIR] && n[N_FALLBACK_DIR] != '/') ||
@@ -307,7 +323,22 @@ static void unmap_segments(const struct prog *p, u32 n)
 	}
 }
 
-/* Checks the text file's header page against the note and maps its segments.
+/* The CRC-32C of the mapped segments, in order (off2f.TextCRC). Read
+ * through the mappings: no copy, and DAX maps a 2 MiB extent at a fault. */
+static u32 text_crc(const struct prog *p)
+{
+	struct crc32c c;
+	u32 crc = 0;
+	crc32c_init(&c, p->hwcap);
+	for (u32 i = 0; i < p->nseg; i++) {
+		const u8 *s = p->note + N_SEGMENTS + i * S_SIZE;
+		crc = crc32c_update(&c, crc, (const u8 *)(p->bias + rd64(s + S_VADDR)), rd64(s + S_MEMSZ));
+	}
+	return crc;
+}
+
+/* Checks the text file's header page against the note and maps its segments;
+ * with OFF2F_FLAG_CRC, checks the mapped text against the note's CRC.
  * On failure nothing stays mapped and p->err says why. */
 static int map_text(struct prog *p, i64 fd)
 {
@@ -360,6 +391,19 @@ static int map_text(struct prog *p, i64 fd)
 			char msg[96], *end = msg + sizeof msg, *d = scat(msg, end, "cannot map text segment at ");
 			shex(d, end, start);
 			return fail(p, msg, (r == -EEXIST || r >= 0 || r < -4095) ? -EEXIST : r);
+		}
+	}
+	if (rd32(p->note + N_FLAGS) & OFF2F_FLAG_CRC) {
+		/* The header page vouches for the table, not the bytes: only
+		 * reading them all does. */
+		u32 want = rd32(p->note + N_SEGMENTS + p->nseg * S_SIZE), got = text_crc(p);
+		if (got != want) {
+			unmap_segments(p, p->nseg);
+			char msg[96], *end = msg + sizeof msg, *d = scat(msg, end, "damaged: CRC-32C of its segments is ");
+			d = shex(d, end, got);
+			d = scat(d, end, ", the note's ");
+			shex(d, end, want);
+			return fail(p, msg, 0);
 		}
 	}
 	return 0;
@@ -421,8 +465,45 @@ static int env_is(const char *e, const char *kv)
 	return *e == 0;
 }
 
-/* Called from _start with the kernel's stack pointer; returns the entry point. */
-u64 loader_main(u64 *sp)
+/* push_env returns a stack pointer below sp whose vectors are sp's with
+ * name=value added to the environment, the string stored in the space
+ * between them and the old vectors' end. _start keeps 1 KiB free below sp
+ * for it (loader_main's frame lies below that); it copies upwards, so the
+ * overlap with the old vectors is safe, and keeps the 16-byte alignment
+ * both machines' entry needs. */
+static u64 *push_env(u64 *sp, const char *name, const char *value)
+{
+	u64 argc = sp[0], envc = 0, auxw = 0;
+	u64 *env = sp + 1 + argc + 1;
+	while (env[envc])
+		envc++;
+	u64 *aux = env + envc + 1;
+	while (aux[auxw] != AT_NULL)
+		auxw += 2;
+	auxw += 2;
+	u64 len = slen(name) + slen(value) + 1;
+	u64 words = 1 + argc + 1 + envc + 1 + auxw; /* the vectors, AT_NULL included */
+	u64 room = (8 + len + 15) & ~15UL;          /* one more pointer, the string */
+	u64 *nsp = (u64 *)((u8 *)sp - room), e = 1 + argc + 1 + envc;
+	for (u64 i = 0; i < e; i++)
+		nsp[i] = sp[i];
+	for (u64 i = 0; i < auxw; i++)
+		nsp[e + 2 + i] = aux[i];
+	char *str = (char *)(nsp + words + 1), *end = (char *)(sp + words);
+	scat(scat(str, end, name), end, value);
+	nsp[e] = (u64)str;
+	nsp[e + 1] = 0;
+	return nsp;
+}
+
+/* Where the program starts: its entry point and its stack pointer. */
+struct start {
+	u64 entry;
+	u64 *sp;
+};
+
+/* Called from _start with the kernel's stack pointer. */
+struct start loader_main(u64 *sp)
 {
 	struct prog p = {0};
 	u64 argc = sp[0], *v = sp + 1 + argc + 1;
@@ -437,6 +518,7 @@ u64 loader_main(u64 *sp)
 		case AT_ENTRY: at_entry = a[1]; break;
 		case AT_BASE: at_base = a[1]; break;
 		case AT_EXECFN: p.name = (const char *)a[1]; break;
+		case AT_HWCAP: p.hwcap = a[1]; break;
 		}
 	}
 	/* Run as a program of its own, the kernel gives no interpreter base. */
@@ -454,8 +536,9 @@ u64 loader_main(u64 *sp)
 			nostore = 1;
 	if (nostore)
 		fail(&p, "OFF2F_NOSTORE=1: text store skipped", 0);
+	char first[sizeof p.err]; /* why the store's copy was not used; "": it was */
+	first[0] = 0;
 	if (nostore || load_from(&p, p.note + N_STORE_DIR, 1) < 0) {
-		char first[sizeof p.err];
 		scat(first, first + sizeof first, p.err);
 		if (!p.note[N_FALLBACK_DIR] || load_from(&p, p.note + N_FALLBACK_DIR, 0) < 0) {
 			char msg[2 * sizeof p.err + 16], *end = msg + sizeof msg, *d = scat(msg, end, first);
@@ -464,6 +547,12 @@ u64 loader_main(u64 *sp)
 				scat(d, end, p.err);
 			}
 			die(&p, msg);
+		}
+		/* Only PID 1 has no one else to tell the console. */
+		if (!nostore && sys3(SYS_getpid, 0, 0, 0) == 1) {
+			char more[sizeof p.path + 32], *end = more + sizeof more;
+			scat(scat(more, end, "; running the fallback copy "), end, p.path);
+			say(&p, first, more);
 		}
 	}
 
@@ -475,22 +564,29 @@ u64 loader_main(u64 *sp)
 		else if (a[0] == AT_PHNUM)
 			a[1] = rd32(p.note + N_ORIG_PHNUM);
 	}
-	return at_entry;
+	/* A program run from its fallback after its store copy failed is
+	 * told why, so it can say so and repair the store (nvinit does). */
+	if (first[0] && !nostore)
+		sp = push_env(sp, "OFF2F_FALLBACK=", first);
+	return (struct start){at_entry, sp};
 }
 
-/* Entry: keep the kernel's stack pointer, let loader_main map the text, then jump
- * to the program with the stack and registers as the kernel would leave them
- * (zero: glibc's _start takes a nonzero rdx or x0 as a function to run at exit). */
+/* Entry: pass the kernel's stack pointer to loader_main, which runs 1 KiB below
+ * it (push_env's room), maps the text and returns the entry point and the
+ * stack pointer to start with (the kernel's, or one with an added environment
+ * variable); then jump to the program with the registers as the kernel would
+ * leave them (zero: glibc's _start takes a nonzero rdx or x0 as a function to
+ * run at exit). */
 #if defined(__x86_64__)
 __asm__(".text\n"
 	".globl _start\n"
 	"_start:\n"
 	"	xor %ebp, %ebp\n"
-	"	mov %rsp, %rbx\n"
 	"	mov %rsp, %rdi\n"
+	"	sub $1024, %rsp\n"
 	"	and $-16, %rsp\n"
 	"	call loader_main\n"
-	"	mov %rbx, %rsp\n"
+	"	mov %rdx, %rsp\n"
 	"	mov %rax, %r11\n"
 	"	xor %eax, %eax\n"
 	"	xor %ebx, %ebx\n"
@@ -507,18 +603,18 @@ __asm__(".text\n"
 	"	xor %r15d, %r15d\n"
 	"	jmp *%r11\n");
 #elif defined(__aarch64__)
-/* The kernel leaves sp 16-byte aligned, as a call needs; loader_main gives it
- * back unchanged (x19 keeps it anyway). Built -mgeneral-regs-only, the loader
- * leaves the FP/SIMD registers as the kernel zeroed them. */
+/* The kernel leaves sp 16-byte aligned, as a call needs, and so does
+ * loader_main's stack pointer. Built -mgeneral-regs-only, the loader leaves
+ * the FP/SIMD registers as the kernel zeroed them. */
 __asm__(".text\n"
 	".globl _start\n"
 	"_start:\n"
 	"	mov x29, #0\n"
 	"	mov x30, #0\n"
-	"	mov x19, sp\n"
 	"	mov x0, sp\n"
+	"	sub sp, sp, #1024\n"
 	"	bl loader_main\n"
-	"	mov sp, x19\n"
+	"	mov sp, x1\n"
 	"	mov x16, x0\n"
 	"	mov x0, #0\n"
 	"	mov x1, #0\n"

@@ -11,7 +11,8 @@
 #define OFF2F_FLAG_PREFAULT 1
 #define OFF2F_FLAG_HUGE 2
 #define OFF2F_FLAG_DYN 4
-#define OFF2F_KNOWN_FLAGS 7
+#define OFF2F_FLAG_CRC 8 /* the note ends with the text's CRC-32C */
+#define OFF2F_KNOWN_FLAGS 15
 
 #define OFF2F_NOTE_TYPE 1
 /* note descriptor */
@@ -33,6 +34,8 @@
 #define N_DEVICE_MAX 64
 #define N_FSTYPE_MAX 16
 #define N_OPTIONS_MAX 48
+/* with OFF2F_FLAG_CRC, after the segments: u32 CRC-32C, u32 reserved (zero) */
+#define N_CRC_SIZE 8
 
 /* segment entry */
 #define S_VADDR 0

@@ -23,6 +23,11 @@ type Options struct {
 	FSType      string // filesystem type of Device
 	MountOpts   string // mount options for Device, e.g. "dax=always"
 	Prefault    bool   // map the text with MAP_POPULATE
+	// CRC records the text's CRC-32C in the note (FlagCRC): the loader
+	// then reads the whole text at each start and maps the fallback copy
+	// when it is damaged. nvboot asks it for PID 1 alone, whose damaged
+	// text would otherwise stop every boot.
+	CRC bool
 }
 
 // Converted is the result of a conversion: the header file, the text file and
@@ -103,6 +108,10 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 	}
 	if p.typ == elf.ET_DYN {
 		note.Flags |= FlagDyn
+	}
+	if opt.CRC {
+		note.Flags |= FlagCRC
+		note.CRC = TextCRC(contents)
 	}
 	desc, err := note.MarshalBinary()
 	if err != nil {

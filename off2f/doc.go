@@ -17,7 +17,9 @@
 //     Store holds one machine's texts.
 //   - Convert splits a static executable (Options: loader path, store and
 //     fallback directories, the device the loader may mount the store from,
-//     prefault). Install is the one install sequence (nvboot build, off2f
+//     prefault, CRC: the text's CRC-32C in the note, FlagCRC, which the
+//     loader checks the whole text against at each start; TextCRC computes
+//     it, Note.CheckCRC checks a text file against it). Install is the one install sequence (nvboot build, off2f
 //     convert and bench/exec use it): convert, Store.Put the text into every
 //     store, then write the header file last; when a step fails it removes
 //     the text it added, so no header file names missing text and no new
@@ -125,7 +127,11 @@
 //   - The loader's failure paths (another machine's note or text among
 //     them), size, relocations and robustness: TestLoaderFailurePaths,
 //     TestLoaderRunDirectly, TestLoaderSurvivesCorruptNotes,
-//     TestLoaderIsSmall.
+//     TestLoaderIsSmall. Its CRC-32C is hash/crc32's Castagnoli
+//     (TestLoaderCRC32C); a FlagCRC text with a bit flipped anywhere is
+//     refused and its fallback run (TestLoaderChecksCRC); a program run
+//     from its fallback behaves as its original, OFF2F_FALLBACK added
+//     (TestFallbackRunsLikeOriginal).
 //   - Store writes are whole or absent: TestStorePutFullDisk,
 //     TestStorePutKilled (SIGKILL at random moments), TestWriteFileAtomicErrors,
 //     TestWriteFileAtomicLeftoverNames, TestStorePutRejectsBadName; GC:
@@ -143,6 +149,7 @@
 //   - Section headers, symbols and debug info are not kept: Unpack restores
 //     what runs.
 //   - Nothing re-hashes a text on the hot path: the loader checks the header
-//     page only. A text damaged in its body is found by off2f verify, or by
-//     nvinit when a service fails in a way damaged text causes.
+//     page only, and the CRC of a FlagCRC text (nvboot's nvinit alone). A
+//     text damaged in its body is found by off2f verify, or by nvinit when
+//     a service fails in a way damaged text causes.
 package off2f

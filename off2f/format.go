@@ -114,7 +114,11 @@ const (
 	FlagPrefault = 1 << 0 // map text with MAP_POPULATE
 	FlagHuge     = 1 << 1 // at least one segment is 2 MiB-aligned in the text file
 	FlagDyn      = 1 << 2 // the program is ET_DYN (static-pie)
-	knownFlags   = FlagPrefault | FlagHuge | FlagDyn
+	// FlagCRC: the note ends with the text's CRC-32C (NoteCRCSize bytes),
+	// and the loader checks the whole text against it before it runs the
+	// program (Options.CRC; nvboot gives it to PID 1 alone).
+	FlagCRC    = 1 << 3
+	knownFlags = FlagPrefault | FlagHuge | FlagDyn | FlagCRC
 )
 
 // Segment protections, as in mmap(2).
@@ -166,6 +170,15 @@ const SegmentSize = 40
 //	384 [16]  its filesystem type
 //	400 [48]  its mount options
 //	448 segments
+//
+// then, with FlagCRC only (NoteCRCSize bytes):
+//
+//	0 u32 CRC-32C (Castagnoli) of the memsz bytes of every segment, in
+//	      order (TextCRC): what the loader computes over the mapped text
+//	4 u32 reserved, must be zero
+//
+// The trailer, behind a flag a loader that does not know it refuses,
+// leaves every note without it byte for byte as before.
 type Note struct {
 	Version     uint16
 	Machine     Machine
@@ -180,10 +193,23 @@ type Note struct {
 	FSType      string
 	Options     string
 	Segments    []Segment
+	CRC         uint32 // with FlagCRC: TextCRC of the text; zero without
 }
 
 // NoteFixedSize is the encoded size of a Note without its segments.
 const NoteFixedSize = 448
+
+// NoteCRCSize is the size of the trailer FlagCRC adds to the note.
+const NoteCRCSize = 8
+
+// encodedSize is the size of the note's encoding with nseg segments.
+func (n *Note) encodedSize(nseg int) int {
+	size := NoteFixedSize + nseg*SegmentSize
+	if n.Flags&FlagCRC != 0 {
+		size += NoteCRCSize
+	}
+	return size
+}
 
 // TextHeader is the header page of a text file:
 //
@@ -281,7 +307,10 @@ func (n *Note) MarshalBinary() ([]byte, error) {
 	if len(n.Segments) == 0 || len(n.Segments) > MaxSegments {
 		return nil, fmt.Errorf("note: %d segments (want 1..%d)", len(n.Segments), MaxSegments)
 	}
-	b := make([]byte, NoteFixedSize+len(n.Segments)*SegmentSize)
+	if n.Flags&FlagCRC == 0 && n.CRC != 0 {
+		return nil, fmt.Errorf("note: a CRC (0x%08x) without FlagCRC", n.CRC)
+	}
+	b := make([]byte, n.encodedSize(len(n.Segments)))
 	le.PutUint16(b[0:], n.Version)
 	le.PutUint16(b[2:], uint16(n.Machine))
 	le.PutUint32(b[4:], n.Flags)
@@ -305,6 +334,9 @@ func (n *Note) MarshalBinary() ([]byte, error) {
 		}
 	}
 	putSegments(b[NoteFixedSize:], n.Segments)
+	if n.Flags&FlagCRC != 0 {
+		le.PutUint32(b[NoteFixedSize+len(n.Segments)*SegmentSize:], n.CRC)
+	}
 	return b, nil
 }
 
@@ -343,8 +375,19 @@ func (n *Note) UnmarshalBinary(b []byte) error {
 	if nseg == 0 || nseg > MaxSegments {
 		return formatErr("note has %d segments (want 1..%d)", nseg, MaxSegments)
 	}
-	if want := NoteFixedSize + int(nseg)*SegmentSize; len(b) != want {
-		return formatErr("note is %d bytes, want %d for %d segments", len(b), want, nseg)
+	if want := v.encodedSize(int(nseg)); len(b) != want {
+		crc := ""
+		if v.Flags&FlagCRC != 0 {
+			crc = " and a CRC"
+		}
+		return formatErr("note is %d bytes, want %d for %d segments%s", len(b), want, nseg, crc)
+	}
+	if v.Flags&FlagCRC != 0 {
+		t := b[NoteFixedSize+int(nseg)*SegmentSize:]
+		if le.Uint32(t[4:]) != 0 {
+			return formatErr("note: reserved field after the CRC is not zero")
+		}
+		v.CRC = le.Uint32(t)
 	}
 	var err error
 	for _, f := range []struct {

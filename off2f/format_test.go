@@ -1,6 +1,7 @@
 package off2f
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"strings"
@@ -85,6 +86,28 @@ func TestFormatFrozen(t *testing.T) {
 			t.Errorf("TextHash for %v = %s, want %s", c.m, got, c.want)
 		}
 	}
+	// FlagCRC adds the trailer after the segments, u32 CRC and u32 zero,
+	// and nothing else changes; the CRC is CRC-32C (Castagnoli) of the
+	// segments' bytes: 4096 zeros here.
+	if FlagCRC != 8 || NoteCRCSize != 8 {
+		t.Errorf("FlagCRC %d, NoteCRCSize %d", FlagCRC, NoteCRCSize)
+	}
+	if got := TextCRC(contents); got != 0x98f94189 {
+		t.Errorf("TextCRC of 4096 zeros = %#x, want 0x98f94189", got)
+	}
+	nc := n
+	nc.Flags, nc.CRC = FlagCRC, 0x98f94189
+	cb, err := nc.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cb) != 448+40+8 || string(cb[8:488]) != string(b[8:488]) || le.Uint32(cb[488:]) != 0x98f94189 || le.Uint32(cb[492:]) != 0 || le.Uint32(cb[4:]) != FlagCRC {
+		t.Errorf("note with a CRC: % x", cb[480:])
+	}
+	var nc2 Note
+	if err := nc2.UnmarshalBinary(cb); err != nil || nc2.CRC != 0x98f94189 || nc2.Flags != FlagCRC {
+		t.Errorf("round trip of a note with a CRC: %v %+v", err, nc2)
+	}
 }
 
 // The machines' names, ELF numbers and GOARCHes, both ways.
@@ -164,6 +187,32 @@ func TestNoteRejects(t *testing.T) {
 	}
 	if _, err := (&Note{StoreDir: strings.Repeat("/a", 100), Segments: good().Segments}).MarshalBinary(); err == nil {
 		t.Error("an over-long store path was encoded")
+	}
+	// The CRC's trailer: only with its flag, its reserved word zero, the
+	// size agreeing with the flag.
+	n := good()
+	n.CRC = 1
+	if _, err := n.MarshalBinary(); err == nil || !strings.Contains(err.Error(), "without FlagCRC") {
+		t.Errorf("a CRC without FlagCRC was encoded: %v", err)
+	}
+	n.Flags |= FlagCRC
+	b, err := n.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"reserved after the CRC", append(b[:len(b)-1:len(b)-1], 1), "reserved field after the CRC"},
+		{"flag without the trailer", b[:len(b)-NoteCRCSize], "want 496 for 1 segments and a CRC"},
+		{"trailer without the flag", func() []byte { c := bytes.Clone(b); c[4] &^= FlagCRC; return c }(), "want 488 for 1 segments"},
+	} {
+		var out Note
+		if err := out.UnmarshalBinary(c.b); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want ErrFormat containing %q", c.name, err, c.want)
+		}
 	}
 }
 

@@ -43,7 +43,7 @@ var arm64Tools = []struct{ cmd, pkg string }{
 
 // arm64Progs builds, once, the aarch64 loader (make -C loader ARCH=arm64)
 // and the aarch64 test programs: Go (CGO_ENABLED=0 GOARCH=arm64), gcc
-// -static and -static-pie, and a libc-less one. It skips t when a tool is
+// -static and -static-pie, a libc-less one, and crc32c. It skips t when a tool is
 // missing.
 func arm64Progs(t testing.TB) machineProgs {
 	t.Helper()
@@ -84,6 +84,7 @@ func buildArm64Progs() (machineProgs, error) {
 		{"c-static", nil, []string{cc, "-O2", "-static", "-o", filepath.Join(dir, "c-static"), "testdata/progs/c/phdrs.c"}},
 		{"c-static-pie", nil, []string{cc, "-O2", "-static-pie", "-o", filepath.Join(dir, "c-static-pie"), "testdata/progs/c/phdrs.c"}},
 		{"tiny", nil, []string{cc, "-nostdlib", "-static", "-s", "-Wl,-z,separate-code", "-o", filepath.Join(dir, "tiny"), "testdata/progs/c/tiny_arm64.S"}},
+		{"crc32c", nil, []string{cc, "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "crc32c"), "testdata/progs/c/crc32c.c"}},
 	}
 	for _, s := range steps {
 		cmd := exec.Command(s.args[0], s.args[1:]...)

@@ -29,7 +29,8 @@ var (
 
 // testProgs builds the loader and the input programs: Go (ET_EXEC, and
 // static-pie through the external linker), gcc -static and -static-pie, and
-// Debian's busybox-static.
+// Debian's busybox-static; and crc32c, the loader's CRC-32C code in a
+// program of its own (TestLoaderCRC32C).
 func testProgs(t testing.TB) *progs {
 	t.Helper()
 	buildOnce.Do(func() { built, buildErr = buildProgs() })
@@ -61,6 +62,7 @@ func buildProgs() (*progs, error) {
 		{"c-static-pie", nil, []string{"gcc", "-O2", "-static-pie", "-o", filepath.Join(dir, "c-static-pie"), "testdata/progs/c/phdrs.c"}},
 		{"tiny", nil, []string{"gcc", "-nostdlib", "-static", "-s", "-Wl,-z,separate-code", "-o", filepath.Join(dir, "tiny"), "testdata/progs/c/tiny.S"}},
 		{"c-dynamic", nil, []string{"gcc", "-O2", "-o", filepath.Join(dir, "c-dynamic"), "testdata/progs/c/phdrs.c"}},
+		{"crc32c", nil, []string{"gcc", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "crc32c"), "testdata/progs/c/crc32c.c"}},
 	}
 	for _, s := range steps {
 		cmd := exec.Command(s.args[0], s.args[1:]...)

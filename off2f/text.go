@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"hash/crc32"
 )
 
 // TextHash is the content hash that names a text file: SHA-256 over the original
@@ -35,6 +36,39 @@ func NewTextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment) h
 	putSegments(table, segs)
 	h.Write(table)
 	return h
+}
+
+// castagnoli is CRC-32C's table: the polynomial the loader's CPU
+// instructions compute (SSE4.2 crc32 on x86-64, CRC32C* on aarch64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// TextCRC is the CRC-32C of a text's segments, what a note with FlagCRC
+// records: the memsz bytes of every segment, in order, as one stream (the
+// header page and the padding between segments left out, as the loader
+// reads the text through its mappings).
+func TextCRC(contents [][]byte) uint32 {
+	var c uint32
+	for _, b := range contents {
+		c = crc32.Update(c, castagnoli, b)
+	}
+	return c
+}
+
+// CheckCRC checks the whole text file text against the CRC a note with
+// FlagCRC records, as the loader does; nil for a note without one.
+func (n *Note) CheckCRC(text []byte) error {
+	if n.Flags&FlagCRC == 0 {
+		return nil
+	}
+	for i, s := range n.Segments {
+		if s.Offset > uint64(len(text)) || s.Memsz > uint64(len(text))-s.Offset {
+			return fmt.Errorf("segment %d runs past the end of the %d-byte text", i, len(text))
+		}
+	}
+	if got := TextCRC(segmentBytes(text, n.Segments)); got != n.CRC {
+		return fmt.Errorf("CRC-32C of the text's segments is 0x%08x, the note's 0x%08x", got, n.CRC)
+	}
+	return nil
 }
 
 // layoutText assigns text-file offsets: after the header page, each segment at the
@@ -86,7 +120,8 @@ func buildText(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, con
 }
 
 // ParseText decodes a whole text file and checks its hash. It is the full check
-// that `off2f verify` runs; the loader checks only the header page.
+// that `off2f verify` runs; the loader checks the header page, and a
+// FlagCRC text's CRC.
 func ParseText(b []byte) (*TextHeader, error) {
 	var th TextHeader
 	if err := th.UnmarshalBinary(b); err != nil {

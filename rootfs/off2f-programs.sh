@@ -3,7 +3,8 @@
 # them: the header file stays at the program's path, its text goes into the
 # tree's /lib/off2f (the fallback copy, from which nvboot assemble fills the
 # text store), and /etc/nvboot/MANIFEST lists the texts. The first program
-# is PID 1: its loader mounts the text store from /dev/pmem0 itself.
+# is PID 1: its loader mounts the text store from /dev/pmem0 itself, and
+# checks its whole text against the CRC-32C in its note (-crc).
 #
 #   rootfs/off2f-programs.sh TARGET_DIR /sbin/nvinit /bin/kv ...
 #
@@ -30,7 +31,7 @@ for prog in "$@"; do
 		exit 1
 	fi
 	args=(-store "$root$fallback" -store-path "$store" -fallback "$root$fallback" -fallback-path "$fallback")
-	[ "$first" = 1 ] && args+=(-mount /dev/pmem0:ext4:dax=always)
+	[ "$first" = 1 ] && args+=(-mount /dev/pmem0:ext4:dax=always -crc)
 	if ! json=$("$off2f" convert -json "${args[@]}" -o "$path" "$path" 2>"$errs"); then
 		echo "off2f-programs: $prog: cannot be converted to OFF2F (it must be a static executable):" >&2
 		sed 's/^/  /' "$errs" >&2

@@ -173,6 +173,11 @@ type Features struct {
 	// and boot partitions: the most an update may send.
 	RootBytes int64 `json:",omitempty"`
 	BootBytes int64 `json:",omitempty"`
+	// InitText is how nvinit's own text came up at this boot when not
+	// from the text store: why the loader ran the clean copy on the root
+	// filesystem, and whether nvinit repaired the store's copy. "": the
+	// store's copy ran.
+	InitText string `json:",omitempty"`
 }
 
 // HaveRequest names texts by their hash (64 hex digits).

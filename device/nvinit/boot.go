@@ -50,6 +50,11 @@ type boot struct {
 	Grace     time.Duration // 0: defaultGrace
 	// Signals delivers the shutdown requests; nil: SIGTERM and SIGINT.
 	Signals <-chan os.Signal
+	// OwnTextFallback is why ld-off2f ran nvinit from the fallback copy
+	// (fallbackEnv); "": it ran the store's. InitPath is nvinit's header
+	// file; "": contract.Init.
+	OwnTextFallback string
+	InitPath        string
 
 	// What the stages found, for the stages after them.
 	mnt      mounter              // Mounter or sysMounter
@@ -63,6 +68,7 @@ type boot struct {
 	watchdog *update.Watchdog     // armed on a slotted boot; nil: none
 	steps    *bootprof.Steps      // points inside the stages, for a profile
 	answered chan struct{}        // closed when the first-answer probe ends; nil: none runs
+	ownText  string               // what repairOwnText found and did; "": nothing to say
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -84,6 +90,7 @@ func (b *boot) Run(ctx context.Context) ending {
 	b.steps.Step("config")
 	b.provisionStore()
 	b.Console.Mark("store", "")
+	b.repairOwnText()  // owntext.go: only after the loader ran the fallback
 	b.provisionState() // marks "state" when the config has one
 	b.mountDevices()
 	b.configureNetwork()
@@ -469,7 +476,7 @@ func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
 		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
 		return
 	}
-	u := &update.Server{Password: up.Password, Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots}
+	u := &update.Server{Password: up.Password, Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots, InitText: b.ownText}
 	if b.programs != nil {
 		u.Images = b.programs.Images
 	} else {

@@ -82,7 +82,11 @@ func Execute(ctx context.Context, c *cli.Context) error {
 	} else if fs.NArg() > 0 {
 		(&console{W: c.Stderr}).Logf("ignoring the arguments %q: nvinit takes flags only", fs.Args())
 	}
-	b := &boot{ConfigPath: *config, Console: &console{W: c.Stdout}, PID1: pid1}
+	// Read once and taken out: a re-execution (OFF2F_NOSTORE) or anything
+	// nvinit starts must not inherit it.
+	ownFallback := os.Getenv(fallbackEnv)
+	os.Unsetenv(fallbackEnv)
+	b := &boot{ConfigPath: *config, Console: &console{W: c.Stdout}, PID1: pid1, OwnTextFallback: ownFallback}
 	b.Run(ctx)
 	return nil
 }

@@ -26,6 +26,9 @@
 //	provisionStore    the text store current and mounted, or the fallback
 //	                  chosen; interrupted deploys undone
 //	mark store
+//	repairOwnText     only when ld-off2f ran nvinit's clean copy
+//	                  (OFF2F_FALLBACK): the store's copy checked and
+//	                  repaired, below
 //	provisionState    the state filesystem mounted (mark state)
 //	mountDevices      the config's Mounts
 //	configureNetwork  as PID 1: loopback, static addresses and routes
@@ -121,6 +124,17 @@
 // with one line naming how the last start ended and its last three lines
 // of output.
 //
+// nvinit's own text is checked by its loader: its note records the text's
+// CRC-32C, and a text that does not match it is never run; the loader runs
+// the clean copy on the root filesystem instead, prints what it found on
+// the console and puts it into nvinit's environment (OFF2F_FALLBACK).
+// nvinit reads and unsets it at once (a re-execution or a service must not
+// inherit it), and after the store stage logs it and has the store's copy
+// of its text checked and repaired by textRepair, as a failed service's;
+// what it found is the update endpoint's Features.InitText. It runs before
+// the services, because a repair remounts the store, which once they run
+// only the supervisor's goroutine does.
+//
 // A deploy's trial (update.Supervisor.Replace) also runs on the
 // supervisor's goroutine: stop the service, switch its program, start it,
 // and keep the new program only if it is ready within the deadline,
@@ -138,9 +152,12 @@
 //   - Services start without waiting for each other's readiness: WaitFor
 //     only marks it. A pooled service started before poold listens fails
 //     its spawn and is retried after the first backoff step (100 ms).
-//   - A text is checked after a suspect failure over at every start or
-//     boot, because the loader checks only the header page (it cannot
-//     afford to hash a text per start) and a check reads the whole text.
+//   - A service's text is checked after a suspect failure over at every
+//     start or boot, because its loader checks only the header page (it
+//     cannot afford to hash a text per start) and a check reads the whole
+//     text. nvinit's is the exception, checked by its loader's CRC at
+//     every boot (docs/OFF2F.md says what that costs), because a damaged
+//     PID 1 stops the boot before anything could repair it.
 //   - Eight failed starts over restarting for ever: their backoff adds up
 //     to 12.7 s, longer than healthyAfter, so what clears by itself at boot
 //     has cleared, and what has not (a damaged heap, a missing file, a bad
@@ -163,8 +180,10 @@
 //     a deploy's store step) happens on the supervisor's goroutine.
 //   - A ready mark never follows its run's exit line nor the supervisor's
 //     return, and is never printed for a process that has exited.
-//   - No text is read at boot; a text is read whole only after a suspect
-//     failure, once per streak of failed starts.
+//   - No text is read at boot (nvinit's loader reads nvinit's, for its
+//     CRC); a text is read whole only after a suspect failure, once per
+//     streak of failed starts, or, nvinit's own, after its loader ran the
+//     clean copy.
 //   - A text file is never written in place: a process still running it
 //     maps its blocks (DAX) until it exits; the next start gets the new
 //     file. Nothing is written from a clean copy that does not check out.
@@ -180,7 +199,9 @@
 //     stays read-write until the next boot. Parked processes keep a damaged
 //     text until poold replaces them.
 //   - A damaged header page is not repaired here: the loader refuses it and
-//     maps the fallback copy by itself. nvinit's own text is not checked.
+//     maps the fallback copy by itself. A service's text with a damaged
+//     header page is not repaired either; nvinit's own is (the loader's
+//     variable says why it fell back, whatever the reason).
 //   - A dial shows only that something listens (the kernel completes the
 //     handshake before the program accepts): a service must listen once it
 //     can serve. One that dies within healthyAfter of its ready mark counts

@@ -19,10 +19,11 @@ import (
 //
 // The store is content-addressed: a text file is named by the SHA-256 its
 // header records (off2f.TextHash over the segment table and the bytes), and
-// the program's note carries the same hash. The loader checks only the
-// header page against the note at each start, which is why a damaged body
-// is mapped and run; a check here reads the whole text, so it is made only
-// when a service failed (see supervisor), never at every boot.
+// the program's note carries the same hash. A service's loader checks only
+// the header page against the note at each start, which is why a damaged
+// body is mapped and run; a check here reads the whole text, so it is made
+// only when a service failed (see supervisor), or for nvinit's own text
+// when its loader ran the clean copy (repairOwnText), never at every boot.
 type textRepair struct {
 	// Store is the mounted text store: only texts in its Dir are checked,
 	// and it is remounted read-write for the time of a repair.

@@ -20,7 +20,9 @@
 //
 //	GET  /update/features     architecture, features, and on a slotted boot
 //	                          the slot, committed or not, the image and boot
-//	                          ids, the inactive slot's partition sizes
+//	                          ids, the inactive slot's partition sizes;
+//	                          InitText when nvinit ran its clean copy
+//	                          (Server.InitText)
 //	POST /update/texts/have   which of these texts the store holds, each
 //	                          with a clean copy (else it is to be sent)
 //	PUT  /update/deploy       a program's header file, then its text unless

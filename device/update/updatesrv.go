@@ -41,6 +41,9 @@ type Server struct {
 	// Limits bound connections, times and an upload's memory; zero
 	// fields take the defaults.
 	Limits Limits
+	// InitText is how nvinit's own text came up at this boot, for
+	// Features.InitText; "": from the text store.
+	InitText string
 
 	// mu is held by one deploy, gc or slot write at a time, taken before
 	// an upload's body is read: a second upload is refused unread.
@@ -163,7 +166,7 @@ func reply(w http.ResponseWriter, v any) {
 }
 
 func (u *Server) features(w http.ResponseWriter, r *http.Request) {
-	f := contract.Features{Arch: runtime.GOARCH}
+	f := contract.Features{Arch: runtime.GOARCH, InitText: u.InitText}
 	if u.Programs != nil {
 		f.Features = []string{"deploy", "gc"}
 	}

@@ -113,6 +113,11 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("appliance %s: %w", url, err)
 	}
+	if feat.InitText != "" {
+		// Worth knowing before anything is changed: its init's text in
+		// the store was not usable at this boot.
+		log.Printf("appliance %s: nvinit's own text at this boot: %s", url, feat.InitText)
+	}
 	// Services are built GOARCH=amd64 (appliance.goBuild), as images are.
 	if feat.Arch != "amd64" {
 		return fmt.Errorf("appliance %s is %s; nvboot builds services for amd64", url, feat.Arch)

@@ -41,7 +41,7 @@ qemu-aarch64-static with the aarch64 loader (make loader-arm64 writes
 bin/arm64/ld-off2f).`,
 		`  off2f convert -store /nv/text -o hello.off2f hello
   off2f convert -loader $PWD/bin/ld-off2f -store /mnt/pmem/text -fallback /var/lib/off2f -o app app
-  off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -o init nvinit
+  off2f convert -store out/text -store-path /nv/text -mount /dev/pmem0:ext4:dax=always -crc -o init nvinit
   GOARCH=arm64 CGO_ENABLED=0 go build -o hello-arm64 ./hello
   off2f convert -loader $PWD/bin/arm64/ld-off2f -store /tmp/text -o hello.off2f hello-arm64
   qemu-aarch64-static ./hello.off2f`)
@@ -52,6 +52,7 @@ bin/arm64/ld-off2f).`,
 	fallbackPath := fs.String("fallback-path", "", "fallback `PATH` recorded for the loader (default: the absolute -fallback DIR)")
 	mount := fs.String("mount", "", "`DEV:FSTYPE:OPTIONS` the loader mounts at the store path when it is missing (as PID 1)")
 	prefault := fs.Bool("prefault", false, "map the text with MAP_POPULATE (no page faults at run time)")
+	crc := fs.Bool("crc", false, "record the text's CRC-32C: the loader reads the whole text at each start and runs the fallback copy when it is damaged")
 	out := fs.String("o", "", "header file to write (default: IN.off2f)")
 	jsonOut := fs.Bool("json", false, "print the result as JSON")
 	if err := cli.Parse(fs, c.Args); err != nil {
@@ -64,7 +65,7 @@ bin/arm64/ld-off2f).`,
 	if *out == "" {
 		*out = in + ".off2f"
 	}
-	opt := off2f.Options{Loader: *loader, Prefault: *prefault}
+	opt := off2f.Options{Loader: *loader, Prefault: *prefault, CRC: *crc}
 	if *mount != "" {
 		parts := strings.SplitN(*mount, ":", 3)
 		if len(parts) != 3 || parts[0] == "" || parts[1] == "" {

@@ -99,7 +99,7 @@ func flagNames(f uint32) []string {
 	for _, n := range []struct {
 		bit  uint32
 		name string
-	}{{off2f.FlagPrefault, "prefault"}, {off2f.FlagHuge, "huge"}, {off2f.FlagDyn, "dyn"}} {
+	}{{off2f.FlagPrefault, "prefault"}, {off2f.FlagHuge, "huge"}, {off2f.FlagDyn, "dyn"}, {off2f.FlagCRC, "crc"}} {
 		if f&n.bit != 0 {
 			names = append(names, n.name)
 		}
@@ -131,6 +131,7 @@ type noteJSON struct {
 	FSType      string        `json:"fstype"`
 	Options     string        `json:"mount_options"`
 	Segments    []segmentJSON `json:"segments"`
+	CRC         string        `json:"crc32c,omitempty"` // with the crc flag: 0x and 8 hex digits
 }
 
 func headerJSON(path string, h *off2f.Header) any {
@@ -149,7 +150,15 @@ func headerJSON(path string, h *off2f.Header) any {
 		Note   noteJSON   `json:"note"`
 	}{path, "header", h.Type.String(), h.Entry, h.Interp, progs, noteJSON{
 		n.Version, n.Machine.String(), flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize, n.OrigPhnum, n.OrigPhdr,
-		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments)}}
+		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments), crcString(n)}}
+}
+
+// crcString is the note's CRC-32C as inspect shows it; "" without one.
+func crcString(n off2f.Note) string {
+	if n.Flags&off2f.FlagCRC == 0 {
+		return ""
+	}
+	return fmt.Sprintf("0x%08x", n.CRC)
 }
 
 func textJSON(path string, th *off2f.TextHeader) any {
@@ -188,6 +197,9 @@ func printHeader(w io.Writer, path string, h *off2f.Header) {
 	fmt.Fprintf(w, "  original phdrs: %d at %#x\n  store:         %s\n  fallback:      %s\n", n.OrigPhnum, n.OrigPhdr, n.StoreDir, orNone(n.FallbackDir))
 	if n.Device != "" {
 		fmt.Fprintf(w, "  mount:         %s on %s type %s (%s)\n", n.Device, n.StoreDir, n.FSType, n.Options)
+	}
+	if c := crcString(n); c != "" {
+		fmt.Fprintf(w, "  text CRC-32C:  %s (checked by the loader at each start)\n", c)
 	}
 	fmt.Fprintf(w, "text segments:\n")
 	printSegments(w, n.Segments)

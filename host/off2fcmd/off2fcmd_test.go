@@ -579,3 +579,69 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// convert -crc records the text's CRC-32C in the note: inspect shows it
+// (the crc flag, the value); verify checks the text against it too, so a
+// note whose CRC disagrees with a text whose hash is right (the loader
+// would refuse it) fails verify, naming both values.
+func TestConvertCRC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gcc")
+	}
+	dir := t.TempDir()
+	in := buildC(t, dir, "hello", "-static")
+	store, hdr := filepath.Join(dir, "store"), filepath.Join(dir, "hello.off2f")
+	if _, _, err := runCmd(t, "convert", "-store", store, "-crc", "-o", hdr, in); err != nil {
+		t.Fatal(err)
+	}
+	h, err := off2f.ParseHeader(mustReadFile(t, hdr))
+	if err != nil || h.Note.Flags&off2f.FlagCRC == 0 {
+		t.Fatalf("header: %v, flags %#x: want FlagCRC", err, h.Note.Flags)
+	}
+	want := fmt.Sprintf("0x%08x", h.Note.CRC)
+	out, _, err := runCmd(t, "inspect", "-json", hdr)
+	var ins struct {
+		Note struct {
+			Flags []string
+			CRC   string `json:"crc32c"`
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &ins) != nil || !contains(ins.Note.Flags, "crc") || ins.Note.CRC != want {
+		t.Fatalf("inspect -json: %v %s; want the crc flag and crc32c %s", err, out, want)
+	}
+	if out, _, err := runCmd(t, "inspect", hdr); err != nil || !strings.Contains(out, "text CRC-32C:  "+want) {
+		t.Fatalf("inspect: %v %s", err, out)
+	}
+	if out, _, err := runCmd(t, "verify", hdr); err != nil || !strings.Contains(out, ": ok") {
+		t.Fatalf("verify: %v %s", err, out)
+	}
+	// The note's CRC off by one bit: the text's hash still matches.
+	n := h.Note
+	n.CRC ^= 1
+	desc, err := n.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := mustReadFile(t, hdr)
+	i := bytes.Index(raw, desc[:off2f.NoteFixedSize])
+	if i < 0 {
+		t.Fatal("the note is not in the header file")
+	}
+	copy(raw[i:], desc)
+	if err := os.WriteFile(hdr, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCmd(t, "verify", hdr)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("CRC-32C of the text's segments is %s, the note's 0x%08x", want, n.CRC)) {
+		t.Fatalf("verify with a wrong CRC in the note: %v", err)
+	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

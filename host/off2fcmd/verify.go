@@ -17,7 +17,8 @@ func verify(_ context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "verify", "off2f verify [-store DIR] [-json] FILE",
 		`Checks the OFF2F header file FILE against its text: the text file exists in
 the store, its header page matches the note (what the loader checks) and its
-content hashes to the note's hash (what the loader does not have time to check).
+content hashes to the note's hash (what the loader does not have time to check),
+and to the note's CRC-32C when it records one (what the loader then checks).
 The fallback copy, if the note names one and it exists, is checked the same way.
 Exits 1 if anything does not match.`,
 		`  off2f verify /usr/bin/app
@@ -113,5 +114,8 @@ func checkTextFile(h *off2f.Header, path string) error {
 	if err != nil {
 		return err
 	}
-	return h.CheckText(th)
+	if err := h.CheckText(th); err != nil {
+		return err
+	}
+	return h.Note.CheckCRC(text)
 }

@@ -28,7 +28,9 @@
 // of its own, so it never outlives the test or tool. Kill is the power cut:
 // SIGKILL, nothing flushed. A guest kernel panic ends the boot at once
 // (PanicError) instead of leaving QEMU running a guest that will never print
-// again; a board that halts ("reboot: System halted") is ended cleanly.
+// again, its cause guessed from the console (an init that exited 127 after
+// an ld-off2f line: that line, the loader's reason); a board that halts
+// ("reboot: System halted") is ended cleanly.
 //
 // Config.Reboot runs a board through its resets instead (no -no-reboot):
 // a reboot, the watchdog or a panic with panic=N starts the board again

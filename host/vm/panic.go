@@ -83,6 +83,10 @@ func endAtHalt(m *Machine) {
 
 func isPanic(s string) bool { return strings.Contains(s, panicMarker) }
 
+// loaderPrefix starts every line ld-off2f prints: init's exit status 127
+// after one is the loader's refusal, the line its reason.
+const loaderPrefix = "ld-off2f: "
+
 // findPanic is the panic on the console lines, nil when there is none; disks
 // are the VM's, for the likely cause.
 func findPanic(lines []Line, disks []Disk) *PanicError {
@@ -106,6 +110,14 @@ func panicCause(line string, before []Line, disks []Disk) string {
 		}
 		return false
 	}
+	// The OFF2F loader's last word, when init is an OFF2F program it could
+	// not load (both copies of its text gone or damaged, say).
+	loader := ""
+	for _, l := range before {
+		if i := strings.Index(l.Text, loaderPrefix); i >= 0 {
+			loader = l.Text[i:]
+		}
+	}
 	switch {
 	case strings.Contains(line, "Unable to mount root fs") || strings.Contains(line, "Cannot open root device") ||
 		earlier("Cannot open root device") || earlier("Please append a correct \"root=\""):
@@ -117,6 +129,8 @@ func panicCause(line string, before []Line, disks []Disk) string {
 			"Check it against its partition table (sgdisk -v), or rebuild it", disk)
 	case strings.Contains(line, "No working init found") || strings.Contains(line, "Requested init") && strings.Contains(line, "failed"):
 		return "the kernel could not run init: the root filesystem (or initramfs) lacks it, or it is not an executable for this machine"
+	case strings.Contains(line, "Attempted to kill init") && loader != "" && strings.Contains(line, "exitcode=0x00007f00"):
+		return "the OFF2F loader could not load init (PID 1): " + loader
 	case strings.Contains(line, "Attempted to kill init"):
 		return "init (PID 1) exited or crashed: the console lines before the panic say why"
 	case strings.Contains(line, "Out of memory") || strings.Contains(line, "System is deadlocked on memory"):

@@ -38,6 +38,9 @@ func TestKernelPanicEndsBoot(t *testing.T) {
 			[]string{"Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)", "root filesystem", disk, "truncated"}},
 		{"init died", "[    0.90] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100\n",
 			[]string{"Attempted to kill init", "init (PID 1) exited"}},
+		{"init not loaded", "ld-off2f: /sbin/nvinit: /nv/text/ab: damaged: CRC-32C of its segments is 0x1, the note's 0x2; fallback /lib/off2f/ab: cannot open: No such file or directory\n" +
+			"[    0.90] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00007f00\n",
+			[]string{"Attempted to kill init", "the OFF2F loader could not load init (PID 1): ld-off2f: /sbin/nvinit: /nv/text/ab: damaged", "fallback /lib/off2f/ab: cannot open"}},
 		{"no init", "[    0.90] Kernel panic - not syncing: No working init found.  Try passing init= option to kernel.\n",
 			[]string{"No working init found", "could not run init"}},
 	} {

@@ -45,7 +45,10 @@
 // rounded to 2 MiB (or TextStoreMiB). A pmem image is its filesystem plus 2
 // MiB, rounded up to 128 MiB (room for deploys; see pmemSize). The
 // root also carries the store image and a gzip state template, from which
-// nvinit provisions blank or stale pmem (docs/OFF2F.md).
+// nvinit provisions blank or stale pmem (docs/OFF2F.md). Every OFF2F
+// program's clean copy is in the root's /lib/off2f; nvinit's note also
+// names the store's device and records its text's CRC-32C, which its
+// loader checks at every boot (place.go's convert).
 //
 // # Output directory
 //
@@ -271,7 +274,10 @@
 //     QEMU: TestApplianceHostEnvironment.
 //   - Booted in QEMU: TestApplianceLifecycle (blank, damaged and stale
 //     stores, state kept), TestApplianceStateProvisioning,
-//     TestApplianceRepairsDamagedText, TestAppliancePooledService,
+//     TestApplianceRepairsDamagedText, TestApplianceBootsDamagedInit
+//     (nvinit's text damaged in the store: its loader runs the clean copy,
+//     nvinit repairs the store's), TestApplianceInitBothCopiesDamaged (the
+//     panic names both copies), TestAppliancePooledService,
 //     TestApplianceUserland (each userland; with u-root, commands typed on
 //     the console run from text mapped from /nv/text, and poweroff in gosh
 //     reaches nvinit), TestUEFIBootsTheDisk (OVMF, no -kernel: kv answers).

@@ -130,7 +130,10 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 
 // convert makes p an OFF2F program: the header file at dst, the text in the
 // store and, as the fallback, on the root filesystem. nvinit's loader mounts
-// the store itself (it runs before anyone else could).
+// the store itself (it runs before anyone else could), and checks nvinit's
+// whole text against the CRC-32C in its note (a damaged PID 1 would stop
+// every boot: the loader runs the fallback copy instead, and nvinit repairs
+// the store's); a service's damaged text is nvinit's to find and repair.
 func (b *builder) convert(p program, isInit bool, dst string, st staging) (string, error) {
 	raw, err := os.ReadFile(p.Bin)
 	if err != nil {
@@ -139,6 +142,7 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 	opt := off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, FallbackDir: contract.FallbackDir}
 	if isInit {
 		opt.Device, opt.FSType, opt.MountOpts = contract.TextDevice, "ext4", "dax=always"
+		opt.CRC = true
 	}
 	stores := []string{st.store, filepath.Join(st.root, contract.FallbackDir[1:])}
 	for _, d := range append(stores, filepath.Dir(dst)) {

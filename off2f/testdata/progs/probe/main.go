@@ -25,6 +25,11 @@ func main() {
 	}
 	sort.Strings(env)
 	fmt.Printf("env=%q\n", env)
+	// What the loader says when it ran the fallback copy: never set for
+	// an original, nor for a program its store served.
+	if v, ok := os.LookupEnv("OFF2F_FALLBACK"); ok {
+		fmt.Printf("off2f_fallback=%s\n", v)
+	}
 	wd, _ := os.Getwd()
 	fmt.Printf("cwd=%s\n", filepath.Base(wd))
 	exe, err := os.Executable()
