@@ -23,6 +23,10 @@ type Options struct {
 	FSType      string // filesystem type of Device
 	MountOpts   string // mount options for Device, e.g. "dax=always"
 	Prefault    bool   // map the text with MAP_POPULATE
+	// Arch is the GOARCH the program must be built for ("amd64", "arm64"),
+	// "": any machine OFF2F converts. A program for another is refused,
+	// naming both: an image is one machine's (one loader, one store).
+	Arch string
 }
 
 // Converted is the result of a conversion: the header file, the text file and
@@ -41,6 +45,15 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 	p, err := parseProgram(raw)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Arch != "" {
+		want, ok := MachineOfGOARCH(opt.Arch)
+		if !ok {
+			return nil, fmt.Errorf("off2f: GOARCH %q: OFF2F converts amd64 and arm64 programs", opt.Arch)
+		}
+		if p.machine != want {
+			return nil, fmt.Errorf("off2f: the program is built for %v (GOARCH %s), not %v (GOARCH %s) as asked: one image, one machine", p.machine, p.machine.GOARCH(), want, opt.Arch)
+		}
 	}
 	if opt.Loader == "" {
 		opt.Loader = DefaultLoader
