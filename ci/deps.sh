@@ -34,14 +34,26 @@ fi
 pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-dev
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
 	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
-	# the aarch64 loader, and the arm64 tests under qemu-user (off2f, pmem, pheap)
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+	# the aarch64 loader, and the arm64 tests under qemu-user (off2f, pmem, pheap);
+	# arm64 images: their UKI's objcopy (and the stub, below)
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binutils-aarch64-linux-gnu
 	# Buildroot's make (support/dependencies/dependencies.sh) and utils/check-package
 	g++ file rsync unzip wget bzip2 patch perl python3 python3-magic python3-flake8 shellcheck
 	# BitBake and OE-Core's sanity check (the test runs bitbake as the user nvboot-bitbake)
 	locales chrpath diffstat gawk xz-utils
 	# oelint-adv, installed with pip into a venv (below)
 	python3-venv)
+# An arm64 image's UKI is made from systemd's arm64 EFI stub, which Debian
+# ships in the arm64 build of systemd-boot-efi (Multi-Arch: same): an
+# amd64 host adds arm64 to dpkg's architectures to install it.
+SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+if [ "$(dpkg --print-architecture)" != arm64 ]; then
+	pkgs+=(systemd-boot-efi:arm64)
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		echo "deps: dpkg --add-architecture arm64 (for systemd-boot-efi:arm64)" >&2
+		$SUDO dpkg --add-architecture arm64
+	fi
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

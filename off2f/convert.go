@@ -28,6 +28,10 @@ type Options struct {
 	// when it is damaged. nvboot asks it for PID 1 alone, whose damaged
 	// text would otherwise stop every boot.
 	CRC bool
+	// Arch is the GOARCH the program must be built for ("amd64", "arm64"),
+	// "": any machine OFF2F converts. A program for another is refused,
+	// naming both: an image is one machine's (one loader, one store).
+	Arch string
 }
 
 // Converted is the result of a conversion: the header file, the text file and
@@ -46,6 +50,15 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 	p, err := parseProgram(raw)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Arch != "" {
+		want, ok := MachineOfGOARCH(opt.Arch)
+		if !ok {
+			return nil, fmt.Errorf("off2f: GOARCH %q: OFF2F converts amd64 and arm64 programs", opt.Arch)
+		}
+		if p.machine != want {
+			return nil, fmt.Errorf("off2f: the program is built for %v (GOARCH %s), not %v (GOARCH %s) as asked: one image, one machine", p.machine, p.machine.GOARCH(), want, opt.Arch)
+		}
 	}
 	if opt.Loader == "" {
 		opt.Loader = DefaultLoader

@@ -13,8 +13,9 @@
 //     aarch64 (MachineARM64), named by String ("x86-64", "aarch64"), GOARCH
 //     and ELF; MachineOfELF and MachineOfGOARCH go the other way. Convert
 //     takes it from the input's e_machine and records it in the note and
-//     the text header; the loader maps only its own machine's text, and a
-//     Store holds one machine's texts.
+//     the text header; the loader maps only its own machine's text, a
+//     Store holds one machine's texts, and Options.Arch (what an image
+//     builder sets) refuses a program of another machine than the image's.
 //   - Convert splits a static executable (Options: loader path, store and
 //     fallback directories, the device the loader may mount the store from,
 //     prefault, CRC: the text's CRC-32C in the note, FlagCRC, which the
@@ -103,7 +104,7 @@
 //
 //   - The formats and the hash do not change by accident: TestFormatFrozen;
 //     machines: TestMachineNames, TestHeaderMachineAgreesWithNote,
-//     TestStorePutRefusesOtherMachine.
+//     TestStorePutRefusesOtherMachine, TestConvertRefusesOtherArch.
 //   - The parsers refuse what the loader refuses and never panic:
 //     TestNoteRejects, FuzzParseHeader, FuzzParseText, FuzzConvert,
 //     FuzzParseManifest, TestParseManifestLongLine (a long line is an error,

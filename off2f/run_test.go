@@ -290,6 +290,30 @@ func withMachine(raw []byte, m elf.Machine) []byte {
 	return b
 }
 
+// Options.Arch refuses a program of another machine, naming both, and
+// converts one of its own.
+func TestConvertRefusesOtherArch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds real programs")
+	}
+	raw := mustRead(t, testProgs(t).bins["go-probe"])
+	if _, err := off2f.Convert(raw, off2f.Options{Arch: "amd64"}); err != nil {
+		t.Fatalf("amd64 program for amd64: %v", err)
+	}
+	for _, tc := range []struct {
+		raw        []byte
+		arch, want string
+	}{
+		{raw, "arm64", "built for x86-64 (GOARCH amd64), not aarch64 (GOARCH arm64)"},
+		{withMachine(raw, elf.EM_AARCH64), "amd64", "built for aarch64 (GOARCH arm64), not x86-64 (GOARCH amd64)"},
+		{raw, "riscv64", `GOARCH "riscv64"`},
+	} {
+		if _, err := off2f.Convert(tc.raw, off2f.Options{Arch: tc.arch}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("for %s: %v, want %q", tc.arch, err, tc.want)
+		}
+	}
+}
+
 // A header file whose ELF machine is not its note's is refused: the kernel
 // would start it as the one, the loader map text for the other.
 func TestHeaderMachineAgreesWithNote(t *testing.T) {

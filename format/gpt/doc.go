@@ -13,8 +13,9 @@
 //   - Partitions start on 1 MiB boundaries, as partitioning tools place
 //     them; 128 entries of 128 bytes.
 //   - Type GUIDs are the Discoverable Partitions Specification's where one
-//     exists (the ESP, the x86-64 root, XBOOTLDR for an A/B slot's boot
-//     partition), so firmware and tools recognise the partitions.
+//     exists (the ESP, the x86-64 and arm64 roots, XBOOTLDR for an A/B
+//     slot's boot partition), so firmware and tools recognise the
+//     partitions.
 //   - The image is written through internal/atomicfile: a temporary file
 //     beside it, renamed into place, so a failure leaves no partial image.
 //   - Fit changes only the tables: the partitions stay where they are, and

@@ -17,6 +17,7 @@ import (
 var (
 	TypeESP       = mustGUID("C12A7328-F81F-11D2-BA4B-00A0C93EC93B")
 	TypeRootX8664 = mustGUID("4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709")
+	TypeRootArm64 = mustGUID("B921B045-1DF0-41C3-AF44-4C6F280D3FAE")
 	TypeLinuxData = mustGUID("0FC63DAF-8483-4772-8E79-3D69D8477DE4")
 	// TypeXBOOTLDR is the extended boot loader partition: an A/B slot's
 	// unified kernel image, on a FAT filesystem UEFI firmware reads.

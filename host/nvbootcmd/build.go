@@ -21,6 +21,19 @@ root filesystem), initramfs (everything in RAM), dax-elf (whole executables on
 the DAX filesystem). Without -config the demo image is built: the kv service
 (examples/kv) on port 8080.
 
+Targets: amd64-pc (x86-64, UEFI), arm64-virt (arm64, UEFI: QEMU's virt
+board) and arm64-rpi (the Raspberry Pi). The first line the build prints says
+which it chose and why: -arch (a GOARCH or a target) over the config's
+Environment GOARCH (gokrazy's way to name it); without either, a gokrazy
+instance config is arm64, as gokrazy builds it for the Pi, and any other
+(nvboot's own, the demo) amd64. An arm64 image is the Pi's when the config
+names a Pi part (FirmwarePackage, or a gokrazy config leaving it unset;
+EEPROMPackage, BootloaderExtraLines), else the virt board's. Every program
+of an image is the target's machine: a package's GoBuildEnvironment GOARCH
+that is not is refused. An arm64 kernel is an arm64 Image: -kernel, the
+config's KernelPath or $NVBOOT_KERNEL_ARM64. The Pi's boot partition is not
+written yet, and only amd64-pc images boot in QEMU so far.
+
 The same inputs give the same bytes. A build marks DIR with the file
 .nvboot-image; DIR is replaced only when it holds an earlier build and
 nothing else (only the files a build writes: image.json, disk.img, bzImage,
@@ -49,14 +62,16 @@ const buildExamples = `  nvboot build -o out/demo
   nvboot build -o out/demo                      # again, after nvboot run out/demo: the state is kept
   nvboot build -config big-state.json -discard-state -o out/demo
   nvboot build -config appliance.json -layout elf -o out/elf
+  nvboot build -arch arm64 -kernel Image -o out/demo-arm64
   nvboot build -json -o out/demo | jq .TextBytes`
 
 func build(ctx context.Context, c *cli.Context) error {
-	fs := cli.FlagSet(c, "nvboot build", "nvboot build [-config FILE] [-layout L] -o DIR", buildDescription, buildExamples)
+	fs := cli.FlagSet(c, "nvboot build", "nvboot build [-config FILE] [-layout L] [-arch A] -o DIR", buildDescription, buildExamples)
 	cfgPath := fs.String("config", "", "image config `file` (JSON, see host/image/config); empty: the demo")
 	layout := fs.String("layout", string(appliance.OFF2F), "program layout: off2f, elf, initramfs or dax-elf")
 	out := fs.String("o", "", "output `directory` (required)")
-	kernel := fs.String("kernel", "", "bzImage to use; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	kernel := fs.String("kernel", "", "kernel to use (the target's: an x86 bzImage, an arm64 Image); empty: $NVBOOT_KERNEL ($NVBOOT_KERNEL_ARM64 for arm64) or the cached kernel-config/ build")
+	arch := fs.String("arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt, arm64-rpi), over the config's Environment GOARCH; empty: the config's")
 	src := fs.String("src", "", "the nvboot checkout (nvinit and ld-off2f are built from it); empty: the current module")
 	asJSON := fs.Bool("json", false, `print image.json on stdout when done, with "Kept" and "Discarded" (earlier pmem images kept, or discarded by -discard-state)`)
 	discard := fs.Bool("discard-state", false, "start from a blank state: DIR's pmem-state.img, the device's state, is not kept (needed when it cannot be: a changed StateMiB)")
@@ -84,7 +99,7 @@ func build(ctx context.Context, c *cli.Context) error {
 		return fmt.Errorf("-o: %w", err)
 	}
 	log := cli.NewProgress(c.Stderr)
-	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, *arch, false, c.Stderr)
 	if err != nil {
 		return err
 	}
@@ -94,7 +109,7 @@ func build(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log.Printf("built %s (%s layout): %s", *out, l, res.Cmdline)
+	log.Printf("built %s (%s layout, %s): %s", *out, l, res.Target, res.Cmdline)
 	if *asJSON {
 		return cli.JSON(c.Stdout, res)
 	}

@@ -118,9 +118,14 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 		// the store was not usable at this boot.
 		log.Printf("appliance %s: nvinit's own text at this boot: %s", url, feat.InitText)
 	}
-	// Services are built GOARCH=amd64 (appliance.goBuild), as images are.
-	if feat.Arch != "amd64" {
-		return fmt.Errorf("appliance %s is %s; nvboot builds services for amd64", url, feat.Arch)
+	// The service is built for the config's target, as its image was: the
+	// appliance must be that machine.
+	ch, err := cfg.ChooseTarget("")
+	if err != nil {
+		return fmt.Errorf("config %s: %w", *cfgPath, err)
+	}
+	if goarch := ch.Target.GOARCH(); feat.Arch != goarch {
+		return fmt.Errorf("appliance %s is %s, and config %s builds for %s (%s): nothing was sent; deploy with the config the appliance was built from", url, feat.Arch, *cfgPath, goarch, ch)
 	}
 	root, err := checkout.Root(ctx, *src)
 	if err != nil {
@@ -130,7 +135,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("-config %s: %w", *cfgPath, err)
 	}
-	conv, err := appliance.BuildService(ctx, appliance.Options{Config: cfg, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.Printf}, *service)
+	conv, err := appliance.BuildService(ctx, appliance.Options{Config: cfg, Target: ch.Target, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.Printf}, *service)
 	if err != nil {
 		return err
 	}

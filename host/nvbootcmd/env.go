@@ -20,28 +20,49 @@ type inputs struct {
 	cfgDir string
 	root   string
 	kernel string
+	target config.Target
 }
 
-// loadInputs reads the config (cfgPath; "": the demo) and finds the checkout
-// (-src) and the kernel (-kernel, then the config's, then the usual places).
-func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer) (*inputs, error) {
+// loadInputs reads the config (cfgPath; "": the demo), chooses its target
+// (arch: -arch, "" for the config's own) and says which and why, first;
+// then it finds the checkout (-src) and the kernel of the target (-kernel,
+// then the config's, then the usual places). For a command that boots
+// what it builds (boot), a target nvboot cannot boot is refused first.
+func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot bool, log io.Writer) (*inputs, error) {
 	in := &inputs{cfg: config.Demo()}
+	var warnings []string
 	if cfgPath != "" {
-		cfg, warnings, err := config.LoadWarn(cfgPath)
+		cfg, w, err := config.LoadWarn(cfgPath)
 		if err != nil {
 			return nil, err
 		}
-		// Once each, before anything is built: what a gokrazy config asks
-		// that nvboot does not do, and keys it does not know.
-		for _, w := range warnings {
-			fmt.Fprintf(log, "config %s: warning: %s\n", cfgPath, w)
-		}
-		in.cfg, in.cfgDir = cfg, filepath.Dir(cfgPath)
+		in.cfg, in.cfgDir, warnings = cfg, filepath.Dir(cfgPath), w
 		if in.cfgDir, err = filepath.Abs(in.cfgDir); err != nil {
 			return nil, fmt.Errorf("-config %s: %w", cfgPath, err)
 		}
 	}
-	var err error
+	ch, err := in.cfg.ChooseTarget(arch)
+	if err != nil {
+		if cfgPath != "" {
+			return nil, fmt.Errorf("config %s: %w", cfgPath, err)
+		}
+		return nil, err
+	}
+	in.target = ch.Target
+	fmt.Fprintln(log, ch)
+	// Once each, before anything is built: what a gokrazy config asks
+	// that nvboot does not do, and keys it does not know.
+	for _, w := range warnings {
+		fmt.Fprintf(log, "config %s: warning: %s\n", cfgPath, w)
+	}
+	if err := appliance.Buildable(ch.Target); err != nil {
+		return nil, err
+	}
+	if boot {
+		if err := appliance.Bootable(ch.Target); err != nil {
+			return nil, fmt.Errorf("an image %w", err)
+		}
+	}
 	if in.root, err = checkout.Root(ctx, src); err != nil {
 		return nil, err
 	}
@@ -52,8 +73,12 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer)
 	}
 	// -kernel, then the config's KernelPath, then the usual places; built
 	// now when missing.
+	karch, err := kernelpkg.ArchForGOARCH(ch.Target.GOARCH())
+	if err != nil {
+		return nil, err
+	}
 	in.kernel, err = kernelpkg.Find(ctx, kernelpkg.Lookup{Paths: []kernelpkg.Source{{From: "-kernel", Path: kernel},
-		{From: "the config's KernelPath", Path: fromConfig}}, Root: in.root, Build: true, Log: log})
+		{From: "the config's KernelPath", Path: fromConfig}}, Root: in.root, Build: true, Log: log, Arch: karch})
 	if err != nil {
 		return nil, err
 	}
@@ -63,5 +88,5 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel string, log io.Writer)
 // options are the appliance build options for one layout into out.
 func (in *inputs) options(l appliance.Layout, out string, logf func(string, ...any)) appliance.Options {
 	return appliance.Options{Config: in.cfg, Layout: l, Out: out, Kernel: in.kernel,
-		ModuleRoot: in.root, ConfigDir: in.cfgDir, Logf: logf}
+		ModuleRoot: in.root, ConfigDir: in.cfgDir, Logf: logf, Target: in.target}
 }

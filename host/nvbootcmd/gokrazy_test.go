@@ -10,15 +10,21 @@ import (
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
-// A gokrazy instance config is taken as it is: `gok new`'s GOARCH=arm64 is
-// refused before anything is written, naming it; an unknown key and a field
-// nvboot does not apply are each said once, on stderr, before the build.
+// A gokrazy instance config is taken as it is. The build's first line says
+// the target and why: `gok new`'s GOARCH=arm64 with gokrazy's default
+// firmware is the Raspberry Pi, whose boot partition is not written yet, so
+// it is refused before anything is written; -arch names another target,
+// over the config's GOARCH. An unknown key and a field nvboot does not
+// apply are each said once, on stderr, before the build.
 func TestBuildGokrazyConfig(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	_, _, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-o", out)
-	if err == nil || !strings.Contains(err.Error(), "GOARCH=arm64") {
-		t.Errorf("gok new's config: %v, want an error naming GOARCH=arm64", err)
+	_, stderr, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-o", out)
+	if err == nil || !strings.Contains(err.Error(), "target arm64-rpi") {
+		t.Errorf("gok new's config: %v, want the Pi refused", err)
+	}
+	if first, _, _ := strings.Cut(stderr, "\n"); !strings.HasPrefix(first, "target arm64-rpi, ") || !strings.Contains(first, `"GOARCH=arm64"`) {
+		t.Errorf("first line %q: want the target and the GOARCH that chose it", first)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output directory left behind: %v", err)
@@ -28,7 +34,7 @@ func TestBuildGokrazyConfig(t *testing.T) {
 	// warnings. A stand-in kernel, so that no kernel is looked up (or built).
 	os.WriteFile(cfg, []byte(`{"Hostname": "gk", "Packages": ["github.com/nvboot/nvboot/internal/filemode"],
 		"Colour": "red", "SerialConsole": "off", "Environment": ["GOARCH=amd64"]}`), 0o644)
-	_, stderr, err := execute("build", "-config", cfg, "-kernel", buildtest.FakeKernel(t), "-o", out)
+	_, stderr, err = execute("build", "-config", cfg, "-kernel", buildtest.FakeKernel(t), "-o", out)
 	if err == nil || !strings.Contains(err.Error(), "not package main") {
 		t.Errorf("a library as a service: %v, want an error saying it is not package main", err)
 	}
@@ -36,5 +42,23 @@ func TestBuildGokrazyConfig(t *testing.T) {
 		if n := strings.Count(stderr, w); n != 1 {
 			t.Errorf("%q said %d times, want once; stderr:\n%s", w, n, stderr)
 		}
+	}
+	if !strings.HasPrefix(stderr, "target amd64-pc, ") {
+		t.Errorf("stderr starts %q, want the target", stderr)
+	}
+	_, stderr, err = execute("build", "-arch", "arm64-virt", "-config", cfg, "-kernel", buildtest.FakeKernelFor(t, "arm64"), "-o", out)
+	if err == nil || !strings.Contains(err.Error(), "not package main") {
+		t.Errorf("-arch arm64-virt: %v, want the build to reach go build", err)
+	}
+	if want := `target arm64-virt, an arm64 board with UEFI firmware (QEMU's virt): -arch arm64-virt, over the config's Environment[0] "GOARCH=amd64"`; !strings.HasPrefix(stderr, want) {
+		t.Errorf("stderr starts %q, want %q", stderr, want)
+	}
+	// An x86 kernel for an arm64 image, and riscv64, each refused by name.
+	if _, _, err := execute("build", "-arch", "arm64-virt", "-config", cfg, "-kernel", buildtest.FakeKernel(t), "-o", out); err == nil || !strings.Contains(err.Error(), "not an arm64 Image") {
+		t.Errorf("-arch arm64-virt with an x86 kernel: %v", err)
+	}
+	os.WriteFile(cfg, []byte(`{"Hostname": "gk", "Packages": ["github.com/nvboot/nvboot/internal/filemode"], "Environment": ["GOARCH=riscv64"]}`), 0o644)
+	if _, _, err := execute("build", "-config", cfg, "-kernel", buildtest.FakeKernel(t), "-o", out); err == nil || !strings.Contains(err.Error(), `Environment[0] "GOARCH=riscv64"`) {
+		t.Errorf("GOARCH=riscv64: %v, want it named", err)
 	}
 }

@@ -124,7 +124,7 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	log := cli.NewProgress(c.Stderr)
-	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, "", true, c.Stderr)
 	if err != nil {
 		return err
 	}

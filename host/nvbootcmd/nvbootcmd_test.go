@@ -404,7 +404,7 @@ func TestConfigKernelPathRelative(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "k", "bzImage"), b, 0o644)
 	cfg := filepath.Join(dir, "appliance.json")
 	os.WriteFile(cfg, []byte(`{"Packages":["github.com/nvboot/nvboot/examples/kv"],"KernelPath":"k/bzImage"}`), 0o644)
-	in, err := loadInputs(context.Background(), cfg, "../..", "", io.Discard)
+	in, err := loadInputs(context.Background(), cfg, "../..", "", "", false, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

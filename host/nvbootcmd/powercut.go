@@ -107,6 +107,9 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := appliance.CheckBootable(dir, im); err != nil {
+			return err
+		}
 		if _, err := checkedService(dir, im); err != nil {
 			return err
 		}
@@ -135,7 +138,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if _, _, ok := cfg.Checked(); !ok {
 			return fmt.Errorf("config %s: no PackageConfig has a Checker, so powercut has nothing to write to or check: declare one for the service that keeps state (docs/DEVICE-CLOCK.md#power-cuts; %s declares kv's)", path, defaultPowercutConfig)
 		}
-		in, err := loadInputs(ctx, path, *src, *kernel, c.Stderr)
+		in, err := loadInputs(ctx, path, *src, *kernel, "", true, c.Stderr)
 		if err != nil {
 			return err
 		}

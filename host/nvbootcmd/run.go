@@ -105,6 +105,9 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := appliance.CheckBootable(dir, im); err != nil {
+		return err
+	}
 	// The guest writes the pmem images in place: no second VM on them,
 	// and no build replacing them, until it is off.
 	unlock, err := appliance.LockImage(dir)

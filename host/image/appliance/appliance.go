@@ -59,11 +59,15 @@ const stampText = "This directory was written by nvboot build -o: the next build
 type Options struct {
 	Config *config.Config
 	Layout Layout
+	// Target is the board to build for (config.ChooseTarget of `nvboot
+	// build -arch`); "": the config's own choice.
+	Target config.Target
 	// Out is the output directory: created, or replaced when it holds an
 	// earlier nvboot build and nothing else (see the package doc); anything
 	// else there is refused.
 	Out string
-	// Kernel is the bzImage to put in the image.
+	// Kernel is the kernel to put in the image: the target's (an x86
+	// bzImage, an arm64 Image).
 	Kernel string
 	// ModuleRoot is the nvboot module: nvinit and ld-off2f come from it, and
 	// Go import paths in Packages are built in it.
@@ -111,8 +115,11 @@ type Image struct {
 	// a device had used.
 	TextSHA256  string `json:",omitempty"`
 	StateSHA256 string `json:",omitempty"`
-	// Arch is the GOARCH the image's programs and kernel are built for.
-	Arch string `json:",omitempty"`
+	// Arch is the GOARCH the image's programs and kernel are built for,
+	// and Target the board (config.Target): what a runner boots it on.
+	// An image.json without them (an older build) is amd64's (ArchOrDefault).
+	Arch   string        `json:",omitempty"`
+	Target config.Target `json:",omitempty"`
 	// Slots is 2 for a disk laid out for nvboot update (contract.SlotPartitions:
 	// two roots, two boot partitions each with its slot's UKI); 0: one root.
 	Slots int `json:",omitempty"`
@@ -124,6 +131,22 @@ type Image struct {
 	// filesystem, sent whole. Slots 2 only.
 	RootBytes int64 `json:",omitempty"`
 	BootBytes int64 `json:",omitempty"`
+}
+
+// ArchOrDefault is the image's GOARCH: Arch, or amd64 for an image.json
+// written before images recorded it (every one was amd64's).
+func (im *Image) ArchOrDefault() string { return cmp.Or(im.Arch, "amd64") }
+
+// TargetOrDefault is the image's board: Target, or for an image.json
+// without one its Arch's first (amd64-pc, arm64-virt).
+func (im *Image) TargetOrDefault() config.Target {
+	if im.Target != "" {
+		return im.Target
+	}
+	if im.ArchOrDefault() == "arm64" {
+		return config.TargetVirt
+	}
+	return config.TargetPC
 }
 
 // Part returns the partition called name, or nil.
@@ -199,6 +222,15 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	// A Target given must agree with the config's packages too.
+	ch, err := o.Config.ChooseTarget(string(o.Target))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	o.Target = ch.Target
+	if err := Buildable(o.Target); err != nil {
+		return nil, err
+	}
 	if _, err := ParseLayout(string(o.Layout)); err != nil {
 		return nil, err
 	}
@@ -209,7 +241,6 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 		return nil, errors.New("no output directory (-o DIR)")
 	}
 	// Every path absolute: go build and make run in other directories.
-	var err error
 	if o.Out, err = AbsOut(o.Out); err != nil {
 		return nil, err
 	}
@@ -236,10 +267,14 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := checkStateEarly(&o); err != nil {
 		return nil, err
 	}
-	if err := kernel.Check(o.Kernel); err != nil {
-		return nil, fmt.Errorf("kernel: %w", err)
+	karch, err := kernel.ArchForGOARCH(o.Target.GOARCH())
+	if err != nil {
+		return nil, err
 	}
-	if err := CheckTools(o.Config, o.Layout); err != nil {
+	if err := kernel.CheckArch(karch, o.Kernel); err != nil {
+		return nil, fmt.Errorf("kernel for %s: %w", o.Target, err)
+	}
+	if err := CheckTools(o.Config, o.Layout, o.Target); err != nil {
 		return nil, err
 	}
 	tmp, unlock, err := startBuild(o.Out, o.logf)
@@ -398,7 +433,7 @@ func checkManifest(path string) error {
 	if im.Uncompressed != "" {
 		pmem = append(pmem, outdir.KernelPmemFile)
 	}
-	if im.Kernel != outdir.KernelFile || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
+	if im.Kernel != outdir.KernelFileOf(im.ArchOrDefault()) || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
 		im.Initrd != "" && im.Initrd != outdir.InitrdFile || im.Uncompressed != "" && im.Uncompressed != outdir.UncompressedFile {
 		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
 	}

@@ -83,7 +83,9 @@ func Assemble(ctx context.Context, o AssembleOptions) (*Image, error) {
 	if err := CheckOut(o.Out); err != nil {
 		return nil, err
 	}
-	opts := Options{Config: cfg, Layout: OFF2F, Out: o.Out, Logf: o.Logf}
+	// The Buildroot and Yocto trees are x86-64's (their defconfig and
+	// machine).
+	opts := Options{Config: cfg, Layout: OFF2F, Out: o.Out, Logf: o.Logf, Target: config.TargetPC}
 	for _, w := range cfg.Rounded() {
 		opts.logf("warning: %s", w)
 	}
@@ -129,7 +131,8 @@ func Assemble(ctx context.Context, o AssembleOptions) (*Image, error) {
 	if err := off2f.WriteManifest(filepath.Join(st.store, off2f.ManifestName), names); err != nil {
 		return nil, err
 	}
-	im := &Image{Layout: OFF2F, Hostname: cfg.HostnameOrDefault(), Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}, Services: []ServiceInfo{}}
+	im := &Image{Layout: OFF2F, Hostname: cfg.HostnameOrDefault(), Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}, Services: []ServiceInfo{},
+		Arch: opts.Target.GOARCH(), Target: opts.Target}
 	if err := b.textStore(ctx, st); err != nil {
 		return nil, err
 	}

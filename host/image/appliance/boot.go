@@ -68,6 +68,9 @@ const DefaultMemMiB = 256
 // The disk image is checked first (CheckDisk): a truncated one would boot
 // into a kernel panic.
 func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
+	if err := CheckBootable(dir, im); err != nil {
+		return vm.Config{}, err
+	}
 	if err := CheckDisk(dir, im); err != nil {
 		return vm.Config{}, err
 	}

@@ -39,8 +39,8 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	im := &Image{Layout: b.Layout, Hostname: b.Config.HostnameOrDefault(), Kernel: outdir.KernelFile, Disk: outdir.DiskFile,
-		Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}}
+	im := &Image{Layout: b.Layout, Hostname: b.Config.HostnameOrDefault(), Kernel: outdir.KernelFileOf(b.Target.GOARCH()), Disk: outdir.DiskFile,
+		Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}, Arch: b.Target.GOARCH(), Target: b.Target}
 	if err := b.place(progs, loader, dev, st, im); err != nil {
 		return nil, err
 	}

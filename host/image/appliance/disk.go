@@ -97,7 +97,7 @@ func checkPartitionsEnd(tab *gpt.Table, size int64) error {
 // partition with the unified kernel image, the data partition, and the GPT
 // disk image holding them.
 func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
-	if err := copyFile(filepath.Join(b.dir, outdir.KernelFile), b.Kernel, 0o644); err != nil {
+	if err := copyFile(filepath.Join(b.dir, im.Kernel), b.Kernel, 0o644); err != nil {
 		return err
 	}
 	if err := b.kernelRegion(im); err != nil {
@@ -141,7 +141,7 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 		}
 		c += extra + " quiet"
 		if !b.Config.NoBootTrims {
-			c += " " + BootTrims
+			c += " " + BootTrimsFor(b.Target)
 		}
 		if args := b.Config.KernelArgs(); args != "" {
 			// KernelCmdline, then a gokrazy config's SerialConsole and
@@ -172,7 +172,7 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 		}
 		parts = []gpt.Partition{{Name: "esp", Type: gpt.TypeESP, Src: espImg}}
 		if rootImg != "" {
-			parts = append(parts, gpt.Partition{Name: "root", Type: gpt.TypeRootX8664, Src: rootImg})
+			parts = append(parts, gpt.Partition{Name: "root", Type: rootType(b.Target), Src: rootImg})
 		}
 		parts = append(parts, gpt.Partition{Name: "data", Type: gpt.TypeLinuxData, Src: dataImg})
 	}

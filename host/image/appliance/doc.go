@@ -25,7 +25,29 @@
 // build, ld-off2f), place.go (programs, manifests and configs on the root
 // tree), store.go (the text store), state.go (the state and its template),
 // disk.go (root filesystem or initramfs, ESP, GPT disk), uki.go, gobuild.go,
-// fsimage.go, tools.go.
+// fsimage.go, tools.go; target.go has what differs by target.
+//
+// # Targets
+//
+// An image is one target's (config.Target, chosen by
+// config.Config.ChooseTarget; Options.Target): amd64-pc or arm64-virt
+// (Buildable; the Raspberry Pi's boot partition, arm64-rpi, is not written
+// yet). Every program is cross-built for the target's GOARCH (set last in
+// go build's environment, over a config GOARCH that -arch overrode; no
+// GOAMD64 of nvboot's), ld-off2f with the loader Makefile's ARCH (the cross
+// gcc for another machine than the host's) and checked to be that
+// machine's ELF, and off2f.Options.Arch refuses a program of another
+// machine: an image never mixes machines. image.json records Arch and
+// Target (ArchOrDefault, TargetOrDefault: amd64-pc for an older one).
+// What the board reads differs (target.go): an arm64 disk has the arm64
+// root partition type, EFI/BOOT/BOOTAA64.EFI made from systemd's linuxaa64
+// stub by aarch64-linux-gnu-objcopy, console=ttyAMA0 (the virt board's
+// PL011) and only the arch-independent boot trims (BootTrimsArm64); the
+// kernel is an arm64 Image, and there is no kernel region (its PVH
+// vmlinux is x86's direct boot). The kernel region, the UKI and the
+// partition types of an amd64 image are as they were: the same bytes.
+// Only amd64-pc images boot in QEMU so far (Bootable; VMConfig, nvboot run,
+// measure and powercut refuse another, naming it).
 //
 // Outputs: disk.img, a GPT disk (protective MBR, both tables, GUIDs derived
 // from a seed) with an EFI system partition holding only
@@ -33,7 +55,8 @@
 // with RootFS; absent in the initramfs layout) and a 16 MiB ext4 data
 // partition nothing mounts yet; pmem-text.img and pmem-state.img (fsdax
 // images, format/fsdax); pmem-kernel.img (the kernel region,
-// format/kernelpmem) with vmlinux; bzImage; initrd.cpio (initramfs layout);
+// format/kernelpmem) with vmlinux; bzImage (an arm64 image: Image);
+// initrd.cpio (initramfs layout);
 // image.json (what was built and how to boot it); the stamp .nvboot-image.
 // With Slots: 2 the disk holds two roots and two XBOOTLDR boot partitions,
 // one UKI each (slots.go; docs/UPDATE.md), and no kernel region.
@@ -159,8 +182,8 @@
 // A gokrazy instance's config.json builds as it is (gokrazy.go): a package
 // outside nvboot's module is built in the instance's builddir/<pkg> (the
 // nearest directory up holding a go.mod, as gokrazy looks), else in a
-// module of its own made with go get; ExtraFilePaths (PATH_amd64.tar, then
-// PATH.tar, then PATH) and ExtraFileContents are placed through os.Root, so
+// module of its own made with go get; ExtraFilePaths (PATH_GOARCH.tar of the
+// image's GOARCH, then PATH.tar, then PATH) and ExtraFileContents are placed through os.Root, so
 // nothing lands outside the root or replaces a file the build placed (an
 // extra file does take the place of one of every image's /etc files,
 // below). A config with gokrazy fields also gets what gokrazy's packer
@@ -257,7 +280,15 @@
 //     TestCheckOutRefusesMountPoint, TestMountedOn. A rebuild never drops
 //     a device's state: TestRebuildKeepsState, TestStateCompatible,
 //     TestApplianceRebuildKeepsState (QEMU).
-//   - Tools are checked first, each named with its package: TestCheckTools.
+//   - arm64: the demo with GOARCH=arm64 builds an image whose programs,
+//     texts and loader are aarch64, image.json saying arm64, with an arm64
+//     UEFI disk, reproducibly; kv runs under qemu-aarch64-static; VMConfig
+//     refuses it by name: TestBuildArm64. Another machine's service, the
+//     Pi and an x86 kernel are refused before anything is built:
+//     TestBuildRefusesMixedMachines. The UKI of each machine:
+//     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
+//   - Tools are checked first, each named with its package (the cross
+//     ones for arm64): TestCheckTools.
 //     A library package is refused as a program: TestGoBuildRefusesLibrary.
 //     A truncated disk is refused before it boots, saying what each
 //     partition lacks: TestCheckDisk, TestApplianceTruncatedDisk (QEMU).
@@ -284,7 +315,9 @@
 //
 // # Limits
 //
-//   - amd64 only (programs, loader, kernel).
+//   - amd64-pc and arm64-virt; an arm64 image is built but not booted in
+//     QEMU yet, and the Raspberry Pi's boot partition is not written.
+//   - The Buildroot and Yocto trees (Assemble) are amd64's.
 //   - The board firmware that boots the kernel region is modelled, not
 //     shipped: a real board boots the card's UKI.
 //   - The UKI is unsigned (no Secure Boot); only OVMF in QEMU is tested,

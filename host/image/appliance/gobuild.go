@@ -18,7 +18,9 @@ import (
 // directory ("./svc", "/src/svc") is built in that directory (its own module
 // or ours); an import path in the nvboot module there, and any other in its
 // gokrazy build directory or a module of its own (importDir). env is added
-// to go's environment, after nvboot's (so it wins).
+// to go's environment, after nvboot's (so it wins), but for GOARCH: the
+// image's target's, last (a config's GOARCH that -arch overrode, or a
+// shell's, does not count; a package's own must agree, ChooseTarget).
 func (b *builder) goBuild(ctx context.Context, name, pkg string, flags, env []string, dst string) error {
 	var dir string
 	target := pkg
@@ -46,7 +48,8 @@ func (b *builder) goBuild(ctx context.Context, name, pkg string, flags, env []st
 	args = append(args, "-o", dst, target)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off"), env...)
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off"), env...)
+	cmd.Env = append(cmd.Env, "GOARCH="+b.Target.GOARCH())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nvboot/nvboot/host/image/config"
 )
 
 // A service package that is not main (a library) is refused with its name,
@@ -21,7 +23,7 @@ func TestGoBuildRefusesLibrary(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/svc\n\ngo 1.22\n"), 0o644)
 	os.Mkdir(filepath.Join(dir, "lib"), 0o755)
 	os.WriteFile(filepath.Join(dir, "lib", "lib.go"), []byte("package lib\n\nfunc F() int { return 1 }\n"), 0o644)
-	b := &builder{Options: Options{ModuleRoot: moduleRoot(t), ConfigDir: dir}}
+	b := &builder{Options: Options{Target: config.TargetPC, ModuleRoot: moduleRoot(t), ConfigDir: dir}}
 	for _, c := range []struct{ name, pkg, pkgName string }{
 		{"lib", "./lib", "lib"},
 		{"filemode", "github.com/nvboot/nvboot/internal/filemode", "filemode"},

@@ -100,7 +100,7 @@ func (b *builder) placeGokrazy(st staging) error {
 		pc := c.PackageConfig[pkg]
 		for _, dst := range sortedKeys(pc.ExtraFilePaths) {
 			at := fmt.Sprintf("PackageConfig[%q].ExtraFilePaths[%q]", pkg, dst)
-			src, kind, err := config.ExtraFileSource(b.ConfigDir, pc.ExtraFilePaths[dst])
+			src, kind, err := config.ExtraFileSource(b.ConfigDir, pc.ExtraFilePaths[dst], b.Target.GOARCH())
 			if err != nil {
 				return fmt.Errorf("%s: %w", at, err)
 			}

@@ -29,7 +29,7 @@ func TestPlaceGokrazy(t *testing.T) {
 	if err := installSkeleton("../../..", root); err != nil {
 		t.Fatal(err)
 	}
-	b := &builder{Options: Options{Config: c, ConfigDir: gokrazyTestdata}}
+	b := &builder{Options: Options{Target: config.TargetPC, Config: c, ConfigDir: gokrazyTestdata}}
 	if err := b.placeGokrazy(staging{root: root}); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestPlaceGokrazyRefuses(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 			os.WriteFile(filepath.Join(root, "etc/placed"), []byte("nvboot's"), 0o644)
 			c := &config.Config{Packages: []string{"a/x"}, PackageConfig: map[string]config.PackageConfig{"a/x": {GokrazyPackage: tc.pc}}}
-			err := (&builder{Options: Options{Config: c}}).placeGokrazy(staging{root: root})
+			err := (&builder{Options: Options{Target: config.TargetPC, Config: c}}).placeGokrazy(staging{root: root})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `PackageConfig["a/x"]`) {
 				t.Errorf("error %v, want one naming the field and %q", err, tc.want)
 			}
@@ -128,7 +128,7 @@ func TestPlaceGokrazyRefuses(t *testing.T) {
 	root := t.TempDir()
 	c := &config.Config{Packages: []string{"a/x"}, PackageConfig: map[string]config.PackageConfig{"a/x": {GokrazyPackage: config.GokrazyPackage{
 		ExtraFilePaths: map[string]string{"/opt": tarOf(t, &tar.Header{Name: "../../../up", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1})}}}}}
-	if err := (&builder{Options: Options{Config: c}}).placeGokrazy(staging{root: root}); err != nil {
+	if err := (&builder{Options: Options{Target: config.TargetPC, Config: c}}).placeGokrazy(staging{root: root}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "opt/up")); err != nil {
@@ -143,7 +143,7 @@ func TestImportDir(t *testing.T) {
 	mod := filepath.Join(cfgDir, "builddir", "github.com", "gokrazy")
 	os.MkdirAll(mod, 0o755)
 	os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module gokrazy/build\n"), 0o644)
-	b := &builder{Options: Options{ModuleRoot: "/src/nvboot", ConfigDir: cfgDir}}
+	b := &builder{Options: Options{Target: config.TargetPC, ModuleRoot: "/src/nvboot", ConfigDir: cfgDir}}
 	for pkg, want := range map[string]string{
 		"github.com/gokrazy/breakglass/cmd/x":  mod,
 		"github.com/nvboot/nvboot/examples/kv": "/src/nvboot",

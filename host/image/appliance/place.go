@@ -139,7 +139,7 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 	if err != nil {
 		return "", err
 	}
-	opt := off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, FallbackDir: contract.FallbackDir}
+	opt := off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, FallbackDir: contract.FallbackDir, Arch: b.Target.GOARCH()}
 	if isInit {
 		opt.Device, opt.FSType, opt.MountOpts = contract.TextDevice, "ext4", "dax=always"
 		opt.CRC = true

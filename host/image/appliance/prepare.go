@@ -35,8 +35,9 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	}
 	// An image with A/B slots boots through UEFI, whose firmware runs the
 	// slot's UKI and never reads a kernel region: it gets none, and its
-	// roots, which every update sends whole, no second kernel.
-	if b.Config.Slots < 2 {
+	// roots, which every update sends whole, no second kernel. The region
+	// holds a PVH vmlinux, x86's direct-boot form: an arm64 image has none.
+	if b.Config.Slots < 2 && b.Target.GOARCH() == "amd64" {
 		if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
 			return st, nil, fmt.Errorf("kernel: %w", err)
 		}

@@ -48,9 +48,15 @@ func (b *builder) buildPrograms(ctx context.Context) ([]program, string, error) 
 	}
 	loader := filepath.Join(b.work, "ld-off2f")
 	if b.Layout == OFF2F {
-		b.logf("building ld-off2f")
-		if err := run(ctx, nil, "make", "-s", "-C", filepath.Join(b.ModuleRoot, "loader"), "OUT="+loader); err != nil {
+		// The Makefile's ARCH: the host's gcc for the host's machine, the
+		// cross gcc for another (make loader-arm64 does the same).
+		arch := b.Target.GOARCH()
+		b.logf("building ld-off2f (%s)", arch)
+		if err := run(ctx, nil, "make", "-s", "-C", filepath.Join(b.ModuleRoot, "loader"), "ARCH="+arch, "OUT="+loader); err != nil {
 			return nil, "", fmt.Errorf("building ld-off2f: %w", err)
+		}
+		if err := checkMachine("ld-off2f", loader, arch); err != nil {
+			return nil, "", err
 		}
 	}
 	return progs, loader, nil

@@ -90,7 +90,7 @@ func TestPlaceEtc(t *testing.T) {
 			if err := installSkeleton(moduleRoot(t), root); err != nil {
 				t.Fatal(err)
 			}
-			b := &builder{Options: Options{Config: &tc.c}}
+			b := &builder{Options: Options{Target: config.TargetPC, Config: &tc.c}}
 			if err := b.placeGokrazy(staging{root: root}); err != nil {
 				t.Fatal(err)
 			}

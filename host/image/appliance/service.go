@@ -31,6 +31,11 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 	if o.Config.PackageConfig[pkg].Pool != nil {
 		return nil, fmt.Errorf("service %s: started through poold (Pool), whose programs cannot be deployed yet", name)
 	}
+	ch, err := o.Config.ChooseTarget(string(o.Target))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	o.Target = ch.Target
 	work, err := os.MkdirTemp("", "nvboot-deploy-")
 	if err != nil {
 		return nil, err
@@ -46,7 +51,7 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 	if err != nil {
 		return nil, err
 	}
-	conv, err := off2f.Convert(raw, off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir})
+	conv, err := off2f.Convert(raw, off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, Arch: b.Target.GOARCH()})
 	if err != nil {
 		return nil, fmt.Errorf("converting %s to OFF2F: %w", name, err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/gpt"
-	"github.com/nvboot/nvboot/host/image/config"
 )
 
 // A Slots 2 disk (contract.SlotPartitions): the ESP with EFI/BOOT/BOOTX64.EFI
@@ -57,7 +56,7 @@ func (b *builder) slotParts(ctx context.Context, st staging, im *Image, rootImg,
 		boots[slot] = img
 		im.BootBytes = max(im.BootBytes, size)
 	}
-	uki := filepath.Join(st.esp, filepath.FromSlash(ESPBoot))
+	uki := filepath.Join(st.esp, filepath.FromSlash(espBoot(b.Target)))
 	if err := os.MkdirAll(filepath.Dir(uki), 0o755); err != nil {
 		return nil, err
 	}
@@ -70,8 +69,8 @@ func (b *builder) slotParts(ctx context.Context, st staging, im *Image, rootImg,
 	}
 	byName := map[string]gpt.Partition{
 		contract.PartESP:   {Type: gpt.TypeESP, Src: esp},
-		contract.PartRootA: {Type: gpt.TypeRootX8664, Src: rootImg, Size: rootSize},
-		contract.PartRootB: {Type: gpt.TypeRootX8664, Src: rootImg, Size: rootSize},
+		contract.PartRootA: {Type: rootType(b.Target), Src: rootImg, Size: rootSize},
+		contract.PartRootB: {Type: rootType(b.Target), Src: rootImg, Size: rootSize},
 		contract.PartBootA: {Type: gpt.TypeXBOOTLDR, Src: boots["a"]},
 		contract.PartBootB: {Type: gpt.TypeXBOOTLDR, Src: boots["b"]},
 		contract.PartData:  {Type: gpt.TypeLinuxData, Src: dataImg},
@@ -95,7 +94,7 @@ func (b *builder) slotBoot(ctx context.Context, slot, cmdline string) (string, i
 		return "", 0, err
 	}
 	b.logf("unified kernel image: slot %s", slot)
-	if err := writeUKI(ctx, uki, filepath.Join(b.work, "uki-"+slot), b.Kernel, SerialConsole+" "+cmdline,
+	if err := writeUKI(ctx, b.Target.GOARCH(), uki, filepath.Join(b.work, "uki-"+slot), b.Kernel, serialConsole(b.Target)+" "+cmdline,
 		osRelease(b.Config.HostnameOrDefault()), ""); err != nil {
 		return "", 0, err
 	}
@@ -144,8 +143,7 @@ func (b *builder) imageID(st staging, im *Image) error {
 	if err != nil {
 		return fmt.Errorf("image id: %w", err)
 	}
-	fmt.Fprintf(h, "kernel %s\narch %s\nargs %q\ntrims %v\n", k, config.SupportedGOARCH, b.Config.KernelArgs(), !b.Config.NoBootTrims)
+	fmt.Fprintf(h, "kernel %s\narch %s\nargs %q\ntrims %v\n", k, im.Arch, b.Config.KernelArgs(), !b.Config.NoBootTrims)
 	im.ID = hex.EncodeToString(h.Sum(nil))[:16]
-	im.Arch = config.SupportedGOARCH
 	return os.WriteFile(filepath.Join(st.root, filepath.FromSlash(contract.ImageIDPath)), []byte(im.ID+"\n"), 0o644)
 }

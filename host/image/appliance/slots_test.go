@@ -57,7 +57,7 @@ func TestSlotsLayout(t *testing.T) {
 	}
 	for slot, root := range map[string]string{"a": "/dev/vda2", "b": "/dev/vda3"} {
 		cmdline := SerialConsole + " root=" + root + " rootfstype=erofs ro init=" + contract.Init + " nvboot.slot=" + slot + " " + SlotPanic + " quiet " + BootTrims
-		checkUKI(t, mtype(contract.BootPart(slot), contract.SlotUKI), map[string]string{".osrel": osRelease(im.Hostname), ".cmdline": cmdline, ".linux": readString(t, k)})
+		checkUKI(t, "amd64", mtype(contract.BootPart(slot), contract.SlotUKI), map[string]string{".osrel": osRelease(im.Hostname), ".cmdline": cmdline, ".linux": readString(t, k)})
 		if contract.SlotDevice(contract.RootPart(slot)) != root {
 			t.Errorf("slot %s's root device %s, the UKI boots %s", slot, contract.SlotDevice(contract.RootPart(slot)), root)
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/nvboot/nvboot/host/image/config"
 )
@@ -26,15 +27,19 @@ import (
 // current time; writeUKI sets it to the epoch, like every other time in the
 // image, and recomputes the header checksum.
 
-// efiStub is systemd's EFI stub for x86-64 (the same path on Fedora and
-// Arch); a variable so that tests can point it elsewhere.
-var efiStub = config.DefaultEFIStub
+// efiStub is systemd's EFI stub for a GOARCH (the same paths on Fedora
+// and Arch); a variable so that tests can point it elsewhere.
+var efiStub = config.EFIStub
 
-// SerialConsole is the console on the UKI's command line: the first serial
-// port at the usual 115200 baud. (QEMU's -kernel boots get console=ttyS0
-// from vm.) A config's KernelCmdline comes later and so may name another
-// (the last console= is /dev/console).
+// SerialConsole is the console on an amd64 UKI's command line: the first
+// serial port at the usual 115200 baud (serialConsole has each target's).
+// (QEMU's -kernel boots get console=ttyS0 from vm.) A config's
+// KernelCmdline comes later and so may name another (the last console= is
+// /dev/console).
 const SerialConsole = "console=ttyS0,115200"
+
+// peMachines are the PE machines of the stubs, by GOARCH.
+var peMachines = map[string]uint16{"amd64": pe.IMAGE_FILE_MACHINE_AMD64, "arm64": pe.IMAGE_FILE_MACHINE_ARM64}
 
 // ukiSectionAlign is where each added section starts in memory: a page.
 const ukiSectionAlign = 4096
@@ -42,13 +47,20 @@ const ukiSectionAlign = 4096
 // ukiSection is one section to add: its name and the file with its bytes.
 type ukiSection struct{ name, file string }
 
-// writeUKI writes the UKI out: the stub with .osrel, .cmdline, .initrd (when
-// initrd is not "") and .linux, in the order ukify uses, each placed after the
-// stub's last section on its own page. work is a scratch directory.
-func writeUKI(ctx context.Context, out, work, kernel, cmdline, osrel, initrd string) error {
-	f, err := pe.Open(efiStub)
+// writeUKI writes the UKI for goarch's UEFI out: its stub with .osrel,
+// .cmdline, .initrd (when initrd is not "") and .linux, in the order ukify
+// uses, each placed after the stub's last section on its own page, by the
+// objcopy that knows goarch's PE format (config.CrossTool). work is a
+// scratch directory.
+func writeUKI(ctx context.Context, goarch, out, work, kernel, cmdline, osrel, initrd string) error {
+	stub := efiStub(goarch)
+	f, err := pe.Open(stub)
 	if err != nil {
-		return fmt.Errorf("EFI stub: %w (install systemd-boot-efi)", err)
+		pkg := "systemd-boot-efi"
+		if goarch != runtime.GOARCH {
+			pkg += ":" + goarch
+		}
+		return fmt.Errorf("EFI stub: %w (install %s)", err, pkg)
 	}
 	oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
 	var end uint64
@@ -56,8 +68,8 @@ func writeUKI(ctx context.Context, out, work, kernel, cmdline, osrel, initrd str
 		end = max(end, uint64(s.VirtualAddress)+uint64(s.VirtualSize))
 	}
 	f.Close()
-	if !ok || f.Machine != pe.IMAGE_FILE_MACHINE_AMD64 || end == 0 {
-		return fmt.Errorf("EFI stub %s: not an x86-64 PE32+ image", efiStub)
+	if !ok || f.Machine != peMachines[goarch] || end == 0 {
+		return fmt.Errorf("EFI stub %s: not a PE32+ image for %s", stub, goarch)
 	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
@@ -86,7 +98,7 @@ func writeUKI(ctx context.Context, out, work, kernel, cmdline, osrel, initrd str
 		vma = alignUp(vma+uint64(st.Size()), ukiSectionAlign)
 	}
 	tmp := filepath.Join(work, "uki.efi")
-	if err := run(ctx, nil, "objcopy", append(args, efiStub, tmp)...); err != nil {
+	if err := run(ctx, nil, config.CrossTool("objcopy", goarch).Name, append(args, stub, tmp)...); err != nil {
 		return fmt.Errorf("unified kernel image: %w", err)
 	}
 	b, err := os.ReadFile(tmp)
@@ -146,7 +158,7 @@ func osRelease(hostname string) string {
 }
 
 // ESPBoot is the file UEFI firmware boots from removable media on x86-64:
-// the unified kernel image.
+// the unified kernel image (espBoot has each target's).
 const ESPBoot = "EFI/BOOT/BOOTX64.EFI"
 
 // espImage makes the EFI system partition's filesystem in the scratch
@@ -154,12 +166,13 @@ const ESPBoot = "EFI/BOOT/BOOTX64.EFI"
 // image's kernel, the serial console and cmdline, and initrd ("": none). It
 // returns the filesystem image's path.
 func (b *builder) espImage(ctx context.Context, dir, cmdline, initrd string) (string, error) {
-	uki := filepath.Join(dir, filepath.FromSlash(ESPBoot))
+	boot := espBoot(b.Target)
+	uki := filepath.Join(dir, filepath.FromSlash(boot))
 	if err := os.MkdirAll(filepath.Dir(uki), 0o755); err != nil {
 		return "", err
 	}
-	b.logf("unified kernel image: %s", ESPBoot)
-	if err := writeUKI(ctx, uki, filepath.Join(b.work, "uki"), b.Kernel, SerialConsole+" "+cmdline,
+	b.logf("unified kernel image: %s", boot)
+	if err := writeUKI(ctx, b.Target.GOARCH(), uki, filepath.Join(b.work, "uki"), b.Kernel, serialConsole(b.Target)+" "+cmdline,
 		osRelease(b.Config.HostnameOrDefault()), initrd); err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,13 +18,24 @@ import (
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
-func needUKITools(t *testing.T) {
+// needUKITools skips t unless goarch's objcopy and EFI stub are here, and
+// returns that objcopy.
+func needUKITools(t *testing.T, goarch string) string {
 	t.Helper()
-	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skip("objcopy not installed (make deps)")
+	objcopy := config.CrossTool("objcopy", goarch).Name
+	if _, err := exec.LookPath(objcopy); err != nil {
+		t.Skipf("%s not installed (make deps)", objcopy)
 	}
-	if _, err := os.Stat(efiStub); err != nil {
-		t.Skipf("%s not installed (make deps)", efiStub)
+	if _, err := os.Stat(efiStub(goarch)); err != nil {
+		t.Skipf("%s not installed (make deps)", efiStub(goarch))
+	}
+	return objcopy
+}
+
+// eachArch runs f for every GOARCH an image is built for.
+func eachArch(t *testing.T, f func(t *testing.T, goarch string)) {
+	for _, a := range config.SupportedGOARCHes {
+		t.Run(a, func(t *testing.T) { f(t, a) })
 	}
 }
 
@@ -40,20 +52,25 @@ func storedChecksum(t *testing.T, b []byte) (uint32, []byte) {
 
 // Our checksum is the one the toolchain writes: the stub's own (GNU ld) and
 // objcopy's, over an image objcopy made.
-func TestPEChecksumMatchesTheToolchain(t *testing.T) {
-	needUKITools(t)
+func TestPEChecksumMatchesTheToolchain(t *testing.T) { eachArch(t, peChecksumMatches) }
+
+func peChecksumMatches(t *testing.T, goarch string) {
+	objcopy := needUKITools(t, goarch)
 	out := filepath.Join(t.TempDir(), "x.efi")
 	sec := filepath.Join(t.TempDir(), "sec")
 	os.WriteFile(sec, []byte("odd-sized section."), 0o644)
-	if b, err := exec.Command("objcopy", "--add-section", ".x="+sec, "--change-section-vma", ".x=0x80000", efiStub, out).CombinedOutput(); err != nil {
+	if b, err := exec.Command(objcopy, "--add-section", ".x="+sec, "--change-section-vma", ".x=0x80000", efiStub(goarch), out).CombinedOutput(); err != nil {
 		t.Fatalf("objcopy: %v\n%s", err, b)
 	}
-	for _, f := range []string{efiStub, out} {
+	for _, f := range []string{efiStub(goarch), out} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want, zeroed := storedChecksum(t, b)
+		if want == 0 && f == efiStub(goarch) {
+			continue // arm64's stub is linked without one; objcopy's output has one
+		}
 		if want == 0 {
 			t.Fatalf("%s: no checksum to compare with", f)
 		}
@@ -74,10 +91,12 @@ func TestPinPERejects(t *testing.T) {
 // The UKI holds the kernel, the command line and the initramfs as the
 // sections systemd's stub reads, each on its own pages after the stub's;
 // its header has no time, and the same inputs give the same bytes.
-func TestWriteUKI(t *testing.T) {
-	needUKITools(t)
+func TestWriteUKI(t *testing.T) { eachArch(t, writeUKIOf) }
+
+func writeUKIOf(t *testing.T, goarch string) {
+	needUKITools(t, goarch)
 	dir := t.TempDir()
-	kernel := buildtest.FakeKernel(t)
+	kernel := buildtest.FakeKernelFor(t, goarch)
 	initrd := filepath.Join(dir, "initrd")
 	os.WriteFile(initrd, bytes.Repeat([]byte("cpio"), 3000), 0o644)
 	const cmdline = "console=ttyS0,115200 root=/dev/vda2 quiet"
@@ -88,7 +107,7 @@ func TestWriteUKI(t *testing.T) {
 		}
 		a, b := filepath.Join(dir, "a.efi"), filepath.Join(dir, "b.efi")
 		for _, out := range []string{a, b} {
-			if err := writeUKI(context.Background(), out, filepath.Join(dir, "work"), kernel, cmdline, osRelease("box"), rd); err != nil {
+			if err := writeUKI(context.Background(), goarch, out, filepath.Join(dir, "work"), kernel, cmdline, osRelease("box"), rd); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -101,14 +120,14 @@ func TestWriteUKI(t *testing.T) {
 		if withInitrd {
 			want[".initrd"] = readString(t, initrd)
 		}
-		checkUKI(t, ab, want)
+		checkUKI(t, goarch, ab, want)
 	}
 }
 
 // checkUKI asserts a UKI's added sections hold want, are page-aligned, lie
 // after the stub's sections and do not overlap, and that its header has no
-// time and a right checksum.
-func checkUKI(t *testing.T, uki []byte, want map[string]string) {
+// time and a right checksum; and that it is goarch's PE machine.
+func checkUKI(t *testing.T, goarch string, uki []byte, want map[string]string) {
 	t.Helper()
 	f, err := pe.NewFile(bytes.NewReader(uki))
 	if err != nil {
@@ -120,7 +139,10 @@ func checkUKI(t *testing.T, uki []byte, want map[string]string) {
 	if sum, zeroed := storedChecksum(t, uki); peChecksum(zeroed) != sum {
 		t.Errorf("PE checksum %#x is wrong", sum)
 	}
-	stub, err := pe.Open(efiStub)
+	if f.Machine != peMachines[goarch] {
+		t.Errorf("PE machine %#x, want %s's %#x", f.Machine, goarch, peMachines[goarch])
+	}
+	stub, err := pe.Open(efiStub(goarch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,24 +197,32 @@ func TestCheckTools(t *testing.T) {
 	t.Setenv("PATH", bin)
 	stub := efiStub
 	t.Cleanup(func() { efiStub = stub })
-	efiStub = filepath.Join(t.TempDir(), "no-stub")
+	noStub := filepath.Join(t.TempDir(), "no-stub")
+	efiStub = func(string) string { return noStub }
 	ext4 := config.Demo()
 	ext4.RootFS = "ext4"
 	tests := []struct {
 		name   string
 		cfg    *config.Config
 		layout Layout
+		target config.Target
 		want   []string
 		not    []string
 	}{
-		{"off2f", config.Demo(), OFF2F, []string{"objcopy (Debian package binutils)", efiStub + " (Debian package systemd-boot-efi)",
-			"mkfs.erofs (Debian package erofs-utils)", "apt-get install binutils systemd-boot-efi erofs-utils"}, []string{"mke2fs"}},
-		{"initramfs needs no erofs", config.Demo(), Initramfs, []string{"objcopy", "systemd-boot-efi"}, []string{"erofs"}},
-		{"ext4 root needs no erofs", ext4, ELF, []string{"objcopy"}, []string{"erofs"}},
+		{"off2f", config.Demo(), OFF2F, "", []string{"objcopy (Debian package binutils)", noStub + " (Debian package systemd-boot-efi)",
+			"mkfs.erofs (Debian package erofs-utils)", "apt-get install binutils systemd-boot-efi erofs-utils"}, []string{"mke2fs", "aarch64"}},
+		{"initramfs needs no erofs", config.Demo(), Initramfs, "", []string{"objcopy", "systemd-boot-efi"}, []string{"erofs"}},
+		{"ext4 root needs no erofs", ext4, ELF, "", []string{"objcopy"}, []string{"erofs"}},
+		// On this amd64 host: the cross tools, and the arm64 stub's package.
+		{"arm64", config.Demo(), OFF2F, config.TargetVirt, []string{"aarch64-linux-gnu-objcopy (Debian package binutils-aarch64-linux-gnu)",
+			"aarch64-linux-gnu-gcc (Debian package gcc-aarch64-linux-gnu)", noStub + " (Debian package systemd-boot-efi:arm64)"}, []string{"gcc (Debian package gcc)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckTools(tt.cfg, tt.layout)
+			if tt.target != "" && runtime.GOARCH != "amd64" {
+				t.Skip("names the cross tools of an amd64 host")
+			}
+			err := CheckTools(tt.cfg, tt.layout, tt.target)
 			if err == nil {
 				t.Fatal("no error with tools missing")
 			}
@@ -209,8 +239,8 @@ func TestCheckTools(t *testing.T) {
 		})
 	}
 	os.WriteFile(filepath.Join(bin, "objcopy"), []byte("#!/bin/sh\n"), 0o755)
-	os.WriteFile(efiStub, nil, 0o644)
-	if err := CheckTools(ext4, ELF); err != nil {
+	os.WriteFile(noStub, nil, 0o644)
+	if err := CheckTools(ext4, ELF, ""); err != nil {
 		t.Errorf("all there: %v", err)
 	}
 }
@@ -239,12 +269,13 @@ func checkESP(t *testing.T, dir string, im *Image, kernel string) {
 		}
 		return out
 	}
-	if files := strings.Join(strings.Fields(string(mtools("mdir", "-/", "-b", "::/"))), " "); files != "::/EFI/ ::/EFI/BOOT/ ::/"+ESPBoot {
-		t.Errorf("ESP holds %s, want only ::/%s", files, ESPBoot)
+	boot := espBoot(im.TargetOrDefault())
+	if files := strings.Join(strings.Fields(string(mtools("mdir", "-/", "-b", "::/"))), " "); files != "::/EFI/ ::/EFI/BOOT/ ::/"+boot {
+		t.Errorf("ESP holds %s, want only ::/%s", files, boot)
 	}
-	want := map[string]string{".osrel": osRelease(im.Hostname), ".cmdline": SerialConsole + " " + im.Cmdline, ".linux": readString(t, kernel)}
+	want := map[string]string{".osrel": osRelease(im.Hostname), ".cmdline": serialConsole(im.TargetOrDefault()) + " " + im.Cmdline, ".linux": readString(t, kernel)}
 	if im.Initrd != "" {
 		want[".initrd"] = readString(t, filepath.Join(dir, im.Initrd))
 	}
-	checkUKI(t, mtools("mtype", "::/"+ESPBoot), want)
+	checkUKI(t, im.ArchOrDefault(), mtools("mtype", "::/"+boot), want)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -77,7 +78,8 @@ func (b *builder) buildURoot(ctx context.Context, dst string) ([]string, error) 
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	goarch := b.Target.GOARCH()
+	env := append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	b.logf("userland: u-root %s core commands (go list, from the module proxy)", version)
 	list, err := goOutput(ctx, dir, env, "list", "-e", "-f", `{{if and (eq .Name "main") (not .Error)}}{{.ImportPath}}{{end}}`, urootCore+"/...")
 	if err != nil {
@@ -114,7 +116,7 @@ func (b *builder) buildURoot(ctx context.Context, dst string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256([]byte(strings.Join([]string{goVersion, gomod, tools.String(), string(sum), urootTags}, "\x00")))
+	key := sha256.Sum256([]byte(strings.Join([]string{goVersion, gomod, tools.String(), string(sum), urootTags, "GOARCH=" + goarch}, "\x00")))
 	cached, err := userlandCache(hex.EncodeToString(key[:16]))
 	if err == nil {
 		if err := copyFile(dst, cached, 0o755); err == nil {
@@ -124,7 +126,9 @@ func (b *builder) buildURoot(ctx context.Context, dst string) ([]string, error) 
 	}
 	b.logf("userland: building makebb and %d commands in busybox mode (about a minute)", len(names))
 	makebb := filepath.Join(dir, "makebb")
-	if err := runIn(ctx, dir, env, "go", "build", "-trimpath", "-o", makebb, makebbPkg); err != nil {
+	// makebb runs here: built for the host; the binary it builds, for
+	// the target (env's GOARCH).
+	if err := runIn(ctx, dir, append(env, "GOARCH="+runtime.GOARCH), "go", "build", "-trimpath", "-o", makebb, makebbPkg); err != nil {
 		return nil, err
 	}
 	// makebb finds go in GOROOT, which it asks its own runtime for; that

@@ -14,6 +14,20 @@
 //
 //   - gokrazy's schema over one of our own: no manual to read for gokrazy
 //     users, and their configs build as they are.
+//   - The target (Target: amd64-pc, arm64-virt, arm64-rpi) is chosen in one
+//     place, ChooseTarget, and its reason is the build's first line: -arch
+//     (a GOARCH or a target) over the Environment's last GOARCH, over the
+//     default of the kind of config. A gokrazy instance config
+//     (GokrazyInstance: gokrazy fields beyond Update, none of nvboot's own)
+//     naming no GOARCH is arm64, because gokrazy builds it for the
+//     Raspberry Pi; any other is amd64, so nvboot's own configs (the demo,
+//     examples/*.json) stay x86-64. An arm64 image is the Pi's when the
+//     config names a Pi part (PiParts: FirmwarePackage, which a gokrazy
+//     config leaving it unset gets from gokrazy, EEPROMPackage,
+//     BootloaderExtraLines), else the virt board's. The flag over the
+//     config because it is the later, explicit word; a package's
+//     GoBuildEnvironment GOARCH other than the image's is an error naming
+//     both, as one loader and one text store serve every program.
 //   - Unknown keys: in a config that sets one of nvboot's own fields
 //     (NvbootOnly) they are errors, since a misspelt field must not pass
 //     silently; in any other they are warnings naming the key by its path
@@ -48,8 +62,9 @@
 //	                    built in the instance's builddir (its go.mod pins),
 //	                    else fetched with go get; a pattern (.../cmd/...) is
 //	                    an error: list each program
-//	Environment         go build's environment; GOOS other than linux or
-//	                    GOARCH other than amd64 is an error naming it
+//	Environment         go build's environment; its GOARCH (amd64, arm64)
+//	                    chooses the target; GOOS other than linux or another
+//	                    GOARCH (riscv64) is an error naming it
 //	SerialConsole       ttyS0,115200 is there anyway; another is console=;
 //	                    disabled/off warned (markers need the console)
 //	KernelExtraArgs     on the kernel command line, after KernelCmdline
@@ -58,6 +73,10 @@
 //	Update              the update endpoint; Hostname, NoPassword, CertPEM
 //	                    and KeyPEM warned (no password, no endpoint; nvboot
 //	                    makes and pins its own certificate)
+//	FirmwarePackage, EEPROMPackage, BootloaderExtraLines,
+//	BootloaderExtraEEPROM
+//	                    make an arm64 image the Raspberry Pi's (PiParts);
+//	                    warned, as below
 //	DeviceType, KernelPackage, FirmwarePackage, EEPROMPackage,
 //	BootloaderExtraLines, BootloaderExtraEEPROM, GokrazyPackages,
 //	InternalCompatibilityFlags
@@ -66,9 +85,9 @@
 //	                    RTC and seeds its random pool)
 //	PackageConfig       per package: CommandLineFlags and Environment (the
 //	                    service's), GoBuildFlags, GoBuildTags (after the
-//	                    gokrazy tag, as gokrazy builds), GoBuildEnvironment,
-//	                    ExtraFilePaths (PATH_amd64.tar, PATH.tar, PATH, in
-//	                    gokrazy's order) and ExtraFileContents (never under
+//	                    gokrazy tag, as gokrazy builds), GoBuildEnvironment
+//	                    (its GOARCH the image's), ExtraFilePaths
+//	                    (PATH_GOARCH.tar, PATH.tar, PATH, in gokrazy's order) and ExtraFileContents (never under
 //	                    /perm or over nvboot's paths), Basename, DontStart,
 //	                    WaitForClock, WaitFor (a list as in gokrazy, or
 //	                    nvboot's "tcp:PORT"; clock, net-route, net-online
@@ -90,18 +109,22 @@
 //     TestLoadRejectsUnknownFields, TestGokrazyUnknownKeysWarn.
 //   - Paths and tools are checked at load, tools named with their package:
 //     TestLoadChecksPaths, TestToolsNameTheirPackages.
-//   - gokrazy: TestGokrazyArm64IsAnErrorNamingIt, TestGokNewConfig (what gok
-//     new writes), TestGokrazyEveryField (every field of the schema, each
-//     warning once), TestGokrazyWritesAndReadsBack, TestWaitForForms,
-//     TestGokrazyNullsAreEmpty, TestExtraFileSource.
+//   - The target and its reason: TestChooseTarget (each kind of config,
+//     -arch over the config's GOARCH), TestChooseTargetRefuses (an unknown
+//     -arch, a package of another machine), TestExamplesAreAmd64,
+//     TestGokrazyArm64Validates (what gok new writes), TestTargetNames.
+//   - gokrazy: TestGokrazyArchIsAnErrorNamingIt, TestGokNewConfig (what gok
+//     new writes for amd64), TestGokrazyEveryField (every field of the
+//     schema, each warning once), TestGokrazyWritesAndReadsBack,
+//     TestWaitForForms, TestGokrazyNullsAreEmpty, TestExtraFileSource (the
+//     image's GOARCH's tarball first).
 //   - Rounded sizes are warned about, with the size built:
 //     TestParseWarnsOfRoundedSizes.
 //   - Parse never panics on any input: FuzzParse.
 //
 // # Limits
 //
-//   - amd64 only: a gokrazy config with GOARCH=arm64 (what gok new writes)
-//     is refused, naming it.
+//   - amd64 and arm64 only: another GOARCH is refused, naming it.
 //   - gokrazy's board support, web interface, update protocol and system
 //     services are not built; their fields are warned about.
 package config

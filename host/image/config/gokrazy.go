@@ -32,7 +32,8 @@ import (
 type Gokrazy struct {
 	// Environment holds KEY=VALUE pairs for go build of every service, as
 	// gokrazy applies them to its packer's environment; GOOS must be linux
-	// and GOARCH amd64 (what nvboot builds), or unset.
+	// and GOARCH amd64 or arm64 (SupportedGOARCHes), or unset. GOARCH
+	// chooses the image's target (ChooseTarget).
 	Environment []string `json:",omitempty"`
 	// SerialConsole: "" (gokrazy's "serial0,115200"), "serial0,115200" and
 	// "UART0" are the console nvboot always has, ttyS0 at 115200; another
@@ -65,15 +66,16 @@ type Gokrazy struct {
 // own PackageConfig does not have.
 type GokrazyPackage struct {
 	// GoBuildEnvironment holds KEY=VALUE pairs for this package's go build,
-	// after Environment.
+	// after Environment; a GOARCH here must be the image's.
 	GoBuildEnvironment []string `json:",omitempty"`
 	// GoBuildTags are build tags, after "gokrazy" (which a gokrazy config's
 	// packages are built with, as gokrazy's packer does).
 	GoBuildTags []string `json:",omitempty"`
 	// ExtraFilePaths maps a path on the device's root filesystem to a host
-	// path, relative to the config file's directory: PATH_amd64.tar,
-	// PATH.tar (unpacked at the destination), or PATH itself (a file, or a
-	// directory copied whole), looked for in that order as gokrazy does.
+	// path, relative to the config file's directory: PATH_GOARCH.tar (the
+	// image's GOARCH), PATH.tar (unpacked at the destination), or PATH
+	// itself (a file, or a directory copied whole), looked for in that
+	// order as gokrazy does.
 	ExtraFilePaths map[string]string `json:",omitempty"`
 	// ExtraFileContents maps a path on the root filesystem to the file's
 	// text (mode 0644).
@@ -249,11 +251,9 @@ func (c *Config) KernelArgs() string {
 	return strings.Join(append(args, c.KernelExtraArgs...), " ")
 }
 
-// SupportedGOOS and SupportedGOARCH are what nvboot builds images for.
-const (
-	SupportedGOOS   = "linux"
-	SupportedGOARCH = "amd64"
-)
+// SupportedGOOS is the GOOS nvboot builds images for (the GOARCHes:
+// SupportedGOARCHes).
+const SupportedGOOS = "linux"
 
 // reservedDirs are the device paths nvboot's own files and mounts own: an
 // extra file or a mount target may not be in them.
@@ -272,14 +272,16 @@ func reserved(p string) string {
 // validateGokrazy checks the fields of gokrazy's schema; names are the
 // program names by Packages entry.
 func (c *Config) validateGokrazy(bad func(string, ...any)) {
+	archBad := false
 	buildEnv := func(at string, env []string) {
 		checkEnv(at, env, bad)
 		for i, e := range env {
 			switch k, v, _ := strings.Cut(e, "="); {
 			case k == "GOOS" && v != SupportedGOOS:
 				bad("%s[%d] %q: nvboot builds linux images only", at, i, e)
-			case k == "GOARCH" && v != SupportedGOARCH:
-				bad("%s[%d] %q: nvboot builds for amd64 (x86-64) only; %s is not built yet (the loader, the OFF2F converter and the kernel fragments are x86-64): set GOARCH=amd64 or leave it out", at, i, e, v)
+			case k == "GOARCH" && !slices.Contains(SupportedGOARCHes, v):
+				bad("%s[%d] %q: %s", at, i, e, unsupportedArch(v))
+				archBad = true
 			}
 		}
 	}
@@ -295,7 +297,6 @@ func (c *Config) validateGokrazy(bad func(string, ...any)) {
 	gateway := slices.ContainsFunc(c.InterfacesOrDefault(), func(in Interface) bool { return in.Gateway != "" })
 	for _, k := range sortedKeys(c.PackageConfig) {
 		pc, at := c.PackageConfig[k], fmt.Sprintf("PackageConfig[%q]", k)
-		buildEnv(at+".GoBuildEnvironment", pc.GoBuildEnvironment)
 		for _, tag := range pc.GoBuildTags {
 			if tag == "" || strings.ContainsAny(tag, ", \t") {
 				bad("%s.GoBuildTags %q: one tag a list entry", at, tag)
@@ -340,6 +341,16 @@ func (c *Config) validateGokrazy(bad func(string, ...any)) {
 				}
 				dests[dst] = at + "." + field
 			}
+		}
+	}
+	for _, k := range sortedKeys(c.PackageConfig) {
+		buildEnv(fmt.Sprintf("PackageConfig[%q].GoBuildEnvironment", k), c.PackageConfig[k].GoBuildEnvironment)
+	}
+	// A package's GOARCH against the image's (each bad GOARCH is said
+	// once: not again as a clash).
+	if !archBad {
+		if _, err := c.ChooseTarget(""); err != nil {
+			bad("%v", err)
 		}
 	}
 	for i, m := range c.MountDevices {
@@ -450,12 +461,13 @@ const (
 
 // ExtraFileSource finds the host source of an ExtraFilePaths entry p,
 // relative to dir (the config file's) unless absolute, in gokrazy's order:
-// p_amd64.tar, p.tar, then p itself, a file or a directory.
-func ExtraFileSource(dir, p string) (src, kind string, err error) {
+// p_GOARCH.tar (the image's GOARCH: p_arm64.tar for an arm64 image), p.tar,
+// then p itself, a file or a directory.
+func ExtraFileSource(dir, p, goarch string) (src, kind string, err error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(dir, p)
 	}
-	for _, tarball := range []string{p + "_" + SupportedGOARCH + ".tar", p + ".tar"} {
+	for _, tarball := range []string{p + "_" + goarch + ".tar", p + ".tar"} {
 		if fi, err := os.Stat(tarball); err == nil && fi.Mode().IsRegular() {
 			return tarball, ExtraTar, nil
 		}
@@ -463,7 +475,7 @@ func ExtraFileSource(dir, p string) (src, kind string, err error) {
 	fi, err := os.Stat(p)
 	switch {
 	case err != nil:
-		return "", "", fmt.Errorf("no %s_%s.tar, %s.tar or %s: %w", p, SupportedGOARCH, p, p, err)
+		return "", "", fmt.Errorf("no %s_%s.tar, %s.tar or %s: %w", p, goarch, p, p, err)
 	case fi.IsDir():
 		return p, ExtraDir, nil
 	case fi.Mode().IsRegular():

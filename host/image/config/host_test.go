@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +86,24 @@ func TestToolsNameTheirPackages(t *testing.T) {
 	}
 	if n := names(c.Tools(Needs{RootImage: true, Loader: true})); !slices.Contains(n, "mkfs.erofs") || !slices.Contains(n, "make") || !slices.Contains(n, "gcc") {
 		t.Errorf("off2f: %v", n)
+	}
+	// An arm64 image: arm64's stub; on an amd64 host, the cross gcc and
+	// objcopy, and the stub from systemd-boot-efi:arm64. The Pi has no UKI.
+	arm := c.Tools(Needs{RootImage: true, Loader: true, Target: TargetVirt})
+	if n := names(arm); !slices.Contains(n, EFIStub("arm64")) || slices.Contains(n, DefaultEFIStub) {
+		t.Errorf("arm64: %v", n)
+	}
+	if runtime.GOARCH == "amd64" {
+		want := []Tool{{Name: "aarch64-linux-gnu-gcc", Package: "gcc-aarch64-linux-gnu"}, {Name: "aarch64-linux-gnu-objcopy", Package: "binutils-aarch64-linux-gnu"},
+			{Name: EFIStub("arm64"), Package: "systemd-boot-efi:arm64", File: true}}
+		for _, w := range want {
+			if !slices.Contains(arm, w) {
+				t.Errorf("arm64 on amd64: no %+v in %+v", w, arm)
+			}
+		}
+	}
+	if n := names(c.Tools(Needs{Target: TargetRPi})); slices.ContainsFunc(n, func(s string) bool { return strings.Contains(s, "objcopy") || strings.Contains(s, "stub") }) {
+		t.Errorf("the Pi: %v, want no UKI tools", n)
 	}
 	c.RootFS = "ext4"
 	if n := names(c.Tools(Needs{RootImage: true})); slices.Contains(n, "mkfs.erofs") {

@@ -4,7 +4,7 @@ package outdir
 const (
 	ManifestFile  = "image.json"
 	DiskFile      = "disk.img"
-	KernelFile    = "bzImage"
+	KernelFile    = "bzImage" // an amd64 image's kernel (KernelFileOf)
 	InitrdFile    = "initrd.cpio"
 	TextPmemFile  = "pmem-text.img"
 	StatePmemFile = "pmem-state.img"
@@ -22,9 +22,20 @@ const (
 	// beside the disk it boots. A build does not write it, and a rebuild
 	// into the directory drops it: the new disk starts on a new board.
 	UEFIVarsFile = "uefi-vars.fd"
+	// KernelFileArm64 is an arm64 image's kernel, an arm64 Image.
+	KernelFileArm64 = "Image"
 )
+
+// KernelFileOf is the kernel's file in an image of goarch: the bzImage,
+// or an arm64 Image.
+func KernelFileOf(goarch string) string {
+	if goarch == "arm64" {
+		return KernelFileArm64
+	}
+	return KernelFile
+}
 
 // OutputFiles are the names a build writes into its output directory (an
 // initrd only in the initramfs layout), and the one a run adds
 // (UEFIVarsFile).
-var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, InitrdFile, TextPmemFile, StatePmemFile, KernelPmemFile, UncompressedFile, UEFIVarsFile}
+var OutputFiles = []string{StampFile, ManifestFile, DiskFile, KernelFile, KernelFileArm64, InitrdFile, TextPmemFile, StatePmemFile, KernelPmemFile, UncompressedFile, UEFIVarsFile}

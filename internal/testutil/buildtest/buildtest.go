@@ -27,11 +27,21 @@ func NeedTools(t testing.TB, extra ...string) {
 // FakeKernel stands in for the bzImage: a file with the boot-protocol
 // signature ("HdrS" at 0x202), which is what the build checks before it
 // copies the kernel in.
-func FakeKernel(t testing.TB) string {
+func FakeKernel(t testing.TB) string { return FakeKernelFor(t, "amd64") }
+
+// FakeKernelFor is FakeKernel for goarch: for arm64 a stand-in Image, with
+// the arm64 Image magic ("ARM\x64" at 0x38).
+func FakeKernelFor(t testing.TB, goarch string) string {
 	t.Helper()
 	b := bytes.Repeat([]byte("nvboot kernel "), 4096)
-	copy(b[0x202:], "HdrS")
-	p := filepath.Join(t.TempDir(), "bzImage")
+	name := "bzImage"
+	if goarch == "arm64" {
+		copy(b[0x38:], "ARM\x64")
+		name = "Image"
+	} else {
+		copy(b[0x202:], "HdrS")
+	}
+	p := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
