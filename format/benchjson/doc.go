@@ -1,9 +1,9 @@
 // Package benchjson holds what every benchmark's -json output shares: one
 // object {"bench", "env", "ratios", "results"}, where each result is a
 // figure's median, min, max and number of runs, and how a figure is summed
-// up from its runs. bench/omf, bench/pager and bench/pheap print Output;
-// the other benchmarks and nvboot measure print the same four fields with
-// more of their own. docs/BENCHMARKS.md quotes the figures and
+// up from its runs. bench/omf, bench/pager, bench/pheap and bench/clockcal
+// print Output; the other benchmarks and nvboot measure print the same four
+// fields with more of their own. docs/BENCHMARKS.md quotes the figures and
 // docs/results/ keeps the raw JSON.
 //
 // # Design

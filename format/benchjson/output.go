@@ -11,9 +11,9 @@ import (
 
 // Output is the one JSON object a benchmark prints with -json: the ratios
 // its issue names, the raw figures, and the environment they were taken
-// in. (bench/omf, bench/pager and bench/pheap use it; bench/exec,
-// bench/spawn, bench/firmware and bench/bigapp still have their own types
-// with the same four fields and more.)
+// in. (bench/omf, bench/pager, bench/pheap and bench/clockcal use it;
+// bench/exec, bench/spawn, bench/firmware and bench/bigapp still have their
+// own types with the same four fields and more.)
 type Output struct {
 	Bench   string             `json:"bench"`
 	Env     map[string]string  `json:"env"`

@@ -2,7 +2,8 @@
 // a QEMU guest: the -guest flag's plan and the kernel (host/kernel), a
 // static build of the benchmark, an fsdax NVDIMM image with an empty ext4,
 // the -clock and -cpu-rate flags, and the JSON the guest prints between
-// markers on the console. bench/omf, bench/pager and bench/pheap use it.
+// markers on the console. bench/omf, bench/pager, bench/pheap and
+// bench/clockcal use it.
 //
 // # Design
 //
