@@ -44,6 +44,90 @@ func TestCheckKernel(t *testing.T) {
 	}
 }
 
+// fakeImage is a file with an arm64 Image header's magic, the one thing
+// CheckArch reads of it.
+func fakeImage(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4096)
+	copy(b[arm64MagicOff:], arm64Magic)
+	p := filepath.Join(t.TempDir(), "Image")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Each arch takes its own kernel and names the other's for what it is.
+func TestCheckArch(t *testing.T) {
+	bz, img := buildtest.FakeKernel(t), fakeImage(t)
+	for _, tt := range []struct{ arch, path, want string }{
+		{ArchX86_64, bz, ""},
+		{"", bz, ""},
+		{ArchArm64, img, ""},
+		{ArchArm64, bz, "is an x86 bzImage, not an arm64 Image"},
+		{ArchX86_64, img, "is an arm64 Image, not an x86 bzImage"},
+		{ArchArm64, "/bin/true", `not an arm64 Image (no "ARM\x64" magic at offset 0x38)`},
+		{ArchArm64, t.TempDir(), "is a directory, not an arm64 Image"},
+		{"riscv64", bz, `kernel arch "riscv64"`},
+	} {
+		err := CheckArch(tt.arch, tt.path)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s %s: %v", tt.arch, tt.path, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s %s: err %v, want %q", tt.arch, tt.path, err, tt.want)
+		}
+	}
+	for goarch, want := range map[string]string{"amd64": ArchX86_64, "arm64": ArchArm64, "riscv64": ""} {
+		got, err := ArchForGOARCH(goarch)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("ArchForGOARCH(%s) = %q, %v; want %q", goarch, got, err, want)
+		}
+	}
+}
+
+// The arm64 kernel: $NVBOOT_KERNEL_ARM64 (never $NVBOOT_KERNEL), and
+// build.sh -arch arm64, whose directory holds an Image.
+func TestFindArm64(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv(NoBuildEnv, "")
+	bz, img := buildtest.FakeKernel(t), fakeImage(t)
+	t.Setenv(EnvVar, bz)
+	t.Setenv(EnvVarArm64, "")
+	if _, err := Find(ctx, Lookup{Arch: ArchArm64}); !errors.Is(err, ErrNone) || !strings.Contains(err.Error(), EnvVarArm64) {
+		t.Errorf("arm64 with only $%s set: %v, want ErrNone naming $%s", EnvVar, err, EnvVarArm64)
+	}
+	t.Setenv(EnvVarArm64, bz)
+	if _, err := Find(ctx, Lookup{Arch: ArchArm64}); err == nil || !strings.Contains(err.Error(), "$"+EnvVarArm64) || !strings.Contains(err.Error(), "x86 bzImage") {
+		t.Errorf("$%s naming a bzImage: %v", EnvVarArm64, err)
+	}
+	t.Setenv(EnvVarArm64, img)
+	if k, err := Find(ctx, Lookup{Arch: ArchArm64}); k != img || err != nil {
+		t.Errorf("$%s: %q, %v", EnvVarArm64, k, err)
+	}
+	if k, err := Find(ctx, Lookup{}); k != bz || err != nil {
+		t.Errorf("x86 beside an arm64 kernel: %q, %v", k, err)
+	}
+	if _, err := Find(ctx, Lookup{Arch: "mips"}); err == nil || !strings.Contains(err.Error(), `"mips"`) {
+		t.Errorf("arch mips: %v", err)
+	}
+	// The stand-in build.sh answers only when told -arch arm64.
+	t.Setenv(EnvVarArm64, "")
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "kernel-config"), 0o755)
+	script := "#!/bin/sh\n[ \"$1 $2\" = '-arch arm64' ] || { echo \"args $*\" >&2; exit 2; }\necho " + filepath.Dir(img) + "\n"
+	os.WriteFile(filepath.Join(root, "kernel-config", "build.sh"), []byte(script), 0o755)
+	if k, err := Find(ctx, Lookup{Arch: ArchArm64, Root: root}); k != img || err != nil {
+		t.Errorf("cached arm64 kernel: %q, %v", k, err)
+	}
+	if k, err := Find(ctx, Lookup{Arch: ArchArm64, Root: root, Build: true}); k != img || err != nil {
+		t.Errorf("built arm64 kernel: %q, %v", k, err)
+	}
+}
+
 // Find takes the first path given, then $NVBOOT_KERNEL; each must be a
 // bzImage, the error naming where it came from. With no Root it looks no
 // further (ErrNone); with one it asks kernel-config/build.sh, and only with
