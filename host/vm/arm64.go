@@ -100,7 +100,7 @@ type pmemRegion struct{ addr, size uint64 }
 // region backed by its file, each a NUMA node of its own (QEMU places the
 // nodes one after the other from the RAM's base). The kernel gets mem=,
 // so that it takes only the first node as RAM, and finds the regions in
-// the device tree (pmemDTB).
+// the device tree (boardDTB).
 func (c Config) pmemArgsArm64(memMiB int64) (pmemSetup, error) {
 	var p pmemSetup
 	sizes, err := c.nvdimmSizes()
@@ -154,12 +154,15 @@ func (c Config) pmemRegionsArm64() ([]pmemRegion, error) {
 	return r, nil
 }
 
-// pmemDTB writes, in dir, the device tree of the machine args describe
+// boardDTB writes, in dir, the device tree of the machine args describe,
 // with a pmem-region node for each of c's regions, for -dtb. QEMU makes
 // the tree (-machine dumpdtb: it builds the machine, writes its tree and
-// exits); on the real boot it replaces the tree's memory nodes and
-// /chosen as it does for its own.
-func (c Config) pmemDTB(ctx context.Context, qemu string, args []string, dir string) (string, error) {
+// exits); on the real boot it replaces the tree's memory nodes and /chosen
+// as it does for its own. The tree is passed even without pmem, because
+// it is compact: QEMU pads its own to 1 MiB, which the kernel checksums
+// whole (CRC32, twice) early in its boot; init started 8.6 ms sooner
+// with the compact tree (35.3 against 43.9 ms after power-on at 1 GIPS).
+func (c Config) boardDTB(ctx context.Context, qemu string, args []string, dir string) (string, error) {
 	dump := filepath.Join(dir, "virt.dtb")
 	cmd := exec.CommandContext(ctx, qemu, append(append([]string(nil), args...), "-machine", "dumpdtb="+dump)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}

@@ -136,6 +136,10 @@ func arm64FS(t *testing.T) string {
 // fsimg. It returns the console and the pmem's backing file after the
 // guest powered off.
 func arm64Boot(t *testing.T, kernel, init, fsimg, marker string) (con, pmemPath string) {
+	return arm64BootCmd(t, kernel, init, fsimg, marker, "quiet nvtest.marker="+marker)
+}
+
+func arm64BootCmd(t *testing.T, kernel, init, fsimg, marker, cmdline string) (con, pmemPath string) {
 	t.Helper()
 	dir := t.TempDir()
 	a := initramfs.New()
@@ -154,7 +158,7 @@ func arm64Boot(t *testing.T, kernel, init, fsimg, marker string) (con, pmemPath 
 	}
 	ctx := ctxFor(t, 5*time.Minute)
 	m, err := Start(ctx, Config{Arch: ArchArm64, Kernel: kernel, Initrd: initrd, NVDIMMs: []NVDIMM{{Path: pmemPath}},
-		Cmdline: "quiet nvtest.marker=" + marker, CPURate: DefaultCPURate, Deterministic: true})
+		Cmdline: cmdline, CPURate: DefaultCPURate, Deterministic: true})
 	if err != nil {
 		t.Fatal(err)
 	}

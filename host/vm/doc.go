@@ -95,7 +95,11 @@
 // tree describes as a "pmem-region" and the kernel's of_pmem driver
 // serves; mem= keeps the page allocator to the RAM. QEMU makes the tree
 // (-machine dumpdtb, a run that builds the machine and exits) and vm adds
-// the nodes (fdt.go) and passes it with -dtb. This over the two others:
+// the nodes (fdt.go) and passes it with -dtb, on every arm64 boot: QEMU
+// pads its own tree to 1 MiB, which the kernel checksums whole early in
+// its boot, and with the compact tree init starts 8.6 ms sooner (35.3
+// against 43.9 ms after power-on, 1 GIPS, no pmem). This over the two
+// others:
 //
 //   - virtio-pmem-pci (Firecracker's and Cloud Hypervisor's pmem): Debian
 //     12's QEMU 7.2 builds it for x86 only (qemu-system-aarch64 -device
@@ -106,6 +110,10 @@
 //     only with its ACPI event device, which it creates only when it runs
 //     firmware, so every boot would go through UEFI (Debian's
 //     qemu-efi-aarch64) and the kernel through its EFI stub and ACPI.
+//     Measured on the device clock at 1 GIPS (a 64 MiB region, init
+//     mounting it dax=always): init starts 38.0 ms after power-on with the
+//     device-tree region, 448.1 ms through UEFI with the NVDIMM (414.5 ms
+//     through UEFI without pmem: 33.6 ms are the NFIT's).
 //
 // A device-tree region is synchronous, as the pc board's e820 regions are:
 // MAP_SYNC is accepted, pheap runs in mode dax and flushes with DC CVAP.

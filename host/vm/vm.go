@@ -361,14 +361,14 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The arm64 board's pmem is in its device tree, which QEMU makes:
-	// one made for this machine, the regions added (arm64.go).
+	// The arm64 board's device tree: QEMU's for this machine, compacted,
+	// its pmem regions added (arm64.go).
 	var tmp string
-	if c.Arch == ArchArm64 && len(c.NVDIMMs) > 0 {
+	if c.Arch == ArchArm64 {
 		if tmp, err = os.MkdirTemp("", "nvboot-dtb-"); err != nil {
 			return nil, fmt.Errorf("vm: %w", err)
 		}
-		dtb, err := c.pmemDTB(ctx, qemu, args, tmp)
+		dtb, err := c.boardDTB(ctx, qemu, args, tmp)
 		if err != nil {
 			os.RemoveAll(tmp)
 			return nil, err
