@@ -132,8 +132,8 @@ func arm64FS(t *testing.T) string {
 }
 
 // arm64Boot is one boot of the arm64 board on the deterministic device
-// clock with arm64init as PID 1 and a 64 MiB fsdax pmem region holding
-// fsimg. It returns the console and the pmem's backing file after the
+// clock with arm64init as PID 1, a 64 MiB fsdax pmem region holding fsimg,
+// fsimg as a read-only disk too, and the network. It returns the console and the pmem's backing file after the
 // guest powered off.
 func arm64Boot(t *testing.T, kernel, init, fsimg, marker string) (con, pmemPath string) {
 	return arm64BootCmd(t, kernel, init, fsimg, marker, "quiet nvtest.marker="+marker)
@@ -156,8 +156,13 @@ func arm64BootCmd(t *testing.T, kernel, init, fsimg, marker, cmdline string) (co
 	if err := fsdax.WriteImage(pmemPath, 64<<20, fsimg); err != nil {
 		t.Fatal(err)
 	}
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxFor(t, 5*time.Minute)
 	m, err := Start(ctx, Config{Arch: ArchArm64, Kernel: kernel, Initrd: initrd, NVDIMMs: []NVDIMM{{Path: pmemPath}},
+		Disks: []Disk{{Path: fsimg, ReadOnly: true}}, Forwards: []Forward{{Host: port, Guest: 80}},
 		Cmdline: cmdline, CPURate: DefaultCPURate, Deterministic: true})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +174,8 @@ func arm64BootCmd(t *testing.T, kernel, init, fsimg, marker, cmdline string) (co
 	return m.Console(), pmemPath
 }
 
-// The arm64 board's pmem, end to end: the kernel finds the device tree's
+// The arm64 board's devices and pmem, end to end: the kernel finds the
+// virtio-pci disk and network device, and the device tree's
 // pmem region, its fsdax namespace from the info block written on the
 // host (format/fsdax), mounts it with dax=always, and takes a MAP_SYNC
 // mapping there (the region is synchronous, as x86's e820 regions are);
@@ -184,7 +190,8 @@ func TestArm64PmemDAX(t *testing.T) {
 	if strings.Contains(con, "ARM64INIT error") {
 		t.Fatalf("the guest failed:\n%s", con)
 	}
-	for _, want := range []string{"ARM64INIT mount /dev/pmem0 /mnt ext4 rw", "dax=always", "ARM64INIT flush dc cvap",
+	for _, want := range []string{"ARM64INIT /sys/class/net eth0 lo", "ARM64INIT /sys/block pmem0 vda",
+		"ARM64INIT mount /dev/pmem0 /mnt ext4 rw", "dax=always", "ARM64INIT flush dc cvap",
 		"ARM64INIT map_sync accepted", "ARM64INIT marker written", "ARM64INIT heap dax", "ARM64INIT heap committed"} {
 		if !strings.Contains(con, want) {
 			t.Errorf("console lacks %q:\n%s", want, con)

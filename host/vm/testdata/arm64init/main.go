@@ -1,5 +1,6 @@
 // Command arm64init is PID 1 of host/vm's arm64 boot tests
-// (arm64_test.go). It prints the guest's clock at its start, mounts the
+// (arm64_test.go). It prints the guest's clock at its start and its
+// network and block devices, mounts the
 // pmem region's fsdax namespace with dax=always, writes the marker the
 // kernel command line names (nvtest.marker=) through a MAP_SYNC mapping,
 // flushes it with package pmem, fsyncs, runs a pheap transaction there,
@@ -43,6 +44,15 @@ func run() error {
 		if err := unix.Mount(m.fs, m.dir, m.fs, 0, ""); err != nil {
 			return fmt.Errorf("mount %s: %w", m.dir, err)
 		}
+	}
+	// The virtio-pci devices the board was given, as the kernel found them.
+	for _, d := range []string{"/sys/class/net", "/sys/block"} {
+		names, _ := os.ReadDir(d)
+		var l []string
+		for _, n := range names {
+			l = append(l, n.Name())
+		}
+		fmt.Println("ARM64INIT", d, strings.Join(l, " "))
 	}
 	cmdline, err := os.ReadFile("/proc/cmdline")
 	if err != nil {
