@@ -1,5 +1,5 @@
 # nvboot: `make test` runs every test (installing what it needs); `make build`
-# puts the tools in bin/ (make loader-arm64: the aarch64 loader in bin/arm64/); `make kernel` builds (or finds cached) the appliance kernel;
+# puts the tools in bin/ (make loader-arm64: the aarch64 loader in bin/arm64/); `make kernel` builds (or finds cached) the appliance kernels, x86-64 and arm64;
 # `make lint` runs the lint gate (ci/lint.sh), which both test targets run before their tests.
 SHELL := /bin/bash
 GO ?= go
@@ -29,6 +29,7 @@ FORCE:
 
 kernel: deps
 	@kernel-config/build.sh >/dev/null
+	@kernel-config/build.sh -arch arm64 >/dev/null
 
 # The appliance: build the demo image (kv) as OFF2F and as plain ELF, boot
 # each in QEMU with emulated pmem on an SD-card storage model, and print
@@ -46,7 +47,8 @@ demo-exec: deps build kernel
 # whatever the host does, but the benchmarks' guests with virtio disks pass
 # idle waits as the host's, and the QEMU tests' timeouts are the host's.
 test: deps build kernel lint
-	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage $(GO) test -count=1 -p 1 -timeout 40m ./...
+	NVBOOT_KERNEL=$$(kernel-config/build.sh 2>/dev/null)/bzImage NVBOOT_KERNEL_ARM64=$$(kernel-config/build.sh -arch arm64 2>/dev/null)/Image \
+	  $(GO) test -count=1 -p 1 -timeout 40m ./...
 
 # -short boots nothing and builds no kernel: host/kernel refuses to while
 # NVBOOT_NO_KERNEL_BUILD is set, so a test that would fails at once.

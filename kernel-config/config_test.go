@@ -14,35 +14,50 @@ import (
 	"github.com/nvboot/nvboot/host/kernel"
 )
 
+// archKernel is what build.sh caches for each arch besides the config.
+var archKernel = map[string]struct {
+	image string   // the kernel
+	frags []string // its fragments
+}{
+	"x86_64": {"bzImage", []string{"x86_64.config", "common.config"}},
+	"arm64":  {"Image", []string{"arm64.config", "common.config"}},
+}
+
 func TestFragmentOptionsInFinalConfig(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the kernel build (cached outside the checkout)")
 	}
-	out, err := exec.Command("./build.sh").Output()
+	for _, arch := range []string{"x86_64", "arm64"} {
+		t.Run(arch, func(t *testing.T) { fragmentOptionsInFinalConfig(t, arch) })
+	}
+}
+
+func fragmentOptionsInFinalConfig(t *testing.T, arch string) {
+	out, err := exec.Command("./build.sh", "-arch", arch).Output()
 	if err != nil {
-		t.Fatalf("kernel-config/build.sh: %v", err)
+		t.Fatalf("kernel-config/build.sh -arch %s: %v", arch, err)
 	}
 	dir := strings.TrimSpace(string(out))
 	final := readConfig(t, filepath.Join(dir, "config"))
-	if _, err := os.Stat(filepath.Join(dir, "bzImage")); err != nil {
+	ak := archKernel[arch]
+	k := filepath.Join(dir, ak.image)
+	if err := kernel.CheckArch(arch, k); err != nil {
 		t.Fatal(err)
 	}
-	// The kernel region's kernel: the same build, uncompressed, with the
-	// PVH entry the VM runner's firmware enters.
-	if vmlinux, err := kernel.Uncompressed(filepath.Join(dir, "bzImage")); err != nil || vmlinux == "" {
-		t.Errorf("uncompressed kernel beside the bzImage: %q, %v", vmlinux, err)
+	if arch == "x86_64" {
+		// The kernel region's kernel: the same build, uncompressed, with
+		// the PVH entry the VM runner's firmware enters.
+		if vmlinux, err := kernel.Uncompressed(k); err != nil || vmlinux == "" {
+			t.Errorf("uncompressed kernel beside the bzImage: %q, %v", vmlinux, err)
+		}
 	}
 	// nvboot measure -profile names the initcalls of a kernel without
 	// kallsyms from its System.map.
 	if _, err := os.Stat(filepath.Join(dir, "System.map")); err != nil {
-		t.Errorf("no System.map beside the bzImage: %v", err)
-	}
-	frags, _ := filepath.Glob("*.config")
-	if len(frags) < 2 {
-		t.Fatalf("found fragments %v, want the arch one and common.config", frags)
+		t.Errorf("no System.map beside the %s: %v", ak.image, err)
 	}
 	n := 0
-	for _, frag := range frags {
+	for _, frag := range ak.frags {
 		for opt, val := range readConfig(t, frag) {
 			n++
 			got, ok := final[opt]
@@ -56,6 +71,26 @@ func TestFragmentOptionsInFinalConfig(t *testing.T) {
 	}
 	if n < 40 {
 		t.Errorf("only %d options checked", n)
+	}
+}
+
+// Every fragment is some arch's: a new one needs its build-ARCH.sh and a
+// place in archKernel.
+func TestEveryFragmentHasAnArch(t *testing.T) {
+	frags, _ := filepath.Glob("*.config")
+	used := map[string]bool{}
+	for arch, ak := range archKernel {
+		for _, f := range ak.frags {
+			used[f] = true
+		}
+		if _, err := os.Stat("build-" + arch + ".sh"); err != nil {
+			t.Errorf("arch %s: %v", arch, err)
+		}
+	}
+	for _, f := range frags {
+		if !used[f] {
+			t.Errorf("fragment %s belongs to no arch", f)
+		}
 	}
 }
 
@@ -81,15 +116,20 @@ func readConfig(t *testing.T, path string) map[string]string {
 
 // TestKeyIgnoresComments: the cache key changes with what the build does
 // (an option, a "# CONFIG_X is not set", the script's commands) and not with
-// a reworded comment, which must not cost a kernel rebuild.
+// a reworded comment, which must not cost a kernel rebuild. Each arch's key
+// covers its own fragment and script and the common fragment, never the
+// other arch's: adding or changing the arm64 kernel rebuilds no x86 kernel.
 func TestKeyIgnoresComments(t *testing.T) {
 	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil {
 		t.Skip("linux-source-6.1 not installed (build.sh -print-key would install it)")
 	}
-	key := func(edit func(dir string)) string {
+	if _, err := exec.LookPath("aarch64-linux-gnu-gcc"); err != nil {
+		t.Skip("no aarch64-linux-gnu-gcc (build.sh -arch arm64 -print-key would install it)")
+	}
+	key := func(arch string, edit func(dir string)) string {
 		t.Helper()
 		dir := t.TempDir()
-		for _, f := range []string{"build.sh", "check.sh", "common.config", "x86_64.config"} {
+		for _, f := range []string{"build.sh", "build-x86_64.sh", "build-arm64.sh", "check.sh", "common.config", "x86_64.config", "arm64.config"} {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -99,9 +139,9 @@ func TestKeyIgnoresComments(t *testing.T) {
 			}
 		}
 		edit(dir)
-		out, err := exec.Command(filepath.Join(dir, "build.sh"), "-print-key").Output()
+		out, err := exec.Command(filepath.Join(dir, "build.sh"), "-arch", arch, "-print-key").Output()
 		if err != nil {
-			t.Fatalf("build.sh -print-key: %v", err)
+			t.Fatalf("build.sh -arch %s -print-key: %v", arch, err)
 		}
 		return strings.TrimSpace(string(out))
 	}
@@ -117,20 +157,28 @@ func TestKeyIgnoresComments(t *testing.T) {
 			}
 		}
 	}
-	base := key(func(string) {})
-	for _, tc := range []struct {
-		name string
-		edit func(string)
-		same bool
-	}{
-		{"a comment in a fragment", appendTo("common.config", "\n# a reworded comment\n\n"), true},
-		{"a comment in the script", appendTo("build.sh", "\n  # a note\n"), true},
-		{"an option", appendTo("common.config", "CONFIG_PRINTK_TIME=y\n"), false},
-		{"an option turned off", appendTo("x86_64.config", "# CONFIG_PRINTK_TIME is not set\n"), false},
-		{"a command in the script", appendTo("build.sh", "true\n"), false},
-	} {
-		if got := key(tc.edit); (got == base) != tc.same {
-			t.Errorf("%s: key %s, unchanged key %s: want the same %v", tc.name, got, base, tc.same)
+	for _, arch := range []string{"x86_64", "arm64"} {
+		other := map[string]string{"x86_64": "arm64", "arm64": "x86_64"}[arch]
+		base := key(arch, func(string) {})
+		for _, tc := range []struct {
+			name string
+			edit func(string)
+			same bool
+		}{
+			{"a comment in a fragment", appendTo("common.config", "\n# a reworded comment\n\n"), true},
+			{"a comment in the script", appendTo("build-"+arch+".sh", "\n  # a note\n"), true},
+			{"an option", appendTo("common.config", "CONFIG_PRINTK_TIME=y\n"), false},
+			{"an option turned off", appendTo(arch+".config", "# CONFIG_PRINTK_TIME is not set\n"), false},
+			{"a command in the script", appendTo("build-"+arch+".sh", "true\n"), false},
+			{"an option of the other arch", appendTo(other+".config", "CONFIG_PRINTK_TIME=y\n"), true},
+			{"a command in the other arch's script", appendTo("build-"+other+".sh", "true\n"), true},
+		} {
+			if got := key(arch, tc.edit); (got == base) != tc.same {
+				t.Errorf("%s: %s: key %s, unchanged key %s: want the same %v", arch, tc.name, got, base, tc.same)
+			}
 		}
+	}
+	if x, a := key("x86_64", func(string) {}), key("arm64", func(string) {}); x == a {
+		t.Errorf("x86_64 and arm64 share the key %s", x)
 	}
 }

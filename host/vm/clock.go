@@ -138,6 +138,9 @@ func KernelEntry(ctx context.Context, c Config) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("vm: kernel entry probe: %w", err)
 	}
+	if c.Arch == ArchArm64 {
+		return kernelEntryArm64(ctx, c, kernel)
+	}
 	probe, err := entryKernel(kernel)
 	if err != nil {
 		return 0, fmt.Errorf("vm: kernel entry probe: %s: %w", c.Kernel, err)

@@ -1,4 +1,5 @@
-// Package vm boots the appliance kernel in QEMU the way nvboot's tests,
+// Package vm boots the appliance kernel in QEMU, as an x86-64 pc board or
+// an arm64 virt board, the way nvboot's tests,
 // benchmarks and nvboot run, measure and powercut need it: pmem backed by
 // files (their contents persist across boots: that is the pmem), virtio
 // disks with storage speed models, the serial console captured line by line
@@ -72,6 +73,57 @@
 // refuses NoACPI with either. No ACPI PCI hotplug: ACPI init up to PCI
 // probing went from about 500 ms to about 300 ms under TCG.
 //
+// # The arm64 board
+//
+// Config.Arch ArchArm64 (arm64.go): qemu-system-aarch64 (Debian's
+// qemu-system-arm; $NVBOOT_QEMU_ARM64 overrides), -machine
+// virt,gic-version=2 (GICv2: the GIC-400 of the Raspberry Pi 4 and 5),
+// -cpu cortex-a76 under TCG only (an x86 host runs no arm64 guest with
+// KVM), the console on the PL011 (console=ttyAMA0), and no firmware: QEMU's
+// boot stub enters the Image at power-on (KernelEntry reads the virtual
+// counter there: 0 ns), with a device tree; PSCI powers off and resets.
+// The Cortex-A76 (the Pi 5's core) over QEMU's max, which adds features no
+// board of ours has and TCG emulates slowly (pointer authentication, SVE,
+// MTE), and over the Pi 3's Cortex-A53, whose ARMv8.0 lacks DC CVAP: the
+// A76 has DCPoP, so package pmem flushes with DC CVAP as on the board. The
+// device clock is the x86 board's (-icount, -seed, -rtc; the counter
+// counts guest time from power-on), the CRNG seeded from the device tree's
+// rng-seed (QEMU's, from -seed) where x86 trusts RDRAND; disks, network
+// and entropy are the same virtio-pci devices. Scripts need an arm64
+// busybox (Script.Busybox): the one on the build machine is x86's.
+//
+// The arm64 board's pmem is PmemDeviceTree: each region is memory after
+// the RAM, a NUMA node backed by its file (share=on), that the device
+// tree describes as a "pmem-region" and the kernel's of_pmem driver
+// serves; mem= keeps the page allocator to the RAM. QEMU makes the tree
+// (-machine dumpdtb, a run that builds the machine and exits) and vm adds
+// the nodes (fdt.go) and passes it with -dtb, on every arm64 boot: QEMU
+// pads its own tree to 1 MiB, which the kernel checksums whole early in
+// its boot, and with the compact tree init starts 8.6 ms sooner (35.3
+// against 43.9 ms after power-on, 1 GIPS, no pmem). This over the two
+// others:
+//
+//   - virtio-pmem-pci (Firecracker's and Cloud Hypervisor's pmem): Debian
+//     12's QEMU 7.2 builds it for x86 only (qemu-system-aarch64 -device
+//     help has no virtio-pmem), and it is asynchronous: Linux refuses
+//     MAP_SYNC on it, so pheap and omf fall back to msync (a flush
+//     request to the host per commit) instead of DC CVAP and DSB.
+//   - NVDIMMs through ACPI's NFIT: QEMU's virt machine plugs an NVDIMM
+//     only with its ACPI event device, which it creates only when it runs
+//     firmware, so every boot would go through UEFI (Debian's
+//     qemu-efi-aarch64) and the kernel through its EFI stub and ACPI.
+//     Measured on the device clock at 1 GIPS (a 64 MiB region, init
+//     mounting it dax=always, no disk or network): init starts 38.0 ms after power-on with the
+//     device-tree region, 448.1 ms through UEFI with the NVDIMM (414.5 ms
+//     through UEFI without pmem: 33.6 ms are the NFIT's).
+//
+// A device-tree region is synchronous, as the pc board's e820 regions are:
+// MAP_SYNC is accepted, pheap runs in mode dax and flushes with DC CVAP.
+// It is how a board without firmware tables describes persistent RAM.
+// QEMU counts the regions as RAM when it places the initramfs and the
+// tree (at half the RAM, at most 128 MiB in): vm refuses an initramfs
+// that would reach the pmem.
+//
 // Storage models (storage.go), QEMU block throttling: sd (UHS-I A1:
 // 40 MiB/s and 1500 IOPS read, 15 MiB/s and 500 IOPS write), emmc, nvme,
 // hdd (a 7200 rpm disk: 120 MiB/s, 150 IOPS) and host (unthrottled).
@@ -127,9 +179,18 @@
 //     when the rate halves), TestEntryKernelRefusesOtherFiles,
 //     TestStorageModelUnderDeviceClock (how far QEMU's throttle alone is from
 //     the model on guest time).
+//   - The arm64 board: its command line and refusals, TestArgsArm64; the
+//     device tree's pmem nodes, read back by dtc, TestFDTAddPmem,
+//     TestFDTAddPmemRefuses, FuzzFDTAddPmem; the kernel mounts the
+//     region's fsdax namespace dax=always, takes a MAP_SYNC mapping there,
+//     flushes with DC CVAP, and what it wrote is in the backing file, and
+//     pheap runs in mode dax: TestArm64PmemDAX; two boots on the device
+//     clock are the same boot and the kernel is entered at power-on:
+//     TestArm64DeviceClockRepeats, TestEntryImageArm64.
 //
-// Tests that boot QEMU get the kernel from vmtest.Kernel and skip under
-// -short or when $NVBOOT_KERNEL is unset.
+// Tests that boot QEMU get the kernel from vmtest.Kernel (arm64:
+// vmtest.KernelArm64) and skip under -short or when $NVBOOT_KERNEL
+// ($NVBOOT_KERNEL_ARM64) is unset.
 //
 // # Limits
 //
@@ -139,6 +200,8 @@
 //   - QEMU's throttles count bytes and requests, not a card's latency curve,
 //     and wait on the host's clock (docs/DEVICE-CLOCK.md for what that costs
 //     under -icount).
-//   - Timer and idle behaviour is QEMU's pc machine's, not a board's.
-//   - x86-64 guests only.
+//   - Timer and idle behaviour is QEMU's pc and virt machines', not a board's.
+//   - The arm64 board has no UEFI firmware yet (BootDisk, Firmware and
+//     FirmwareVars are the pc board's), no KVM, and no pmem but device-tree
+//     regions.
 package vm

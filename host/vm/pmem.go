@@ -37,23 +37,37 @@ type pmemSetup struct {
 // fit under it, at the addresses memmap= names.
 const lowRAMLimit = 3 << 10 // MiB
 
-func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
-	var p pmemSetup
+// nvdimmSizes is the size of each of c's pmem regions: given, or its
+// file's, a positive multiple of 2 MiB (the kernel adds pmem in 2 MiB
+// subsections).
+func (c Config) nvdimmSizes() ([]int64, error) {
 	sizes := make([]int64, len(c.NVDIMMs))
-	var total int64
 	for i, n := range c.NVDIMMs {
 		size := n.Size
 		if size == 0 {
 			st, err := os.Stat(n.Path)
 			if err != nil {
-				return p, fmt.Errorf("vm: nvdimm %d: %w", i, err)
+				return nil, fmt.Errorf("vm: nvdimm %d: %w", i, err)
 			}
 			size = st.Size()
 		}
 		if size <= 0 || size%(2<<20) != 0 {
-			return p, fmt.Errorf("vm: nvdimm %d (%s): size %d is not a positive multiple of 2 MiB", i, n.Path, size)
+			return nil, fmt.Errorf("vm: nvdimm %d (%s): size %d is not a positive multiple of 2 MiB", i, n.Path, size)
 		}
-		sizes[i], total = size, total+size
+		sizes[i] = size
+	}
+	return sizes, nil
+}
+
+func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
+	var p pmemSetup
+	sizes, err := c.nvdimmSizes()
+	if err != nil {
+		return p, err
+	}
+	var total int64
+	for _, size := range sizes {
+		total += size
 	}
 	if len(c.NVDIMMs) == 0 {
 		p.args = []string{"-m", fmt.Sprintf("%dM", memMiB)}

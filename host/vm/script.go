@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,6 +129,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // goes before c.Cmdline. A run that never prints the exit status (a kernel
 // panic, a hang until ctx ends) is an error carrying the console.
 func RunScript(ctx context.Context, c Config, s Script) (*ScriptResult, error) {
+	if c.Arch == ArchArm64 && s.Busybox == "" {
+		return nil, errors.New("vm: a script on the arm64 board needs a static busybox built for arm64 (Script.Busybox): the one found on this machine is the build machine's")
+	}
 	dir, err := os.MkdirTemp("", "nvboot-vm-")
 	if err != nil {
 		return nil, err

@@ -20,8 +20,11 @@ import (
 
 // Config describes one virtual machine.
 type Config struct {
-	QEMU    string // the QEMU binary; default qemu-system-x86_64
-	Kernel  string // bzImage to boot directly (-kernel); required unless BootDisk
+	// Arch is the board: ArchX86_64 ("" too), QEMU's pc machine, or
+	// ArchArm64, QEMU's virt machine (arm64.go).
+	Arch    string
+	QEMU    string // the QEMU binary; default qemu-system-x86_64 (arm64: qemu-system-aarch64)
+	Kernel  string // bzImage (arm64: Image) to boot directly (-kernel); required unless BootDisk
 	Initrd  string // initramfs, optional
 	Cmdline string // kernel command line after the console settings vm adds
 	MemMiB  int    // RAM; default 256
@@ -50,7 +53,7 @@ type Config struct {
 	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
 	Stdin io.Reader
 	// PmemAs is how the NVDIMMs reach the guest: PmemE820 or PmemNVDIMM
-	// (the default).
+	// (the default); on arm64 PmemDeviceTree, the only one there.
 	PmemAs string
 	Extra  []string // more QEMU arguments, appended last
 	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
@@ -146,6 +149,13 @@ var ErrExited = errors.New("vm: QEMU exited")
 
 // Args returns the QEMU command line for c (without the binary).
 func (c Config) args(accel string) ([]string, error) {
+	switch c.Arch {
+	case "", ArchX86_64:
+	case ArchArm64:
+		return c.argsArm64(accel)
+	default:
+		return nil, fmt.Errorf("vm: arch %q: want %s or %s", c.Arch, ArchX86_64, ArchArm64)
+	}
 	mem := c.MemMiB
 	if mem == 0 {
 		mem = 256
@@ -181,39 +191,11 @@ func (c Config) args(accel string) ([]string, error) {
 	a := []string{
 		"-machine", machine, "-accel", accel, "-cpu", c.cpuModel(accel), "-smp", fmt.Sprint(cpus),
 	}
-	if c.CPURate != 0 {
-		if accel != "tcg" {
-			return nil, fmt.Errorf("vm: the device clock (a CPU rate) needs -accel tcg: KVM runs at the host's speed, not at a counted rate")
-		}
-		shift, err := ICountShift(c.CPURate)
-		if err != nil {
-			return nil, fmt.Errorf("vm: %w", err)
-		}
-		if !c.Deterministic {
-			// sleep=on: an idle guest's time passes as the host's, so a
-			// wait on a host file's I/O or QEMU's throttle counts.
-			a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift))
-		} else {
-			// sleep=off: when the guest idles, its clock jumps to its next
-			// timer, so idle waits cost their nominal time whatever the
-			// host does. -seed: its random numbers (RDRAND) from a fixed
-			// seed, so Go's map seeds, the kernel's address layout and
-			// every path they choose repeat. -rtc: the calendar on the same
-			// clock from a fixed instant (DeviceEpoch): on the host's, the
-			// kernel's RTC reads (the update-in-progress wait, the wall
-			// time mixed into its CRNG) would differ from boot to boot.
-			a = append(a, "-icount", fmt.Sprintf("shift=%d,sleep=off", shift), "-seed", "1",
-				"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm")
-		}
+	a, err = c.clockArgs(a, accel)
+	if err != nil {
+		return nil, err
 	}
-	a = append(a, "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none")
-	if !c.Reboot {
-		a = append(a, "-no-reboot") // the guest's reboot ends QEMU: tests and power-off both end that way
-	}
-	a = append(a, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
-	if c.Watchdog {
-		a = append(a, "-device", "i6300esb")
-	}
+	a = c.commonArgs(a)
 	if !c.NoACPI {
 		// No PCI hotplug on an appliance board: without it the DSDT loses
 		// the per-slot hotplug methods, and the kernel's ACPI init (AML
@@ -224,6 +206,57 @@ func (c Config) args(accel string) ([]string, error) {
 	}
 	a = append(a, boot...)
 	a = append(a, pm.args...)
+	return c.deviceArgs(a)
+}
+
+// clockArgs appends the device clock's arguments (c.CPURate) to a: the
+// same on every board.
+func (c Config) clockArgs(a []string, accel string) ([]string, error) {
+	if c.CPURate == 0 {
+		return a, nil
+	}
+	if accel != "tcg" {
+		return nil, fmt.Errorf("vm: the device clock (a CPU rate) needs -accel tcg: KVM runs at the host's speed, not at a counted rate")
+	}
+	shift, err := ICountShift(c.CPURate)
+	if err != nil {
+		return nil, fmt.Errorf("vm: %w", err)
+	}
+	if !c.Deterministic {
+		// sleep=on: an idle guest's time passes as the host's, so a
+		// wait on a host file's I/O or QEMU's throttle counts.
+		return append(a, "-icount", fmt.Sprintf("shift=%d,sleep=on", shift)), nil
+	}
+	// sleep=off: when the guest idles, its clock jumps to its next
+	// timer, so idle waits cost their nominal time whatever the
+	// host does. -seed: its random numbers (RDRAND; on arm64 the device
+	// tree's rng-seed) from a fixed seed, so Go's map seeds, the kernel's
+	// address layout and every path they choose repeat. -rtc: the
+	// calendar on the same clock from a fixed instant (DeviceEpoch): on
+	// the host's, the kernel's RTC reads (the update-in-progress wait, the
+	// wall time mixed into its CRNG) would differ from boot to boot.
+	return append(a, "-icount", fmt.Sprintf("shift=%d,sleep=off", shift), "-seed", "1",
+		"-rtc", "base="+DeviceEpoch.Format("2006-01-02T15:04:05")+",clock=vm"), nil
+}
+
+// commonArgs appends what every board has: no default devices, no
+// display or monitor, the serial console on QEMU's stdio, the reset
+// behaviour and the watchdog.
+func (c Config) commonArgs(a []string) []string {
+	a = append(a, "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none")
+	if !c.Reboot {
+		a = append(a, "-no-reboot") // the guest's reboot ends QEMU: tests and power-off both end that way
+	}
+	a = append(a, "-chardev", "stdio,id=con,signal=off", "-serial", "chardev:con")
+	if c.Watchdog {
+		a = append(a, "-device", "i6300esb")
+	}
+	return a
+}
+
+// deviceArgs appends the PCI devices every board has the same way (disks,
+// network, entropy) and c.Extra.
+func (c Config) deviceArgs(a []string) ([]string, error) {
 	for i, d := range c.Disks {
 		if _, err := os.Stat(d.Path); err != nil {
 			return nil, fmt.Errorf("vm: disk %d: %w", i, err)
@@ -324,16 +357,12 @@ func (c Config) cpuModel(accel string) string {
 
 // Start powers the machine on.
 func Start(ctx context.Context, c Config) (*Machine, error) {
-	qemu := c.QEMU
-	if qemu == "" {
-		qemu = os.Getenv(QEMUEnv)
-	}
-	if qemu == "" {
-		qemu = "qemu-system-x86_64"
-	}
+	qemu := c.qemu()
 	accel := c.Accel
-	if accel == "" && c.CPURate != 0 {
-		accel = "tcg" // the instruction counter exists only under TCG
+	if accel == "" && (c.CPURate != 0 || c.Arch == ArchArm64) {
+		// The instruction counter exists only under TCG, and an arm64
+		// board on this x86 host has nothing else.
+		accel = "tcg"
 	}
 	if accel == "" {
 		var err error
@@ -344,6 +373,20 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 	args, err := c.args(accel)
 	if err != nil {
 		return nil, err
+	}
+	// The arm64 board's device tree: QEMU's for this machine, compacted,
+	// its pmem regions added (arm64.go).
+	var tmp string
+	if c.Arch == ArchArm64 {
+		if tmp, err = os.MkdirTemp("", "nvboot-dtb-"); err != nil {
+			return nil, fmt.Errorf("vm: %w", err)
+		}
+		dtb, err := c.boardDTB(ctx, qemu, args, tmp)
+		if err != nil {
+			os.RemoveAll(tmp)
+			return nil, err
+		}
+		args = append(args, "-dtb", dtb)
 	}
 	cmd := exec.CommandContext(ctx, qemu, args...)
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
@@ -371,6 +414,9 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 		changed: make(chan struct{}), done: make(chan struct{})}
 	m.Start = time.Now()
 	if err := cmd.Start(); err != nil {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
 		return nil, fmt.Errorf("vm: starting %s: %w", qemu, err)
 	}
 	go stopAtPanic(m, c.Reboot)
@@ -387,6 +433,9 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 			err = p // QEMU itself was stopped, or powered off after it
 		} else if err != nil && stderr.Len() > 0 {
 			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		if tmp != "" {
+			os.RemoveAll(tmp)
 		}
 		m.mu.Lock()
 		m.exited, m.waitErr = true, err

@@ -20,11 +20,26 @@ import (
 // a plain go test boots nothing unless asked to.
 func Kernel(t testing.TB, tools ...string) string {
 	t.Helper()
+	return kernelFor(t, kernel.ArchX86_64, tools)
+}
+
+// KernelArm64 is Kernel for the arm64 kernel: $NVBOOT_KERNEL_ARM64, the
+// Image make test builds and sets (kernel-config/build.sh -arch arm64).
+func KernelArm64(t testing.TB, tools ...string) string {
+	t.Helper()
+	return kernelFor(t, kernel.ArchArm64, tools)
+}
+
+func kernelFor(t testing.TB, arch string, tools []string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("boots QEMU (-short)")
 	}
-	k, err := kernel.Find(context.Background(), kernel.Lookup{})
+	k, err := kernel.Find(context.Background(), kernel.Lookup{Arch: arch})
 	if errors.Is(err, kernel.ErrNone) {
+		if arch == kernel.ArchArm64 {
+			t.Skip("NVBOOT_KERNEL_ARM64 unset: no arm64 kernel (make test sets it; or: export NVBOOT_KERNEL_ARM64=$(kernel-config/build.sh -arch arm64)/Image)")
+		}
 		t.Skip("NVBOOT_KERNEL unset (make test sets it; or: export NVBOOT_KERNEL=$(kernel-config/build.sh)/bzImage)")
 	}
 	if err != nil {
@@ -43,9 +58,19 @@ func Kernel(t testing.TB, tools ...string) string {
 // (CGO_ENABLED=0) and returns its path in a temporary directory.
 func StaticProgram(t testing.TB, dir string) string {
 	t.Helper()
+	return StaticProgramFor(t, dir, "")
+}
+
+// StaticProgramFor is StaticProgram cross-built for goarch ("arm64" for an
+// arm64 guest; "": the host's).
+func StaticProgramFor(t testing.TB, dir, goarch string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(dir))
 	build := exec.Command("go", "build", "-o", bin, dir)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if goarch != "" {
+		build.Env = append(build.Env, "GOARCH="+goarch)
+	}
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", dir, err, out)
 	}
