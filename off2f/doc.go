@@ -79,7 +79,8 @@
 //     around it with 0xcc (a zero block would be a hole once mke2fs -d
 //     copies the file, and DAX maps 2 MiB only over allocated blocks), and
 //     the loader maps it whole (Segment.span), so every text fault is a
-//     2 MiB one. A
+//     2 MiB one: nvinit's loader, reading all of its text for the CRC,
+//     reaches main 2.6 ms sooner on the device clock (docs/OFF2F.md). A
 //     flag over longer segments, so the CRC, the hash and Unpack stay over
 //     the program's own bytes. Go's default layout converts byte for byte
 //     as before; aarch64 is left out (its header segment's gap).
