@@ -47,8 +47,8 @@
 // The text store is ext4 with 4 KiB blocks and 2 MiB clusters (mke2fs -O
 // bigalloc -C 2097152 -d), so every file starts on a 2 MiB boundary of the
 // device and text laid out 2 MiB-congruent lands 2 MiB-aligned on pmem. Its
-// size is the files' bytes plus 2 MiB a file plus 16 MiB, a quarter more,
-// rounded to 2 MiB (or TextStoreMiB). A pmem image is its filesystem plus 2
+// size is the 2 MiB clusters its files take plus 16 MiB, a quarter more,
+// rounded to 2 MiB (or TextStoreMiB; storeSize says why clusters). A pmem image is its filesystem plus 2
 // MiB, rounded up to 128 MiB (room for deploys; see pmemSize). The
 // root also carries the store image and a gzip state template, from which
 // nvinit provisions blank or stale pmem (docs/OFF2F.md). Every OFF2F
