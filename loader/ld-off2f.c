@@ -3,7 +3,8 @@
  * The kernel has mapped the header file (ELF header, writable segments, the OFF2F
  * note) and this loader, built a stack and jumped here. We find the note through
  * AT_PHDR, open the text file in the text store (pmem, DAX), check its header page
- * against the note, map each read-only segment where the program expects it (and,
+ * against the note, map each read-only segment where the program expects it
+ * (with FlagHugeSpan out to its 2 MiB boundaries, so DAX maps it in 2 MiB pages; and,
  * when the note records the text's CRC-32C, check the whole mapped text against
  * it), show the program its original program headers, and jump to its entry point
  * with the kernel's stack. Anything wrong: try the fallback copy, and tell the
@@ -198,6 +199,24 @@ static const char *machine_name(u32 m)
 	return "an unknown machine";
 }
 
+/* Where segment s is mapped (off2f's Segment.span): [*start, +*size) from
+ * text-file offset *foff. Its pages; for a read-only segment of a
+ * FlagHugeSpan note its whole 2 MiB pages, so that DAX maps all of it with
+ * PMD entries (the text file holds filler there). The lead below the
+ * segment is taken from its link-time vaddr, so the load bias moves the span
+ * whole. Returns the page size spanned. */
+static u64 seg_span(u32 flags, const u8 *s, u64 bias, u64 *start, u64 *size, u64 *foff)
+{
+	u64 va = rd64(s + S_VADDR), align = OFF2F_PAGE;
+	if ((flags & OFF2F_FLAG_HUGE_SPAN) && !(rd32(s + S_PROT) & PROT_WRITE))
+		align = OFF2F_HUGE;
+	u64 lead = va % align, end = (va + rd64(s + S_MEMSZ) + align - 1) & ~(align - 1);
+	*start = bias + va - lead;
+	*size = end - (va - lead);
+	*foff = rd64(s + S_OFFSET) - lead;
+	return align;
+}
+
 /* The same checks as off2f/format.go (Note.UnmarshalBinary): the loader trusts
  * nothing in the header file it has not checked. Returns a reason or 0;
  * buf holds a reason that names the machines. */
@@ -228,6 +247,7 @@ static const char *check_note(const u8 *n, u64 descsz, char *buf, u64 bufsz)
 	    !field_ok(n + N_OPTIONS, N_OPTIONS_MAX))
 		return "bad OFF2F note: bad path field";
 	u64 tsize = rd64(n + N_TEXT_SIZE), prev_end = 0, prev_fend = 0;
+	u32 flags = rd32(n + N_FLAGS);
 	for (u32 i = 0; i < nseg; i++) {
 		const u8 *s = n + N_SEGMENTS + i * S_SIZE;
 		u64 va = rd64(s + S_VADDR), mem = rd64(s + S_MEMSZ), fsz = rd64(s + S_FILESZ);
@@ -241,12 +261,23 @@ static const char *check_note(const u8 *n, u64 descsz, char *buf, u64 bufsz)
 		    (!data && ((prot & ~(u32)(PROT_READ | PROT_EXEC)) || !(prot & PROT_READ))) ||
 		    va >= OFF2F_USER_TOP || mem >= OFF2F_USER_TOP || va + mem > OFF2F_USER_TOP ||
 		    va % OFF2F_PAGE != off % OFF2F_PAGE || off < T_HEADER_SIZE || off > tsize ||
-		    mem > tsize - off ||
-		    (i > 0 && (va & ~(OFF2F_PAGE - 1)) < ((prev_end + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1))) ||
-		    (i > 0 && off < prev_fend))
+		    mem > tsize - off)
 			return "bad OFF2F note: bad segment table";
-		prev_end = va + mem;
-		prev_fend = off + mem;
+		/* Where it is mapped (seg_span): its pages, or its 2 MiB span, whose
+		 * file range must be congruent, after the header page and inside the
+		 * file; segments and spans apart in memory and in the file. */
+		u64 start, size, foff, fend = off + mem;
+		if (seg_span(flags, s, 0, &start, &size, &foff) == OFF2F_HUGE) {
+			if (va % OFF2F_HUGE != off % OFF2F_HUGE || foff < T_HEADER_SIZE ||
+			    size - (va - start) > tsize - off)
+				return "bad OFF2F note: bad segment table";
+			fend = foff + size;
+		} else
+			foff = off;
+		if (i > 0 && (start < prev_end || foff < prev_fend))
+			return "bad OFF2F note: bad segment table";
+		prev_end = start + size;
+		prev_fend = fend;
 	}
 	/* The original program headers must lie inside the text: they become AT_PHDR. */
 	u64 oph = rd64(n + N_ORIG_PHDR), ophsz = (u64)rd32(n + N_ORIG_PHNUM) * 56;
@@ -315,11 +346,9 @@ static void text_path(struct prog *p, const u8 *dir)
 static void unmap_segments(const struct prog *p, u32 n)
 {
 	for (u32 i = 0; i < n; i++) {
-		const u8 *s = p->note + N_SEGMENTS + i * S_SIZE;
-		u64 va = p->bias + rd64(s + S_VADDR);
-		u64 start = va & ~(OFF2F_PAGE - 1);
-		u64 end = (va + rd64(s + S_MEMSZ) + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1);
-		sys3(SYS_munmap, start, end - start, 0);
+		u64 start, size, foff;
+		seg_span(rd32(p->note + N_FLAGS), p->note + N_SEGMENTS + i * S_SIZE, p->bias, &start, &size, &foff);
+		sys3(SYS_munmap, start, size, 0);
 	}
 }
 
@@ -364,6 +393,7 @@ static int map_text(struct prog *p, i64 fd)
 		return fail(p, "not an OFF2F text file", 0);
 	if (rd16(hdr + T_MACHINE) != rd16(p->note + N_MACHINE) ||
 	    !bytes_eq(hdr + T_HASH, p->note + N_HASH, 32) || rd64(hdr + T_SIZE) != want ||
+	    ((rd32(hdr + T_FLAGS) ^ rd32(p->note + N_FLAGS)) & OFF2F_FLAG_HUGE_SPAN) ||
 	    rd32(hdr + T_NSEG) != p->nseg || rd64(hdr + T_ORIG_PHDR) != rd64(p->note + N_ORIG_PHDR) ||
 	    rd32(hdr + T_ORIG_PHNUM) != rd32(p->note + N_ORIG_PHNUM) ||
 	    !bytes_eq(hdr + T_SEGMENTS, p->note + N_SEGMENTS, (u64)p->nseg * S_SIZE))
@@ -374,10 +404,8 @@ static int map_text(struct prog *p, i64 fd)
 		flags |= MAP_POPULATE;
 	for (u32 i = 0; i < p->nseg; i++) {
 		const u8 *s = p->note + N_SEGMENTS + i * S_SIZE;
-		u64 va = p->bias + rd64(s + S_VADDR);
-		u64 start = va & ~(OFF2F_PAGE - 1);
-		u64 len = ((va + rd64(s + S_MEMSZ) + OFF2F_PAGE - 1) & ~(OFF2F_PAGE - 1)) - start;
-		u64 off = rd64(s + S_OFFSET) - (va - start);
+		u64 start, len, off;
+		seg_span(rd32(p->note + N_FLAGS), s, p->bias, &start, &len, &off);
 		u32 prot = rd32(s + S_PROT);
 		/* The data's image replaces the start of the anonymous memory the
 		 * kernel mapped for the header file's writable segment. */

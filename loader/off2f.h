@@ -7,12 +7,14 @@
 #define OFF2F_MAX_SEGMENTS 16
 #define OFF2F_PAGE 4096UL
 #define OFF2F_USER_TOP (1UL << 47)
+#define OFF2F_HUGE (2UL << 20)
 
 #define OFF2F_FLAG_PREFAULT 1
 #define OFF2F_FLAG_HUGE 2
 #define OFF2F_FLAG_DYN 4
 #define OFF2F_FLAG_CRC 8 /* the note ends with the text's CRC-32C */
-#define OFF2F_KNOWN_FLAGS 15
+#define OFF2F_FLAG_HUGE_SPAN 16 /* read-only segments mapped in whole 2 MiB pages */
+#define OFF2F_KNOWN_FLAGS 31
 
 #define OFF2F_NOTE_TYPE 1
 /* note descriptor */

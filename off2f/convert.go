@@ -99,13 +99,14 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 		segs[i] = Segment{Vaddr: t.Vaddr, Memsz: t.Memsz, Filesz: t.Filesz, Prot: prot(t.Flags)}
 		contents[i] = p.segmentContents(t)
 	}
+	spans := hugeSpans(p, segs, datas)
 	dataInText := dataGoesToText(texts, datas, others)
 	if dataInText {
 		d := datas[0]
 		segs = append(segs, Segment{Vaddr: d.Vaddr, Memsz: d.Filesz, Filesz: d.Filesz, Prot: ProtRead | ProtWrite})
 		contents = append(contents, p.raw[d.Off:d.Off+d.Filesz])
 	}
-	th, text, err := buildText(p.machine, origPhdr, uint32(len(p.progs)), segs, contents)
+	th, text, err := buildText(p.machine, origPhdr, uint32(len(p.progs)), segs, contents, spans)
 	if err != nil {
 		return nil, fmt.Errorf("building text file: %w", err)
 	}
@@ -130,11 +131,49 @@ func Convert(raw []byte, opt Options) (*Converted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding note: %w", err)
 	}
-	hdr, err := buildHeader(p, texts, datas, others, opt.Loader, desc, dataInText)
+	// The header segment goes outside the spans, as it goes outside the text.
+	placed := texts
+	if spans {
+		placed = make([]elf.ProgHeader, len(texts))
+		for i, t := range texts {
+			start, size, _, _ := segs[i].span(FlagHugeSpan)
+			placed[i] = t
+			placed[i].Vaddr, placed[i].Memsz = start, size
+		}
+	}
+	hdr, err := buildHeader(p, placed, datas, others, opt.Loader, desc, dataInText)
 	if err != nil {
 		return nil, err
 	}
 	return &Converted{Header: hdr, Text: text, Note: note}, nil
+}
+
+// hugeSpans says whether the read-only segments segs are mapped with 2 MiB
+// spans (FlagHugeSpan): the program is x86-64 ET_EXEC (at fixed addresses,
+// its header segment below it) and every span lies above mmap_min_addr,
+// apart from the other spans and from every writable segment's pages. Go's
+// programs linked with -R 0x200000 are; Go's default layout (rodata right
+// after the text, in the text's last 2 MiB) is not, and is converted as it
+// was before the flag. aarch64 is left out: its header segment sits in the
+// gap below the data (for qemu-user) that the spans would take.
+func hugeSpans(p *program, segs []Segment, datas []elf.ProgHeader) bool {
+	if p.machine != MachineAMD64 || p.typ != elf.ET_EXEC {
+		return false
+	}
+	var prevEnd uint64
+	for _, s := range segs {
+		start, size, _, _ := s.span(FlagHugeSpan)
+		if start < mmapMinAddr || start < prevEnd || start+size > userTop {
+			return false
+		}
+		for _, d := range datas {
+			if start < pageUp(d.Vaddr+d.Memsz) && pageDown(d.Vaddr) < start+size {
+				return false
+			}
+		}
+		prevEnd = start + size
+	}
+	return true
 }
 
 // dataGoesToText says whether the writable data's initial image goes into the

@@ -117,8 +117,18 @@ const (
 	// FlagCRC: the note ends with the text's CRC-32C (NoteCRCSize bytes),
 	// and the loader checks the whole text against it before it runs the
 	// program (Options.CRC; nvboot gives it to PID 1 alone).
-	FlagCRC    = 1 << 3
-	knownFlags = FlagPrefault | FlagHuge | FlagDyn | FlagCRC
+	FlagCRC = 1 << 3
+	// FlagHugeSpan: the loader maps every read-only segment from the 2 MiB
+	// boundary at or below it to the one at or above its end (Segment.span),
+	// so that DAX maps all of it with 2 MiB entries. The text file holds
+	// filler bytes there (spanFill), each read-only segment at an offset
+	// congruent to its vaddr modulo 2 MiB, and the program leaves those
+	// addresses free: Convert sets it for x86-64 ET_EXEC programs whose
+	// segments start on 2 MiB boundaries (Go's -ldflags=-R=0x200000).
+	FlagHugeSpan = 1 << 4
+	knownFlags   = FlagPrefault | FlagHuge | FlagDyn | FlagCRC | FlagHugeSpan
+	// textFlags are the flags a text header may carry.
+	textFlags = FlagHuge | FlagHugeSpan
 )
 
 // Segment protections, as in mmap(2).
@@ -216,7 +226,7 @@ func (n *Note) encodedSize(nseg int) int {
 //	0  [8] magic "OFF2FTXT"
 //	8  u16 version
 //	10 u16 machine (as in the note)
-//	12 u32 flags (FlagHuge)
+//	12 u32 flags (FlagHuge, FlagHugeSpan)
 //	16 [32] SHA-256 content hash
 //	48 u64 size of the whole text file
 //	56 u32 number of segments
@@ -414,7 +424,7 @@ func (n *Note) UnmarshalBinary(b []byte) error {
 	if v.Segments, err = getSegments(b[NoteFixedSize:], int(nseg)); err != nil {
 		return formatErr("note: %v", err)
 	}
-	if err := checkSegments(v.Segments, v.TextSize); err != nil {
+	if err := checkSegments(v.Segments, v.TextSize, v.Flags); err != nil {
 		return formatErr("note: %v", err)
 	}
 	if err := checkOrigPhdr(v.Segments, v.OrigPhdr, v.OrigPhnum); err != nil {
@@ -450,12 +460,33 @@ func inSegments(segs []Segment, addr, size uint64) bool {
 // aarch64's with 48-bit addresses at 2^48; one bound holds for both.
 const userTop = 1 << 47
 
+// span is where the loader maps segment s under a note's flags: from
+// start for size bytes, from the text file's offset s.Offset-lead. A
+// read-only segment of a FlagHugeSpan text spans whole 2 MiB pages, any
+// other segment whole 4 KiB pages. lead is the link-time vaddr modulo that
+// page size, so the span is the same relative to a load bias (which is
+// page-aligned, and 2 MiB-aligned where the kernel honours the header
+// file's alignment). huge says the span is of 2 MiB pages.
+func (s Segment) span(flags uint32) (start, size, lead uint64, huge bool) {
+	align := uint64(PageSize)
+	if huge = flags&FlagHugeSpan != 0 && s.Prot&ProtWrite == 0; huge {
+		align = HugePageSize
+	}
+	lead = s.Vaddr % align
+	end := (s.Vaddr + s.Memsz + align - 1) &^ (align - 1)
+	return s.Vaddr - lead, end - (s.Vaddr - lead), lead, huge
+}
+
 // checkSegments enforces what the loader relies on: page congruence between vaddr
 // and offset, segments inside the text file after its header page, ascending and
 // non-overlapping in both memory and file, read-only protections except for a
 // last data segment: the initial image of the writable data (rw-, page-aligned,
 // no bss), which the loader maps copy-on-write over the header file's bss.
-func checkSegments(segs []Segment, textSize uint64) error {
+// With FlagHugeSpan each read-only segment's 2 MiB span must lie so too:
+// vaddr and offset congruent modulo 2 MiB, the span's file range after the
+// header page and inside the file, the spans apart from each other and
+// from the data in memory and in the file.
+func checkSegments(segs []Segment, textSize uint64, flags uint32) error {
 	var prevEnd, prevFileEnd uint64
 	for i, s := range segs {
 		switch {
@@ -475,12 +506,28 @@ func checkSegments(segs []Segment, textSize uint64) error {
 			return fmt.Errorf("segment %d: offset %#x overlaps the header page", i, s.Offset)
 		case s.Offset > textSize || s.Memsz > textSize-s.Offset:
 			return fmt.Errorf("segment %d: [%#x, +%#x) runs past the end of the %d-byte text file", i, s.Offset, s.Memsz, textSize)
-		case i > 0 && pageDown(s.Vaddr) < pageUp(prevEnd):
+		}
+		start, size, lead, huge := s.span(flags)
+		fileStart, fileEnd := s.Offset, s.Offset+s.Memsz
+		if huge {
+			if s.Vaddr%HugePageSize != s.Offset%HugePageSize {
+				return fmt.Errorf("segment %d: vaddr %#x and offset %#x differ modulo 2 MiB, which its 2 MiB span needs", i, s.Vaddr, s.Offset)
+			}
+			fileStart, fileEnd = s.Offset-lead, s.Offset-lead+size
+			if fileStart < TextHeaderSize {
+				return fmt.Errorf("segment %d: its 2 MiB span at offset %#x overlaps the header page", i, fileStart)
+			}
+			if size-lead > textSize-s.Offset {
+				return fmt.Errorf("segment %d: its 2 MiB span [%#x, +%#x) runs past the end of the %d-byte text file", i, fileStart, size, textSize)
+			}
+		}
+		switch {
+		case i > 0 && start < prevEnd:
 			return fmt.Errorf("segment %d at %#x overlaps or precedes segment %d", i, s.Vaddr, i-1)
-		case i > 0 && s.Offset < prevFileEnd:
+		case i > 0 && fileStart < prevFileEnd:
 			return fmt.Errorf("segment %d at offset %#x overlaps segment %d in the text file", i, s.Offset, i-1)
 		}
-		prevEnd, prevFileEnd = s.Vaddr+s.Memsz, s.Offset+s.Memsz
+		prevEnd, prevFileEnd = start+size, fileEnd
 	}
 	return nil
 }
@@ -529,8 +576,8 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 	if !v.Machine.known() {
 		return formatErr("text file names %v, which this tool does not know", v.Machine)
 	}
-	if v.Flags&^FlagHuge != 0 {
-		return formatErr("text file has unknown flags %#x", v.Flags&^FlagHuge)
+	if v.Flags&^textFlags != 0 {
+		return formatErr("text file has unknown flags %#x", v.Flags&^textFlags)
 	}
 	if hs := le.Uint32(b[60:]); hs != TextHeaderSize {
 		return formatErr("text file header size %d, want %d", hs, TextHeaderSize)
@@ -549,7 +596,7 @@ func (t *TextHeader) UnmarshalBinary(b []byte) error {
 	if v.Segments, err = getSegments(b[TextHeaderFixedSize:], int(nseg)); err != nil {
 		return formatErr("text file: %v", err)
 	}
-	if err := checkSegments(v.Segments, v.Size); err != nil {
+	if err := checkSegments(v.Segments, v.Size, v.Flags); err != nil {
 		return formatErr("text file: %v", err)
 	}
 	if err := checkOrigPhdr(v.Segments, v.OrigPhdr, v.OrigPhnum); err != nil {

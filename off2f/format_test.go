@@ -82,9 +82,20 @@ func TestFormatFrozen(t *testing.T) {
 		{MachineAMD64, "e28012485f8508f2d5903a2509a77f81bde5a768d5f64cfe053ffaae9df3e3b8"},
 		{MachineARM64, "aec7e82e59785b30384df9386336def9dd77be4d47cd415672b2814839975571"},
 	} {
-		if got := HashName(TextHash(c.m, 0x400040, 1, n.Segments, contents)); got != c.want {
+		if got := HashName(TextHash(c.m, 0, 0x400040, 1, n.Segments, contents)); got != c.want {
 			t.Errorf("TextHash for %v = %s, want %s", c.m, got, c.want)
 		}
+	}
+	// FlagHugeSpan is in the hash, as the u16 after the machine: a text
+	// laid out with 2 MiB spans is another text. Every other flag is not.
+	if FlagHugeSpan != 16 {
+		t.Errorf("FlagHugeSpan %d", FlagHugeSpan)
+	}
+	if got := HashName(TextHash(MachineAMD64, FlagHugeSpan|FlagHuge|FlagCRC, 0x400040, 1, n.Segments, contents)); got != "b1ee6993b30a34bd400a502d1cafe8491fec1ae234d8c9ccd3163bb6cadb69ea" {
+		t.Errorf("TextHash with FlagHugeSpan = %s", got)
+	}
+	if got := HashName(TextHash(MachineAMD64, FlagHuge|FlagCRC|FlagPrefault|FlagDyn, 0x400040, 1, n.Segments, contents)); got != "e28012485f8508f2d5903a2509a77f81bde5a768d5f64cfe053ffaae9df3e3b8" {
+		t.Errorf("TextHash with flags other than FlagHugeSpan = %s", got)
 	}
 	// FlagCRC adds the trailer after the segments, u32 CRC and u32 zero,
 	// and nothing else changes; the CRC is CRC-32C (Castagnoli) of the
@@ -170,6 +181,33 @@ func TestNoteRejects(t *testing.T) {
 			n.Segments = append(n.Segments, Segment{Vaddr: 0x400800, Memsz: 0x100, Filesz: 0x100, Offset: 2*PageSize + 0x800, Prot: ProtRead})
 		}, "overlaps"},
 	}
+	// With FlagHugeSpan every read-only segment is mapped in whole 2 MiB
+	// pages, from file offsets that must hold it.
+	spanned := func(n *Note) {
+		n.Flags |= FlagHugeSpan
+		n.TextSize = 8 << 20
+		n.Segments = []Segment{
+			{Vaddr: 0x400000, Memsz: 0x1000, Filesz: 0x1000, Offset: 2 << 20, Prot: ProtRead | ProtExec},
+			{Vaddr: 0x600000, Memsz: 0x1000, Filesz: 0x1000, Offset: 4 << 20, Prot: ProtRead},
+			{Vaddr: 0x800000, Memsz: 0x1000, Filesz: 0x1000, Offset: 6 << 20, Prot: ProtRead | ProtWrite},
+		}
+	}
+	cases = append(cases, []struct {
+		name string
+		mod  func(n *Note)
+		want string
+	}{
+		{"span not 2 MiB-congruent", func(n *Note) { spanned(n); n.Segments[1].Offset += 0x1000 }, "differ modulo 2 MiB"},
+		{"span over the header page", func(n *Note) {
+			spanned(n)
+			n.Segments = n.Segments[:1]
+			n.Segments[0].Vaddr, n.Segments[0].Offset, n.OrigPhdr = 0x401000, 0x1000, 0x401040
+		}, "overlaps the header page"},
+		{"span past the end", func(n *Note) { spanned(n); n.Segments = n.Segments[:2]; n.TextSize = 4<<20 + 0x1000 }, "span [0x400000, +0x200000) runs past the end"},
+		{"spans overlap", func(n *Note) { spanned(n); n.Segments[1].Vaddr, n.Segments[1].Offset = 0x500000, 3<<20 }, "overlaps or precedes"},
+		{"data in a span", func(n *Note) { spanned(n); n.Segments[2].Vaddr, n.Segments[2].Offset = 0x7ff000, 6<<20-0x1000 }, "overlaps or precedes"},
+		{"data in a span's file range", func(n *Note) { spanned(n); n.Segments[2].Vaddr, n.Segments[2].Offset = 0x801000, 5<<20+0x1000 }, "overlaps segment 1 in the text file"},
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			n := good()
@@ -220,7 +258,7 @@ func TestLayoutAlignsHugeSegments(t *testing.T) {
 	segs, size, huge := layoutText([]Segment{
 		{Vaddr: 0x400000, Memsz: 3 << 20, Prot: ProtRead | ProtExec},
 		{Vaddr: 0x700000 + 0x123, Memsz: 0x1000, Prot: ProtRead},
-	})
+	}, false)
 	if !huge || segs[0].Offset%HugePageSize != 0x400000%HugePageSize || segs[0].Offset < TextHeaderSize {
 		t.Errorf("huge segment at offset %#x", segs[0].Offset)
 	}
@@ -229,5 +267,55 @@ func TestLayoutAlignsHugeSegments(t *testing.T) {
 	}
 	if size%PageSize != 0 || size < segs[1].Offset+segs[1].Memsz {
 		t.Errorf("size %#x", size)
+	}
+}
+
+// With spans every read-only segment gets its whole 2 MiB span in the file,
+// congruent, after the previous span; the data image follows the last; the
+// filler, never zero, is everywhere in a span but the segment itself.
+func TestLayoutSpans(t *testing.T) {
+	in := []Segment{
+		{Vaddr: 0x400000, Memsz: 0x380cd1, Filesz: 0x380cd1, Prot: ProtRead | ProtExec},
+		{Vaddr: 0x800000, Memsz: 0x3990b0, Filesz: 0x3990b0, Prot: ProtRead},
+		{Vaddr: 0xc00000, Memsz: 0x5cfa0, Filesz: 0x5cfa0, Prot: ProtRead | ProtWrite},
+	}
+	contents := make([][]byte, len(in))
+	for i, s := range in {
+		contents[i] = bytes.Repeat([]byte{byte(i + 1)}, int(s.Memsz))
+	}
+	th, text, err := buildText(MachineAMD64, 0x400040, 5, in, contents, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Flags != FlagHuge|FlagHugeSpan {
+		t.Errorf("flags %#x", th.Flags)
+	}
+	for i, want := range []uint64{2 << 20, 6 << 20, 10 << 20} {
+		if th.Segments[i].Offset != want {
+			t.Errorf("segment %d at offset %#x, want %#x", i, th.Segments[i].Offset, want)
+		}
+	}
+	if want := uint64(10<<20 + 0x5d000); th.Size != want || uint64(len(text)) != want {
+		t.Errorf("size %#x (%d bytes), want %#x", th.Size, len(text), want)
+	}
+	for i, s := range th.Segments[:2] {
+		start, size, lead, _ := s.span(th.Flags)
+		if start%HugePageSize != 0 || size%HugePageSize != 0 || lead != 0 {
+			t.Errorf("segment %d spans [%#x, +%#x)", i, start, size)
+		}
+		for off := s.Offset + s.Memsz; off < s.Offset+size; off++ {
+			if text[off] != spanFill {
+				t.Fatalf("segment %d: byte %#x of its span is %#x, not the filler", i, off, text[off])
+			}
+		}
+	}
+	if _, err := ParseText(text); err != nil {
+		t.Errorf("ParseText: %v", err)
+	}
+	// The same segments without spans are laid out as before the flag (the
+	// data right after the rodata): another table, another hash.
+	plain, _, _ := layoutText(in, false)
+	if plain[2].Offset != 0x99a000 || TextHash(MachineAMD64, 0, 0x400040, 5, plain, contents) == th.Hash {
+		t.Errorf("without spans: %+v", plain)
 	}
 }

@@ -77,7 +77,8 @@ func ParseHeader(raw []byte) (*Header, error) {
 			if s.Prot&ProtWrite != 0 && ph.Flags&elf.PF_W != 0 && ph.Filesz == 0 && ph.Vaddr == s.Vaddr && s.Memsz <= ph.Memsz {
 				continue // the data's image, mapped over this segment's anonymous memory
 			}
-			if pageDown(ph.Vaddr) < pageUp(s.Vaddr+s.Memsz) && pageDown(s.Vaddr) < pageUp(ph.Vaddr+ph.Memsz) {
+			start, size, _, _ := s.span(h.Note.Flags)
+			if pageDown(ph.Vaddr) < start+size && start < pageUp(ph.Vaddr+ph.Memsz) {
 				return nil, formatErr("loadable segment at %#x overlaps text segment %d at %#x", ph.Vaddr, i, s.Vaddr)
 			}
 		}
@@ -94,6 +95,8 @@ func (h *Header) CheckText(th *TextHeader) error {
 		return fmt.Errorf("text is built for %v, the note for %v", th.Machine, n.Machine)
 	case th.Hash != n.Hash:
 		return fmt.Errorf("text hash %s does not match the note's %s", HashName(th.Hash), HashName(n.Hash))
+	case th.Flags&FlagHugeSpan != n.Flags&FlagHugeSpan:
+		return fmt.Errorf("text's 2 MiB spans (flags %#x) do not match the note's (flags %#x)", th.Flags, n.Flags)
 	case th.Size != n.TextSize:
 		return fmt.Errorf("text file size %d does not match the note's %d", th.Size, n.TextSize)
 	case th.OrigPhdr != n.OrigPhdr || th.OrigPhnum != n.OrigPhnum:

@@ -27,8 +27,9 @@ var (
 	buildErr  error
 )
 
-// testProgs builds the loader and the input programs: Go (ET_EXEC, and
-// static-pie through the external linker), gcc -static and -static-pie, and
+// testProgs builds the loader and the input programs: Go (ET_EXEC, also
+// linked with -R 0x200000 as nvboot's off2f layout links, and static-pie
+// through the external linker), gcc -static and -static-pie, and
 // Debian's busybox-static; and crc32c, the loader's CRC-32C code in a
 // program of its own (TestLoaderCRC32C).
 func testProgs(t testing.TB) *progs {
@@ -57,6 +58,7 @@ func buildProgs() (*progs, error) {
 	}{
 		{"loader", nil, []string{"make", "-s", "-C", filepath.Join(root, "loader"), "OUT=" + p.loader}},
 		{"go-probe", []string{"CGO_ENABLED=0"}, []string{"go", "build", "-o", filepath.Join(dir, "go-probe"), "./testdata/progs/probe"}},
+		{"go-probe-R", []string{"CGO_ENABLED=0"}, []string{"go", "build", "-ldflags=-R=0x200000", "-o", filepath.Join(dir, "go-probe-R"), "./testdata/progs/probe"}},
 		{"go-probe-pie", []string{"CGO_ENABLED=1"}, []string{"go", "build", "-buildmode=pie", "-ldflags=-linkmode=external -extldflags=-static-pie", "-o", filepath.Join(dir, "go-probe-pie"), "./testdata/progs/probe"}},
 		{"c-static", nil, []string{"gcc", "-O2", "-static", "-o", filepath.Join(dir, "c-static"), "testdata/progs/c/phdrs.c"}},
 		{"c-static-pie", nil, []string{"gcc", "-O2", "-static-pie", "-o", filepath.Join(dir, "c-static-pie"), "testdata/progs/c/phdrs.c"}},

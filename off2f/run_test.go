@@ -14,7 +14,7 @@ import (
 	"github.com/nvboot/nvboot/off2f"
 )
 
-var staticInputs = []string{"go-probe", "go-probe-pie", "c-static", "c-static-pie", "busybox", "tiny"}
+var staticInputs = []string{"go-probe", "go-probe-R", "go-probe-pie", "c-static", "c-static-pie", "busybox", "tiny"}
 
 // pair places the original as A/<file> and the converted program as B/<file>,
 // so the only difference between the runs is the directory, which run() hides.
@@ -95,6 +95,7 @@ func testConvertedBehavesLikeOriginal(t *testing.T, m machineProgs) {
 		{"go/exit", "go-probe", "probe", []string{"exit=3"}},
 		{"go/killed", "go-probe", "probe", []string{"kill"}},
 		{"go/panic", "go-probe", "probe", []string{"panic"}},
+		{"go-R/args", "go-probe-R", "probe", []string{"a", "exit=4"}},
 		{"go-pie/args", "go-probe-pie", "probe", []string{"x", "exit=9"}},
 		{"go-pie/killed", "go-probe-pie", "probe", []string{"kill"}},
 		{"c-static", "c-static", "phdrs", []string{"one", "two"}},

@@ -285,7 +285,7 @@ func machineText(t *testing.T, m off2f.Machine, vaddr uint64) (string, []byte) {
 	segs := []off2f.Segment{{Vaddr: vaddr, Memsz: off2f.PageSize, Filesz: off2f.PageSize, Offset: off2f.PageSize, Prot: off2f.ProtRead | off2f.ProtExec}}
 	contents := [][]byte{make([]byte, off2f.PageSize)}
 	th := off2f.TextHeader{Version: off2f.Version, Machine: m, Size: 2 * off2f.PageSize, OrigPhdr: vaddr + 64, OrigPhnum: 1, Segments: segs,
-		Hash: off2f.TextHash(m, vaddr+64, 1, segs, contents)}
+		Hash: off2f.TextHash(m, 0, vaddr+64, 1, segs, contents)}
 	page, err := th.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -8,12 +8,14 @@ import (
 )
 
 // TextHash is the content hash that names a text file: SHA-256 over the original
-// program header fields (u64 vaddr, u32 count), the machine (u16, then u16
-// zero), the encoded segment table, then the memsz bytes of every segment.
+// program header fields (u64 vaddr, u32 count), the machine (u16), the
+// text's FlagHugeSpan bit (u16: zero for every other text), the encoded
+// segment table, then the memsz bytes of every segment.
 // The table and the machine are part of the hash so that the same bytes at
-// other addresses, or for another machine, are a different text.
-func TextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) [32]byte {
-	h := NewTextHash(m, origPhdr, origPhnum, segs)
+// other addresses, or for another machine, are a different text; the flag,
+// so that a text laid out with 2 MiB spans (its filler, its size) is too.
+func TextHash(m Machine, flags uint32, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) [32]byte {
+	h := NewTextHash(m, flags, origPhdr, origPhnum, segs)
 	for _, c := range contents {
 		h.Write(c)
 	}
@@ -25,12 +27,13 @@ func TextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, cont
 // NewTextHash is TextHash as a running hash, for a text checked as it
 // streams rather than held whole: write the memsz bytes of every segment,
 // in order, then Sum.
-func NewTextHash(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment) hash.Hash {
+func NewTextHash(m Machine, flags uint32, origPhdr uint64, origPhnum uint32, segs []Segment) hash.Hash {
 	h := sha256.New()
 	var ph [16]byte
 	le.PutUint64(ph[0:], origPhdr)
 	le.PutUint32(ph[8:], origPhnum)
 	le.PutUint16(ph[12:], uint16(m))
+	le.PutUint16(ph[14:], uint16(flags&FlagHugeSpan))
 	h.Write(ph[:])
 	table := make([]byte, len(segs)*SegmentSize)
 	putSegments(table, segs)
@@ -73,13 +76,27 @@ func (n *Note) CheckCRC(text []byte) error {
 
 // layoutText assigns text-file offsets: after the header page, each segment at the
 // first offset congruent to its vaddr modulo 2 MiB when it is at least HugeMin
-// long (so DAX can use PMD mappings), else modulo the page size. It returns the
-// segments with offsets, the file size (page-aligned) and whether any was huge.
-func layoutText(segs []Segment) ([]Segment, uint64, bool) {
+// long (so DAX can use PMD mappings), else modulo the page size. With
+// spans (FlagHugeSpan) every read-only segment's whole 2 MiB span
+// (Segment.span) gets the file range congruent to it after the previous
+// one. It returns the segments with offsets, the file size (page-aligned)
+// and whether any was huge.
+func layoutText(segs []Segment, spans bool) ([]Segment, uint64, bool) {
+	var flags uint32
+	if spans {
+		flags = FlagHugeSpan
+	}
 	out := make([]Segment, len(segs))
 	cursor := uint64(TextHeaderSize)
 	huge := false
 	for i, s := range segs {
+		if _, size, lead, ok := s.span(flags); ok {
+			start := (cursor + HugePageSize - 1) &^ (HugePageSize - 1)
+			s.Offset, huge = start+lead, true
+			out[i] = s
+			cursor = start + size
+			continue
+		}
 		align := uint64(PageSize)
 		if s.Memsz >= HugeMin {
 			align, huge = HugePageSize, true
@@ -95,15 +112,25 @@ func layoutText(segs []Segment) ([]Segment, uint64, bool) {
 	return out, pageUp(cursor), huge
 }
 
+// spanFill fills a 2 MiB span around its segment: x86-64's int3, so a jump
+// there traps, and not zero, because a zero block in a file is a hole
+// once copied into ext4 (mke2fs -d, cp --sparse), and DAX maps a 2 MiB
+// range with one entry only when all of it is allocated.
+const spanFill = 0xcc
+
 // buildText assembles the whole text file: header page, then each segment's bytes
-// at its offset. Gaps are zero (sparse once written to a filesystem).
-func buildText(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte) (*TextHeader, []byte, error) {
-	segs, size, huge := layoutText(segs)
-	th := &TextHeader{Version: Version, Machine: m, Hash: TextHash(m, origPhdr, origPhnum, segs, contents), Size: size,
-		OrigPhdr: origPhdr, OrigPhnum: origPhnum, Segments: segs}
+// at its offset. Gaps are zero (sparse once written to a filesystem), but
+// for the filler of 2 MiB spans when spans is set.
+func buildText(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, contents [][]byte, spans bool) (*TextHeader, []byte, error) {
+	segs, size, huge := layoutText(segs, spans)
+	th := &TextHeader{Version: Version, Machine: m, Size: size, OrigPhdr: origPhdr, OrigPhnum: origPhnum, Segments: segs}
 	if huge {
 		th.Flags |= FlagHuge
 	}
+	if spans {
+		th.Flags |= FlagHugeSpan
+	}
+	th.Hash = TextHash(m, th.Flags, origPhdr, origPhnum, segs, contents)
 	hdr, err := th.MarshalBinary()
 	if err != nil {
 		return nil, nil, err
@@ -113,6 +140,12 @@ func buildText(m Machine, origPhdr uint64, origPhnum uint32, segs []Segment, con
 	for i, s := range segs {
 		if uint64(len(contents[i])) != s.Memsz {
 			return nil, nil, fmt.Errorf("segment %d: have %d bytes, want %d", i, len(contents[i]), s.Memsz)
+		}
+		if _, n, lead, ok := s.span(th.Flags); ok {
+			fill := body[s.Offset-lead : s.Offset-lead+n]
+			for j := range fill {
+				fill[j] = spanFill
+			}
 		}
 		copy(body[s.Offset:], contents[i])
 	}
@@ -130,7 +163,7 @@ func ParseText(b []byte) (*TextHeader, error) {
 	if th.Size != uint64(len(b)) {
 		return nil, formatErr("text file is %d bytes, its header says %d", len(b), th.Size)
 	}
-	if got := TextHash(th.Machine, th.OrigPhdr, th.OrigPhnum, th.Segments, segmentBytes(b, th.Segments)); got != th.Hash {
+	if got := TextHash(th.Machine, th.Flags, th.OrigPhdr, th.OrigPhnum, th.Segments, segmentBytes(b, th.Segments)); got != th.Hash {
 		return nil, formatErr("text content hash %s does not match the header's %s", HashName(got), HashName(th.Hash))
 	}
 	return &th, nil

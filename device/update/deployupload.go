@@ -291,7 +291,7 @@ func (c *textCheck) Write(b []byte) (int, error) {
 		if c.n == int64(len(c.page)) {
 			var th off2f.TextHeader
 			if c.err = th.UnmarshalBinary(c.page[:]); c.err == nil {
-				c.th, c.h = &th, off2f.NewTextHash(th.Machine, th.OrigPhdr, th.OrigPhnum, th.Segments)
+				c.th, c.h = &th, off2f.NewTextHash(th.Machine, th.Flags, th.OrigPhdr, th.OrigPhnum, th.Segments)
 			}
 		}
 	}

@@ -71,11 +71,15 @@ type segmentJSON struct {
 	Huge   bool   `json:"huge_aligned"`
 }
 
-func segmentsJSON(segs []off2f.Segment) []segmentJSON {
+// segmentsJSON lists segs; huge_aligned says DAX may map the segment with
+// 2 MiB entries: 2 MiB-congruent, and 2 MiB or more or (flags has
+// FlagHugeSpan) read-only, so mapped in whole 2 MiB pages.
+func segmentsJSON(segs []off2f.Segment, flags uint32) []segmentJSON {
 	out := make([]segmentJSON, len(segs))
 	for i, s := range segs {
+		spanned := flags&off2f.FlagHugeSpan != 0 && s.Prot&off2f.ProtWrite == 0
 		out[i] = segmentJSON{s.Vaddr, s.Memsz, s.Filesz, s.Offset, protString(s.Prot),
-			s.Memsz >= off2f.HugeMin && s.Offset%off2f.HugePageSize == s.Vaddr%off2f.HugePageSize}
+			(s.Memsz >= off2f.HugeMin || spanned) && s.Offset%off2f.HugePageSize == s.Vaddr%off2f.HugePageSize}
 	}
 	return out
 }
@@ -99,7 +103,7 @@ func flagNames(f uint32) []string {
 	for _, n := range []struct {
 		bit  uint32
 		name string
-	}{{off2f.FlagPrefault, "prefault"}, {off2f.FlagHuge, "huge"}, {off2f.FlagDyn, "dyn"}, {off2f.FlagCRC, "crc"}} {
+	}{{off2f.FlagPrefault, "prefault"}, {off2f.FlagHuge, "huge"}, {off2f.FlagDyn, "dyn"}, {off2f.FlagCRC, "crc"}, {off2f.FlagHugeSpan, "huge-span"}} {
 		if f&n.bit != 0 {
 			names = append(names, n.name)
 		}
@@ -150,7 +154,7 @@ func headerJSON(path string, h *off2f.Header) any {
 		Note   noteJSON   `json:"note"`
 	}{path, "header", h.Type.String(), h.Entry, h.Interp, progs, noteJSON{
 		n.Version, n.Machine.String(), flagNames(n.Flags), off2f.HashName(n.Hash), n.TextSize, n.OrigPhnum, n.OrigPhdr,
-		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments), crcString(n)}}
+		n.StoreDir, n.FallbackDir, n.Device, n.FSType, n.Options, segmentsJSON(n.Segments, n.Flags), crcString(n)}}
 }
 
 // crcString is the note's CRC-32C as inspect shows it; "" without one.
@@ -171,12 +175,12 @@ func textJSON(path string, th *off2f.TextHeader) any {
 		Hash     string        `json:"hash"`
 		Size     uint64        `json:"size"`
 		Segments []segmentJSON `json:"segments"`
-	}{path, "text", th.Version, th.Machine.String(), flagNames(th.Flags), off2f.HashName(th.Hash), th.Size, segmentsJSON(th.Segments)}
+	}{path, "text", th.Version, th.Machine.String(), flagNames(th.Flags), off2f.HashName(th.Hash), th.Size, segmentsJSON(th.Segments, th.Flags)}
 }
 
-func printSegments(w io.Writer, segs []off2f.Segment) {
+func printSegments(w io.Writer, segs []off2f.Segment, flags uint32) {
 	fmt.Fprintf(w, "  %-18s %-10s %-10s %-10s %-4s %s\n", "vaddr", "memsz", "filesz", "offset", "prot", "2MiB")
-	for _, s := range segmentsJSON(segs) {
+	for _, s := range segmentsJSON(segs, flags) {
 		huge := ""
 		if s.Huge {
 			huge = "yes"
@@ -202,12 +206,12 @@ func printHeader(w io.Writer, path string, h *off2f.Header) {
 		fmt.Fprintf(w, "  text CRC-32C:  %s (checked by the loader at each start)\n", c)
 	}
 	fmt.Fprintf(w, "text segments:\n")
-	printSegments(w, n.Segments)
+	printSegments(w, n.Segments, n.Flags)
 }
 
 func printText(w io.Writer, path string, th *off2f.TextHeader) {
 	fmt.Fprintf(w, "%s: OFF2F text file\nversion:  %d\nmachine:  %v\nflags:    %v\nhash:     %s\nsize:     %d\nsegments:\n", path, th.Version, th.Machine, flagNames(th.Flags), off2f.HashName(th.Hash), th.Size)
-	printSegments(w, th.Segments)
+	printSegments(w, th.Segments, th.Flags)
 }
 
 func orNone(s string) string {

@@ -645,3 +645,48 @@ func mustReadFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A Go program linked -R 0x200000 converts with 2 MiB spans: inspect names
+// the flag (huge-span) and shows every read-only segment 2 MiB-mapped, the
+// data's image not; verify passes.
+func TestInspectHugeSpans(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hi\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "hi")
+	cmd := exec.Command("go", "build", "-ldflags=-R=0x200000", "-o", in, src)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	store, hdr := filepath.Join(dir, "store"), filepath.Join(dir, "hi.off2f")
+	if _, _, err := runCmd(t, "convert", "-store", store, "-o", hdr, in); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCmd(t, "inspect", "-json", hdr)
+	var ins struct {
+		Note struct {
+			Flags    []string
+			Segments []struct {
+				Prot string `json:"prot"`
+				Huge bool   `json:"huge_aligned"`
+			}
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &ins) != nil || !contains(ins.Note.Flags, "huge-span") || len(ins.Note.Segments) < 2 {
+		t.Fatalf("inspect -json: %v %s; want the huge-span flag", err, out)
+	}
+	for i, s := range ins.Note.Segments {
+		if s.Huge != (s.Prot != "rw-") {
+			t.Errorf("segment %d (%s): huge_aligned %v", i, s.Prot, s.Huge)
+		}
+	}
+	if out, _, err := runCmd(t, "verify", hdr); err != nil || !strings.Contains(out, ": ok") {
+		t.Fatalf("verify: %v %s", err, out)
+	}
+}

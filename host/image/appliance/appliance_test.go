@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"io"
 	"os"
@@ -237,6 +238,13 @@ func TestLayouts(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(root, contract.Loader[1:])); err != nil {
 					t.Error(err)
 				}
+				// Linked -R 0x200000 (off2fLink): converted with 2 MiB spans.
+				for _, p := range []string{contract.Init, cfg.Services[0].Path} {
+					h, err := off2f.ParseHeader(mustReadFile(t, filepath.Join(root, p[1:])))
+					if err != nil || h.Note.Flags&off2f.FlagHugeSpan == 0 {
+						t.Errorf("%s: want an OFF2F program with 2 MiB spans: %v %+v", p, err, h)
+					}
+				}
 			case DAXELF:
 				if hdrErr == nil {
 					t.Error("dax-elf: nvinit should be a plain ELF")
@@ -248,6 +256,17 @@ func TestLayouts(t *testing.T) {
 				if hdrErr == nil {
 					t.Errorf("%s: nvinit should be a plain ELF", l)
 				}
+				// Linked as Go links by default: the -R of off2f's alone.
+				f, err := elf.Open(filepath.Join(root, contract.Init[1:]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range f.Progs {
+					if p.Type == elf.PT_LOAD && p.Align != 0x1000 {
+						t.Errorf("%s: nvinit's PT_LOAD at %#x aligned %#x, not as Go links by default", l, p.Vaddr, p.Align)
+					}
+				}
+				f.Close()
 				if cfg.TextStore.Device != "" {
 					t.Errorf("%s: a text store is configured: %+v", l, cfg.TextStore)
 				}

@@ -124,7 +124,7 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 			err = mkErofs(ctx, st.root, rootImg, uuidFor(b.seed(), "root"))
 		} else {
 			var n int64
-			n, _, err = treeSize(st.root)
+			n, _, err = treeSize(st.root, 1)
 			if err == nil {
 				err = mkExt4(ctx, st.root, rootImg, (n*5/4+(8<<20))&^(1<<20-1), uuidFor(b.seed(), "root"))
 			}

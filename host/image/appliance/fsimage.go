@@ -61,8 +61,10 @@ func pinTimes(dir string) error {
 	return nil
 }
 
-// treeSize is the bytes of the regular files under dir and their count.
-func treeSize(dir string) (bytes int64, files int, err error) {
+// treeSize is the bytes of the regular files under dir, each rounded up to
+// a whole unit (1: their sizes; a cluster: the most a bigalloc filesystem
+// allocates for them), and their count.
+func treeSize(dir string, unit int64) (bytes int64, files int, err error) {
 	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -72,7 +74,7 @@ func treeSize(dir string) (bytes int64, files int, err error) {
 			if err != nil {
 				return err
 			}
-			bytes += fi.Size()
+			bytes += (fi.Size() + unit - 1) / unit * unit
 			files++
 		}
 		return nil

@@ -13,6 +13,14 @@ import (
 	"github.com/nvboot/nvboot/host/image/config"
 )
 
+// off2fLink is what the off2f layout adds to the linker's flags: every
+// segment starts on a 2 MiB boundary (the address rounding quantum), so
+// the converter can give each read-only segment whole 2 MiB pages
+// (off2f.FlagHugeSpan) and DAX maps all of the text with 2 MiB entries.
+// The other layouts link as Go does by default (the elf layout reads its
+// programs from the disk, where the gaps would only be padding).
+const off2fLink = "-R=0x200000"
+
 // goBuild builds a Go package as a static executable: no cgo, paths trimmed,
 // no build id or VCS stamp, so the same source gives the same bytes. A local
 // directory ("./svc", "/src/svc") is built in that directory (its own module
@@ -43,7 +51,11 @@ func (b *builder) goBuild(ctx context.Context, name, pkg string, flags, env []st
 		}
 		target = "."
 	}
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+	ldflags := "-ldflags=-s -w -buildid="
+	if b.Layout == OFF2F {
+		ldflags += " " + off2fLink
+	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", ldflags}
 	args = append(args, flags...)
 	args = append(args, "-o", dst, target)
 	cmd := exec.CommandContext(ctx, "go", args...)

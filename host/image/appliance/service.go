@@ -41,6 +41,7 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 		return nil, err
 	}
 	defer os.RemoveAll(work)
+	o.Layout = OFF2F // linked as the off2f layout links (goBuild)
 	b := &builder{Options: o, work: work}
 	bin := filepath.Join(work, name)
 	b.logf("building %s (%s)", name, pkg)

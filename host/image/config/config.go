@@ -40,8 +40,7 @@ type Config struct {
 	// KernelCmdline is appended to the command line nvboot sets.
 	KernelCmdline string `json:",omitempty"`
 	// TextStoreMiB is the size of the text store's filesystem; 0: fitted to
-	// the programs (their text plus 2 MiB a file for the 2 MiB clusters,
-	// plus room). Its pmem image is that plus 2 MiB of fsdax metadata,
+	// the programs (the 2 MiB clusters their texts take, plus room). Its pmem image is that plus 2 MiB of fsdax metadata,
 	// rounded up to a multiple of PmemUnitMiB, and the filesystem grows to
 	// fill it: the build warns when that makes it larger than asked.
 	TextStoreMiB int `json:",omitempty"`

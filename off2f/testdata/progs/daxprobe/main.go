@@ -1,7 +1,9 @@
 // daxprobe runs inside the test VM, converted to OFF2F, as PID 1: so the loader
 // itself had to mount the text store (the note names /dev/pmem0) before this
 // program could run. It then starts another converted program (argv[1]), lets
-// it fault its text in, and reports as "DAXPROBE key=value" lines:
+// it fault its text in, and reports as "DAXPROBE key=value" lines (and for
+// each further program, also_said, also_map and also_extent lines led by
+// its name):
 //   - how /nv/text is mounted (dax=always expected);
 //   - the child's text mappings from /proc/PID/smaps (path, size, Rss);
 //   - the page cache (Cached in /proc/meminfo) before and after the child ran;
@@ -76,7 +78,38 @@ func main() {
 			say("extent", fmt.Sprintf("%s logical=%d physical=%d length=%d", filepath.Base(path), e[0], e[1], e[2]))
 		}
 	}
+	// Every further program: what it said, its text mappings and its
+	// text file's extents, each line led by its name.
+	for _, prog := range os.Args[2:] {
+		name := filepath.Base(prog)
+		line, maps := walk(prog)
+		say("also_said", name+" "+line)
+		for _, m := range maps {
+			say("also_map", name+" "+m)
+		}
+		if len(maps) > 0 {
+			for _, e := range extents(strings.Fields(maps[0])[0]) {
+				say("also_extent", fmt.Sprintf("%s logical=%d physical=%d length=%d", name, e[0], e[1], e[2]))
+			}
+		}
+	}
 	say("done", time.Now().Unix() > 0)
+}
+
+// walk runs prog wait, and returns its first line and its text mappings
+// (textMaps) once it printed it.
+func walk(prog string) (string, []string) {
+	child := exec.Command(prog, "wait")
+	stdin, _ := child.StdinPipe()
+	out, _ := child.StdoutPipe()
+	if err := child.Start(); err != nil {
+		return "error " + err.Error(), nil
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	maps := textMaps(strconv.Itoa(child.Process.Pid))
+	stdin.Close()
+	child.Wait()
+	return strings.TrimSpace(line), maps
 }
 
 func mountOf(dir string) string {
@@ -103,9 +136,9 @@ func textMaps(pid string) []string {
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		switch {
-		case len(fs) >= 6 && strings.Contains(fs[0], "-"):
+		case len(fs) >= 5 && strings.Contains(fs[0], "-"): // a mapping's first line; anonymous ones have no path
 			cur = ""
-			if strings.HasPrefix(fs[5], "/nv/text/") {
+			if len(fs) >= 6 && strings.HasPrefix(fs[5], "/nv/text/") {
 				cur = fs[5]
 			}
 		case cur != "" && fs[0] == "Size:":

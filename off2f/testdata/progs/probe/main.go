@@ -1,6 +1,7 @@
 // probe prints what a program can observe about how it was started, so a test
 // can compare an executable with its OFF2F conversion. Arguments select actions:
-// exit=N, kill (SIGKILL itself), panic.
+// exit=N, kill (SIGKILL itself), panic, maps (print its file mappings:
+// "map START-END PERMS PATH").
 package main
 
 import (
@@ -79,6 +80,13 @@ func main() {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		case a == "panic":
 			panic("probe panics on request")
+		case a == "maps":
+			b, _ := os.ReadFile("/proc/self/maps")
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) >= 6 && strings.HasPrefix(f[5], "/") {
+					fmt.Printf("map %s %s %s\n", f[0], f[1], f[5])
+				}
+			}
 		}
 	}
 }
