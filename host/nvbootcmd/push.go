@@ -114,13 +114,13 @@ func pushCmd(ctx context.Context, c *cli.Context) error {
 	if *insecure {
 		log.Printf("warning: -insecure: talking plain HTTP to %s: the credentials and the image travel unencrypted", ref.Registry)
 	}
-	key, err := pushKey(*cfgPath, *keyPath, log.Printf)
-	if err != nil {
+	// The registry first: a wrong address or password is said before a
+	// build that may take minutes, and before a first key is made.
+	if err := r.Check(ctx); err != nil {
 		return err
 	}
-	// The registry first: a wrong address or password is said before a
-	// build that may take minutes.
-	if err := r.Check(ctx); err != nil {
+	key, err := pushKey(*cfgPath, *keyPath, log.Printf)
+	if err != nil {
 		return err
 	}
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, *arch, false, c.Stderr)

@@ -386,8 +386,8 @@ func TestPushRegistryErrors(t *testing.T) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
-			if strings.Contains(stderr, "building") {
-				t.Errorf("built before the registry answered:\n%s", stderr)
+			if strings.Contains(stderr, "building") || strings.Contains(stderr, "signing key") {
+				t.Errorf("built or made a key before the registry answered:\n%s", stderr)
 			}
 		})
 	}
@@ -419,5 +419,29 @@ func TestPushUsage(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "update-signing")); err == nil {
 		t.Error("a refused push made a signing key")
+	}
+}
+
+// The key an image carries: none until push made one beside the config,
+// then its public half; -key names another, as a public or a private
+// key file; a file that is neither is refused, named.
+func TestImageKey(t *testing.T) {
+	dir := t.TempDir()
+	cfg := pushConfig(t, dir, "")
+	if k, err := imageKey(cfg, ""); err != nil || k != nil {
+		t.Fatalf("before any push: %q, %v", k, err)
+	}
+	key, created, err := publish.EnsureKey(dir)
+	if err != nil || !created {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"", key.Path, filepath.Join(dir, "update-signing", "image-key.pub.pem")} {
+		k, err := imageKey(cfg, flag)
+		if err != nil || !bytes.Equal(k, key.Public()) {
+			t.Errorf("-key %q: %q, %v; want the key's public half", flag, k, err)
+		}
+	}
+	if _, err := imageKey(cfg, cfg); err == nil || !strings.Contains(err.Error(), "-key") || !strings.Contains(err.Error(), cfg) {
+		t.Errorf("a config as -key: %v", err)
 	}
 }
