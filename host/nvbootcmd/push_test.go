@@ -111,6 +111,9 @@ func pushed(t *testing.T, args ...string) (*publish.Result, string) {
 // changed: only the changed blobs go up (the push's count and the
 // registry's access log agree), the base stays the same, the tag moves.
 func TestPush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three images")
+	}
 	buildtest.NeedTools(t, "fsck.erofs")
 	reg := registry.Start(t)
 	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
