@@ -35,6 +35,9 @@
 //	/etc/nvboot/poold.json       poold's config (PooldConfigPath)
 //	/etc/nvboot/MANIFEST         the hashes the image needs (Manifest)
 //	/etc/nvboot/update-cert.pem, update-key.pem  the update endpoint's TLS
+//	/etc/nvboot/image-key.pem    the key pulled images are signed with
+//	                             (ImageKeyPath), in images built with one
+//	/etc/nvboot/version          the image's version (VersionPath), if any
 //	/lib/nvboot/textstore.ext4   the store image, for provisioning (StoreImage)
 //	/lib/nvboot/state.ext4.gz    the state template (StateImage)
 //	/lib/nvboot/vmlinux          the uncompressed kernel (KernelImage)
@@ -63,7 +66,9 @@
 // update.go is the update endpoint both nvboot deploy and nvboot update
 // talk to (paths, headers, answers); slots.go the A/B layout's partitions
 // and devices, the watchdog and efivarfs paths. docs/UPDATE.md describes
-// both protocols.
+// both protocols. artifact.go is the OCI artifact nvboot push publishes
+// for appliances to pull: media types, annotations, the signature and the
+// image version's order (docs/UPDATE.md#the-oci-artifact).
 //
 // # Invariants
 //
@@ -73,6 +78,11 @@
 //   - The kernel parameters parse or name what is wrong: TestParseDiskLimit,
 //     TestOffByReset, TestKernelFrom, TestParseSlot;
 //     TestUpdateValidate, TestParseReadyDeadline.
+//   - A signature verifies with its key and manifest only, never with
+//     another key, another manifest or without the domain line:
+//     TestSignature; a malformed blob is refused, naming why:
+//     TestParseSignatureRejects, FuzzParseSignature. Versions order as
+//     numbers: TestVersions.
 //   - Every rlimit name the contract accepts is one poold sets:
 //     TestRlimitNamesMatchContract (device/poold). The host's configs
 //     satisfy it: TestFromImage, TestFromImageValidates (host/image/derive).

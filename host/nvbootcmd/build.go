@@ -54,6 +54,11 @@ new text store is the same as the earlier build's. What was kept or
 discarded is said on stderr, and with -json in "Kept" and "Discarded" beside
 image.json's fields.
 
+When nvboot push has made a signing key beside the config
+(update-signing/), the image carries its public half
+(/etc/nvboot/image-key.pem), which an appliance checks pulled images with;
+-key FILE names another key (its public or private file).
+
 A build holds DIR's lock, the one nvboot run and powercut take while a VM
 runs on DIR: a build into a DIR in use is refused, naming the process that
 holds it.`
@@ -74,6 +79,7 @@ func build(ctx context.Context, c *cli.Context) error {
 	arch := fs.String("arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt, arm64-rpi), over the config's Environment GOARCH; empty: the config's")
 	src := fs.String("src", "", "the nvboot checkout (nvinit and ld-off2f are built from it); empty: the current module")
 	asJSON := fs.Bool("json", false, `print image.json on stdout when done, with "Kept" and "Discarded" (earlier pmem images kept, or discarded by -discard-state)`)
+	keyPath := fs.String("key", "", "the signing key whose public half the image carries (a public or private key `file`); empty: the one nvboot push keeps beside the config, if any")
 	discard := fs.Bool("discard-state", false, "start from a blank state: DIR's pmem-state.img, the device's state, is not kept (needed when it cannot be: a changed StateMiB)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
@@ -105,6 +111,9 @@ func build(ctx context.Context, c *cli.Context) error {
 	}
 	o := in.options(l, *out, log.Printf)
 	o.DiscardState = *discard
+	if o.ImageKey, err = imageKey(*cfgPath, *keyPath); err != nil {
+		return err
+	}
 	res, err := appliance.BuildImage(ctx, o)
 	if err != nil {
 		return err

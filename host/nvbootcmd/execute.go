@@ -25,6 +25,7 @@ Commands:
   flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
   deploy    send one service to a running appliance; kept only if it becomes ready
   update    send a whole image to an A/B appliance; kept only if its test boot comes up
+  push      build an image and publish it, signed, to an OCI registry for appliances to pull
   assemble  write the pmem images and disk of a root tree Buildroot or Yocto filled
 
 Run 'nvboot help <command>' (or 'nvboot <command> -h') for the flags and
@@ -46,6 +47,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		"flash":    flashCmd,
 		"deploy":   deployCmd,
 		"update":   updateCmd,
+		"push":     pushCmd,
 		"assemble": assembleCmd,
 	})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, errInterrupted) &&

@@ -30,7 +30,7 @@ func execute(args ...string) (stdout, stderr string, err error) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update", "push"} {
 		// On stdout, so that 'nvboot build -h | less' shows it.
 		for _, args := range [][]string{{verb, "-h"}, {"help", verb}} {
 			stdout, stderr, err := execute(args...)
@@ -105,7 +105,7 @@ func TestUsageErrors(t *testing.T) {
 // An unknown flag is said once, after the synopsis: powercut printed the
 // flag package's line, its whole help and then the error again.
 func TestUnknownFlagSaidOnce(t *testing.T) {
-	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update"} {
+	for _, verb := range []string{"build", "run", "measure", "powercut", "flash", "deploy", "update", "push"} {
 		_, stderr, err := execute(verb, "-bogus")
 		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-bogus") {
 			t.Errorf("%s -bogus: %v, want a usage error naming -bogus", verb, err)

@@ -89,7 +89,8 @@ func LayerOf(path string) Layer {
 
 // hostRank orders host/'s packages: one imports only lower ranks (or its
 // own subpackages). QEMU and the kernel at the bottom, the image config,
-// then the image builder, the measuring engine, the CLIs on top.
+// then the image builder, the measuring engine and the publisher, the
+// CLIs on top.
 func hostRank(r string) int {
 	for _, h := range []struct {
 		dir  string
@@ -99,7 +100,7 @@ func hostRank(r string) int {
 		{"host/vm", 1}, {"host/image/config", 1}, {"host/deploy", 1},
 		{"host/guestrun", 2}, {"host/image/derive", 2}, {"host/image/flash", 2},
 		{"host/image/appliance", 3},
-		{"host/measure", 4},
+		{"host/measure", 4}, {"host/publish", 4},
 		{"host/nvbootcmd", 5}, {"host/off2fcmd", 5},
 	} {
 		if under(r, h.dir) {

@@ -80,6 +80,25 @@ type Options struct {
 	// DiscardState lets a rebuild replace a pmem-state.img that the device
 	// has used with a blank one (see BuildImage).
 	DiscardState bool
+	// ImageKey is the public key (PEM, contract.MarshalImageKey) the
+	// appliance checks pulled images with, put on the root at
+	// contract.ImageKeyPath; nil: none.
+	ImageKey []byte
+	// OnProgram, when set, is given each OFF2F program as the build
+	// converts it (the off2f layout): what nvboot push publishes beside
+	// the image's files. An error fails the build.
+	OnProgram func(Program) error
+}
+
+// Program is one OFF2F program of an image, as converted.
+type Program struct {
+	Name string // nvinit, the service's, the userland's (bb)
+	Role string // contract.RoleInit, RoleService or RoleUserland
+	Path string // the header file's path on the device
+	// Header is the header file; Text the text file, named TextName in
+	// the store.
+	Header, Text []byte
+	TextName     string
 }
 
 // Image is image.json: what was built and how to boot it.
@@ -131,6 +150,12 @@ type Image struct {
 	// filesystem, sent whole. Slots 2 only.
 	RootBytes int64 `json:",omitempty"`
 	BootBytes int64 `json:",omitempty"`
+	// Version is the config's Version (contract.VersionPath on the root).
+	Version string `json:",omitempty"`
+	// BaseSHA256 is the hash of the root tree without the services'
+	// programs (base.go): two images with the same base, kernel and boot
+	// files differ only in what deploys change.
+	BaseSHA256 string `json:",omitempty"`
 }
 
 // ArchOrDefault is the image's GOARCH: Arch, or amd64 for an image.json

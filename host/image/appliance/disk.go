@@ -104,6 +104,11 @@ func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
 		return err
 	}
 	rootImg, initrd, fs := "", "", ""
+	// The root tree is complete but for the image id (which a base
+	// leaves out).
+	if err := b.base(st, im); err != nil { // base.go
+		return err
+	}
 	if b.Layout == Initramfs {
 		im.Initrd = outdir.InitrdFile
 		initrd = filepath.Join(b.dir, outdir.InitrdFile)

@@ -67,6 +67,16 @@
 // With Slots: 2 the disk holds two roots and two XBOOTLDR boot partitions,
 // one UKI each (slots.go; docs/UPDATE.md), and no kernel region.
 //
+// For nvboot push (host/publish) a build also gives Options.OnProgram each
+// OFF2F program as converted (header file, text, its path on the root),
+// puts Options.ImageKey, the public key pulled images are checked with,
+// at contract.ImageKeyPath and the config's Version at
+// contract.VersionPath, and records in image.json BaseSHA256 (base.go):
+// the hash of a listing of the root tree without the services' programs,
+// the texts' fallback copies, the MANIFESTs, the store image, the image id
+// and the version, so that two images with the same base, kernel and boot
+// files differ only in what a deploy changes.
+//
 // The text store is ext4 with 4 KiB blocks and 2 MiB clusters (mke2fs -O
 // bigalloc -C 2097152 -d), so every file starts on a 2 MiB boundary of the
 // device and text laid out 2 MiB-congruent lands 2 MiB-aligned on pmem. Its
@@ -293,6 +303,8 @@
 //     Pi and an x86 kernel are refused before anything is built:
 //     TestBuildRefusesMixedMachines. The UKI of each machine:
 //     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
+//   - The base leaves out what a service's change makes differ and
+//     changes with anything else on the root: TestBase.
 //   - Tools are checked first, each named with its package (the cross
 //     ones for arm64): TestCheckTools.
 //     A library package is refused as a program: TestGoBuildRefusesLibrary.

@@ -43,6 +43,9 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	if err := b.placeUpdateTLS(st); err != nil { // updatetls.go
 		return err
 	}
+	if err := b.placeImageKey(st, im); err != nil { // base.go
+		return err
+	}
 	if dev.Poold != nil {
 		if err := writeJSON(filepath.Join(st.root, contract.PooldConfigPath[1:]), dev.Poold); err != nil {
 			return err
@@ -83,7 +86,13 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 		}
 		switch {
 		case b.Layout == OFF2F:
-			h, err := b.convert(p, i == 0, dst, st)
+			role := contract.RoleService
+			if i == 0 {
+				role = contract.RoleInit
+			} else if p.Path != "" {
+				role = contract.RoleUserland
+			}
+			h, err := b.convert(p, role, dst, st)
 			if err != nil {
 				return nil, err
 			}
@@ -134,7 +143,8 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 // whole text against the CRC-32C in its note (a damaged PID 1 would stop
 // every boot: the loader runs the fallback copy instead, and nvinit repairs
 // the store's); a service's damaged text is nvinit's to find and repair.
-func (b *builder) convert(p program, isInit bool, dst string, st staging) (string, error) {
+func (b *builder) convert(p program, role string, dst string, st staging) (string, error) {
+	isInit := role == contract.RoleInit
 	raw, err := os.ReadFile(p.Bin)
 	if err != nil {
 		return "", err
@@ -153,6 +163,12 @@ func (b *builder) convert(p program, isInit bool, dst string, st staging) (strin
 	conv, _, err := off2f.Install(raw, opt, dst, stores...)
 	if err != nil {
 		return "", fmt.Errorf("installing %s as OFF2F: %w", p.Name, err)
+	}
+	if b.OnProgram != nil {
+		guest := "/" + filepath.ToSlash(strings.TrimPrefix(dst, st.root+string(filepath.Separator)))
+		if err := b.OnProgram(Program{Name: p.Name, Role: role, Path: guest, Header: conv.Header, Text: conv.Text, TextName: conv.TextName()}); err != nil {
+			return "", fmt.Errorf("program %s: %w", p.Name, err)
+		}
 	}
 	return conv.TextName(), nil
 }

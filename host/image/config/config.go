@@ -77,6 +77,12 @@ type Config struct {
 	// or "u-root" (u-root's core commands, one Go binary built in busybox
 	// mode, an OFF2F program like the services; its shell on the console).
 	Userland string `json:",omitempty"`
+	// Version is the image's version, one to four numbers separated by
+	// dots (1.4.2; contract.ValidVersion): in image.json, on the root
+	// (contract.VersionPath) and the version annotation of what nvboot
+	// push publishes, whose -version sets it instead. An appliance that
+	// pulls its updates orders images by it. Empty: none.
+	Version string `json:",omitempty"`
 
 	// Gokrazy are the fields of gokrazy's instance config that nvboot's
 	// own schema lacks, at the top level as in gokrazy's (gokrazy.go).
@@ -440,6 +446,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Update.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Version != "" {
+		if err := contract.ValidVersion(c.Version); err != nil {
+			bad("Version: %v", err)
+		}
 	}
 	c.validateSlots(bad)
 	c.validateGokrazy(bad)

@@ -52,6 +52,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"test boot without slots", Config{Packages: []string{"kv"}, TestBootDeadline: "1m"}, "TestBootDeadline \"1m\": only an image with Slots 2"},
 		{"test boot not a duration", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "soon"}, "TestBootDeadline \"soon\": want a duration"},
 		{"test boot too long", Config{Packages: []string{"kv"}, Slots: 2, TestBootDeadline: "2h"}, "TestBootDeadline \"2h\""},
+		{"version", Config{Packages: []string{"kv"}, Version: "v1.2"}, `Version: version "v1.2": "v1" is not a number`},
 		{"pool and a poold package", Config{Packages: []string{"kv", "x/poold"}, PackageConfig: map[string]PackageConfig{"kv": {Pool: &Pool{}}}}, "poold's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

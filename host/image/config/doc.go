@@ -5,10 +5,11 @@
 // without a manual and nvboot builds a gokrazy instance's config.json
 // unchanged; nvboot's own parts have their own fields: ForwardPort, Pool,
 // Checker (for nvboot powercut), KernelPath, NoBootTrims, KernelCmdline,
-// TextStoreMiB, StateMiB, Interfaces, Nameservers, RootFS, Userland, Slots
-// and TestBootDeadline. gokrazy's Update (HTTPPort, HTTPPassword, HTTPSPort,
-// UseTLS) sets the endpoint nvboot deploy and nvboot update talk to
-// (docs/UPDATE.md).
+// TextStoreMiB, StateMiB, Interfaces, Nameservers, RootFS, Userland, Slots,
+// TestBootDeadline and Version. gokrazy's Update (HTTPPort, HTTPPassword,
+// HTTPSPort, UseTLS) sets the endpoint nvboot deploy and nvboot update
+// talk to (docs/UPDATE.md); the key nvboot push signs with is kept beside
+// the config (SigningDir).
 //
 // # Design
 //

@@ -58,6 +58,20 @@ func TLSDir(configDir, hostname string) string {
 	return filepath.Join(configDir, "update-tls", hostname)
 }
 
+// SigningDir is where the key that signs the images nvboot push publishes
+// is kept for configs in configDir: configDir/update-signing (SigningKey,
+// the private key, 0600; SigningPub, its public half, which every image
+// built from a config there carries as contract.ImageKeyPath). One key
+// per directory, not per hostname as the TLS pair: it names who publishes,
+// and a fleet's configs share it.
+func SigningDir(configDir string) string { return filepath.Join(configDir, "update-signing") }
+
+// File names in SigningDir.
+const (
+	SigningKey = "image-key.pem"
+	SigningPub = "image-key.pub.pem"
+)
+
 // validate checks the fields nvboot uses, naming them.
 func (u *Update) validate() error {
 	if u == nil {

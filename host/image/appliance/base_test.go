@@ -1,0 +1,84 @@
+package appliance
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nvboot/nvboot/device/contract"
+)
+
+// The base of a root tree leaves out what a service's change makes
+// differ (its program, the texts' fallback copies, the MANIFEST, the store
+// image, the image id, the version) and changes with anything else: a
+// file's bytes, its mode, a link's target, a new file.
+func TestBase(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, data string, mode os.FileMode) {
+		t.Helper()
+		f := filepath.Join(root, p[1:])
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(data), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/bin/kv", "kv 1", 0o555)
+	write("/bin/other", "other 1", 0o555)
+	write(contract.FallbackDir+"/aaaa", "text 1", 0o444)
+	write(contract.Manifest, "aaaa\n", 0o644)
+	write(contract.StoreImage, "store 1", 0o444)
+	write(contract.VersionPath, "1.0.0\n", 0o644)
+	write(contract.InitConfigPath, "{}", 0o644)
+	if err := os.Symlink("kv", filepath.Join(root, "bin", "kv-link")); err != nil {
+		t.Fatal(err)
+	}
+	im := &Image{Services: []ServiceInfo{{Name: "kv", Path: "/bin/kv"}}}
+	b := &builder{}
+	base := func() string {
+		t.Helper()
+		if err := b.base(staging{root: root}, im); err != nil {
+			t.Fatal(err)
+		}
+		return im.BaseSHA256
+	}
+	first := base()
+	if first == "" || base() != first {
+		t.Fatalf("base %q, then %q: want one, the same", first, base())
+	}
+	// What a change of kv alone changes.
+	write("/bin/kv", "kv 2, longer", 0o555)
+	write(contract.FallbackDir+"/bbbb", "text 2", 0o444)
+	write(contract.Manifest, "bbbb\n", 0o644)
+	write(contract.StoreImage, "store 2", 0o444)
+	write(contract.ImageIDPath, "id\n", 0o644)
+	write(contract.VersionPath, "1.0.1\n", 0o644)
+	if got := base(); got != first {
+		t.Fatalf("base changed with kv's program: %s, was %s", got, first)
+	}
+	for _, c := range []struct {
+		name   string
+		change func()
+	}{
+		{"another program", func() { write("/bin/other", "other 2", 0o555) }},
+		{"nvinit's config", func() { write(contract.InitConfigPath, `{"x":1}`, 0o644) }},
+		{"a mode", func() { write(contract.InitConfigPath, `{"x":1}`, 0o600) }},
+		{"a new file", func() { write("/etc/hosts", "127.0.0.1 localhost\n", 0o644) }},
+		{"a link's target", func() {
+			os.Remove(filepath.Join(root, "bin", "kv-link"))
+			if err := os.Symlink("other", filepath.Join(root, "bin", "kv-link")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		before := base()
+		c.change()
+		if base() == before {
+			t.Errorf("%s changed, the base did not", c.name)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+// Package registry runs a real OCI registry for tests: CNCF Distribution's
+// registry command (the reference implementation of the OCI distribution
+// spec), built from the module proxy at Version, with htpasswd (bcrypt)
+// authentication and TLS by a self-signed certificate (host/selfsigned),
+// on a loopback port, stopped at the test's cleanup. No fake registry.
+//
+// The command is built once with `go install MODULE/cmd/registry@Version`
+// into a cache directory outside the checkout keyed by the version
+// ($NVBOOT_CACHE/registry, else the user cache directory's
+// nvboot/registry), as the kernel is cached: `go install pkg@version`
+// builds the release with the dependency versions its own go.mod pins,
+// checked against the checksum database, and adds nothing to nvboot's
+// go.mod (Distribution brings cloud storage drivers and their SDKs, none of
+// which nvboot links). The build takes minutes on two cores, run under
+// nice; under -short a test that would build it is skipped instead.
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/nvboot/nvboot/host/selfsigned"
+)
+
+// Version is the Distribution release the tests run.
+const Version = "v3.1.2"
+
+const pkg = "github.com/distribution/distribution/v3/cmd/registry"
+
+// cacheDir is where the registry of Version is kept.
+func cacheDir() (string, error) {
+	root := os.Getenv("NVBOOT_CACHE")
+	if root == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		root = filepath.Join(c, "nvboot")
+	}
+	return filepath.Join(root, "registry", "distribution-"+Version), nil
+}
+
+// Binary returns the registry command, built first when the cache lacks
+// it (one build at a time across test processes, under an flock).
+func Binary(t testing.TB) string {
+	t.Helper()
+	dir, err := cacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "registry")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	if testing.Short() {
+		t.Skipf("the registry (CNCF Distribution %s) is not built yet in %s, which takes minutes: skipped under -short", Version, dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return bin // another process built it meanwhile
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	t.Logf("building the registry: go install %s@%s (once, into %s)", pkg, Version, dir)
+	args := []string{"go", "install", "-trimpath", pkg + "@" + Version}
+	if nice, err := exec.LookPath("nice"); err == nil {
+		args = append([]string{nice, "-n", "10"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	// Outside any module and workspace, with none of the caller's flags:
+	// the release's own go.mod decides every version.
+	cmd.Dir, cmd.Env = tmp, append(os.Environ(), "GOBIN="+tmp, "GOWORK=off", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the registry: %v\n%s", err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, "registry"), bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Registry is a running registry.
+type Registry struct {
+	Host   string // 127.0.0.1:PORT
+	CAFile string // the certificate its TLS serves, to trust
+	// User and Password are the one account htpasswd lists.
+	User, Password string
+	log            *logBuffer
+}
+
+// logBuffer is the registry's output, written by its process and read by
+// the test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// listening is the line the registry logs once it serves.
+var listening = regexp.MustCompile(`listening on (127\.0\.0\.1:\d+), tls`)
+
+// Start runs a registry for t, its storage in t's temporary directory,
+// and stops it at t's cleanup.
+func Start(t testing.TB) *Registry {
+	t.Helper()
+	bin := Binary(t)
+	dir := t.TempDir()
+	if _, _, err := selfsigned.Ensure(filepath.Join(dir, "tls"), "localhost"); err != nil {
+		t.Fatal(err)
+	}
+	r := &Registry{CAFile: filepath.Join(dir, "tls", selfsigned.CertFile), User: "nvboot-test", Password: randomHex(t, 12), log: &logBuffer{}}
+	hash, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), fmt.Appendf(nil, "%s:%s\n", r.User, hash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Port 0: the kernel picks a free one, which the registry logs.
+	conf := fmt.Sprintf(`version: 0.1
+log:
+  level: info
+  formatter: text
+  accesslog:
+    disabled: false
+storage:
+  filesystem:
+    rootdirectory: %[1]s/data
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: 127.0.0.1:0
+  secret: %[2]s
+  tls:
+    certificate: %[1]s/tls/%[3]s
+    key: %[1]s/tls/%[4]s
+auth:
+  htpasswd:
+    realm: nvboot-test
+    path: %[1]s/htpasswd
+`, dir, randomHex(t, 16), selfsigned.CertFile, selfsigned.KeyFile)
+	confPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", confPath)
+	cmd.Stdout, cmd.Stderr = r.log, r.log
+	// Its own environment only: Distribution reads REGISTRY_* variables
+	// over the config file.
+	// No OpenTelemetry exporter: it would post traces to localhost:4318.
+	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("registry log:\n%s", r.log)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for r.Host == "" {
+		if m := listening.FindStringSubmatch(r.log.String()); m != nil {
+			r.Host = m[1]
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("the registry exited: %v\n%s", err, r.log)
+		case <-ctx.Done():
+			t.Fatalf("the registry did not say where it listens within a minute:\n%s", r.log)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return r
+}
+
+// Log is what the registry has logged so far, its access log among it.
+func (r *Registry) Log() string { return r.log.String() }
+
+// uploaded matches the access log line of a finished blob upload: the PUT
+// that names the digest (OCI distribution spec, "pushing blobs").
+var uploaded = regexp.MustCompile(`"PUT /v2/[^ ]*/blobs/uploads/[^ ]*[?&]digest=(sha256(?:%3A|:)[0-9a-f]{64})[^ ]* HTTP/[0-9.]+" 201 `)
+
+// UploadedBlobs are the digests of the blobs uploaded so far, as the
+// registry's access log says, in order.
+func (r *Registry) UploadedBlobs() []string {
+	var out []string
+	for _, m := range uploaded.FindAllStringSubmatch(r.Log(), -1) {
+		out = append(out, "sha256:"+m[1][len(m[1])-64:])
+	}
+	return out
+}
+
+// DockerConfig writes a Docker config file holding the registry's
+// credentials, as `docker login` leaves them, and returns its directory,
+// what $DOCKER_CONFIG names.
+func (r *Registry) DockerConfig(t testing.TB, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := json.Marshal(map[string]any{"auths": map[string]any{r.Host: map[string]string{
+		"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + password))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func randomHex(t testing.TB, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
