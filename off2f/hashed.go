@@ -11,7 +11,8 @@ import (
 //	0       8          OrigPhdr (u64)
 //	8       4          OrigPhnum (u32)
 //	12      2          Machine (u16)
-//	14      2          zero
+//	14      2          the FlagHugeSpan bit (u16: zero for every
+//	                   other text), which lays the file out
 //	16      40*nseg    the segment table as the text file encodes it
 //	                   (Vaddr, Memsz, Filesz, Offset, Prot, zero)
 //	...     Σ Memsz    the bytes of every segment, in table order
@@ -41,6 +42,7 @@ func HashedText(text []byte) (hashed []byte, nseg int, err error) {
 	le.PutUint64(out[0:], th.OrigPhdr)
 	le.PutUint32(out[8:], th.OrigPhnum)
 	le.PutUint16(out[12:], uint16(th.Machine))
+	le.PutUint16(out[14:], uint16(th.Flags&FlagHugeSpan))
 	putSegments(out[hashedPrefixSize:], th.Segments)
 	for _, c := range segmentBytes(text, th.Segments) {
 		out = append(out, c...)
@@ -63,9 +65,11 @@ func TextFromHashed(h []byte, nseg int) ([]byte, error) {
 		return nil, formatErr("hashed text: %d bytes, shorter than its %d-byte table of %d segments", len(h), fixed, nseg)
 	}
 	origPhdr, phnum, m := le.Uint64(h[0:]), le.Uint32(h[8:]), Machine(le.Uint16(h[12:]))
-	if le.Uint16(h[14:]) != 0 {
-		return nil, formatErr("hashed text: reserved field is not zero")
+	spanBits := uint32(le.Uint16(h[14:]))
+	if spanBits&^FlagHugeSpan != 0 {
+		return nil, formatErr("hashed text: flags %#x, only FlagHugeSpan (%#x) is known there", spanBits, FlagHugeSpan)
 	}
+	spans := spanBits != 0
 	if !m.known() {
 		return nil, formatErr("hashed text names %v, which this tool does not know", m)
 	}
@@ -88,13 +92,13 @@ func TextFromHashed(h []byte, nseg int) ([]byte, error) {
 	if len(body) != 0 {
 		return nil, formatErr("hashed text: %d bytes after the last segment", len(body))
 	}
-	laid, _, _ := layoutText(segs)
+	laid, _, _ := layoutText(segs, spans)
 	for i := range segs {
 		if laid[i].Offset != segs[i].Offset {
 			return nil, formatErr("hashed text: segment %d at text offset %#x, the text layout puts it at %#x", i, segs[i].Offset, laid[i].Offset)
 		}
 	}
-	_, text, err := buildText(m, origPhdr, phnum, segs, contents)
+	_, text, err := buildText(m, origPhdr, phnum, segs, contents, spans)
 	if err != nil {
 		return nil, fmt.Errorf("hashed text: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 // store name, and gives the text file back byte for byte.
 func TestHashedTextRoundTrip(t *testing.T) {
 	p := testProgs(t)
-	for _, name := range []string{"go-probe", "go-probe-pie", "c-static", "c-static-pie", "tiny", "busybox"} {
+	for _, name := range []string{"go-probe", "go-probe-R", "go-probe-pie", "c-static", "c-static-pie", "tiny", "busybox"} {
 		t.Run(name, func(t *testing.T) {
 			_, conv := p.convertInto(t, name, t.TempDir(), off2f.Options{})
 			h, nseg, err := off2f.HashedText(conv.Text)
@@ -82,7 +82,9 @@ func TestTextFromHashedRejects(t *testing.T) {
 		{"short table", good[:40], 1, "shorter than"},
 		{"cut short", good[:len(good)-1], 1, "only 63 are left"},
 		{"bytes after", append(bytes.Clone(good), 0), 1, "1 bytes after"},
-		{"reserved", edit(func(b []byte) []byte { b[14] = 1; return b }), 1, "reserved"},
+		{"unknown flag", edit(func(b []byte) []byte { b[14] = 1; return b }), 1, "only FlagHugeSpan"},
+		// A span flag on a text whose segment cannot take a span there.
+		{"span", edit(func(b []byte) []byte { b[14] = byte(off2f.FlagHugeSpan); return b }), 1, "layout puts it at"},
 		{"machine", edit(func(b []byte) []byte { b[12] = 99; return b }), 1, "does not know"},
 		{"offset", edit(func(b []byte) []byte { b[16+24+1] = 0x20; return b }), 1, "layout puts it at 0x1000"},
 		{"phdrs outside", edit(func(b []byte) []byte { b[1] = 0x20; return b }), 1, "not inside a text segment"},
