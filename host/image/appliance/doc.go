@@ -297,7 +297,9 @@
 //   - arm64: the demo with GOARCH=arm64 builds an image whose programs,
 //     texts and loader are aarch64, image.json saying arm64, with an arm64
 //     UEFI disk, reproducibly; kv runs under qemu-aarch64-static:
-//     TestBuildArm64. Its board: TestVMConfigArm64. Another machine's service, the
+//     TestBuildArm64. Its board: TestVMConfigArm64; booted by nvboot run,
+//     kv keeps a key in pheap's dax mode across a power-off: TestRunArm64
+//     (host/nvbootcmd). Another machine's service, the
 //     Pi and an x86 kernel are refused before anything is built:
 //     TestBuildRefusesMixedMachines. The UKI of each machine:
 //     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
