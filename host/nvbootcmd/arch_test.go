@@ -27,6 +27,9 @@ func TestPiImagesAreRefusedByName(t *testing.T) {
 			t.Errorf("%s of a Pi image: %v, want a refusal naming the Pi", args[0], err)
 		}
 	}
+	if _, _, err := execute("powercut", "-arch", "arm64", dir); err == nil || !strings.Contains(err.Error(), "built already") {
+		t.Errorf("powercut -arch with an image directory: %v, want a refusal", err)
+	}
 	pi := filepath.Join(t.TempDir(), "pi.json")
 	os.WriteFile(pi, []byte(`{"Packages": ["github.com/nvboot/nvboot/examples/kv"], "Environment": ["GOARCH=arm64"], "FirmwarePackage": "github.com/gokrazy/firmware",
 		"PackageConfig": {"github.com/nvboot/nvboot/examples/kv": {"ForwardPort": 8080, "Checker": {"Values": "/kv/", "Check": "/stats"}}}}`), 0o644)
