@@ -3,6 +3,7 @@ package bootprof
 import (
 	"bufio"
 	"context"
+	"math/bits"
 	"net"
 	"strconv"
 	"strings"
@@ -24,6 +25,21 @@ func (m Marker) tsc() {
 	// instructions later, well under the mark's microsecond resolution.
 	u := m.now()
 	m.at(bootmark.TSC, strconv.FormatUint(readTSC(), 10), u)
+}
+
+// counterNS is count ticks of a counter running at freq Hz in nanoseconds
+// (0 for no frequency), exact for any count below freq * 2^64 / 1e9:
+// centuries at any timer frequency.
+func counterNS(count, freq uint64) uint64 {
+	if freq == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(count, 1e9)
+	if hi >= freq {
+		return ^uint64(0)
+	}
+	q, _ := bits.Div64(hi, lo, freq)
+	return q
 }
 
 // FirstAnswer polls 127.0.0.1:PORT every poll until it answers an HTTP

@@ -119,3 +119,20 @@ func TestStatusOf(t *testing.T) {
 		client.Close()
 	}
 }
+
+// counterNS converts a counter at any frequency to nanoseconds exactly,
+// QEMU's 62.5 MHz generic timer (16 ns a tick) and a real 54 MHz one (the
+// Raspberry Pi 4's) among them, without overflowing for large counts.
+func TestCounterNS(t *testing.T) {
+	for _, c := range []struct{ count, freq, want uint64 }{
+		{62_500_000, 62_500_000, 1e9},
+		{1, 62_500_000, 16},
+		{27, 54_000_000, 500},
+		{62_500_000 * 3600 * 24 * 365, 62_500_000, 1e9 * 3600 * 24 * 365},
+		{5, 0, 0},
+	} {
+		if got := counterNS(c.count, c.freq); got != c.want {
+			t.Errorf("counterNS(%d, %d) = %d, want %d", c.count, c.freq, got, c.want)
+		}
+	}
+}

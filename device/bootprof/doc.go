@@ -11,7 +11,12 @@
 // QEMU's -icount (the device clock) the TSC counts nanoseconds of guest time
 // since reset, firmware and kernel loading included, but the kernel's own
 // clocks (CLOCK_BOOTTIME, the kernel log's) run ahead of it early in the
-// boot and differ from each other later. So Marker.Handover prints:
+// boot and differ from each other later. On arm64 the "TSC" is the generic
+// timer's virtual counter (CNTVCT_EL0) converted to nanoseconds by its
+// frequency (CNTFRQ_EL0): under -icount QEMU 7.2 drives it from the same
+// instruction-counted virtual clock (62.5 MHz, a 16 ns tick), from
+// power-on, so the marks mean the same on both machines. So
+// Marker.Handover prints:
 //
 //	kernel-handover  the kernel log's time of "Run /sbin/nvinit as init
 //	                 process", found in the kernel log (logged even under
@@ -97,8 +102,10 @@
 // # Limits
 //
 //   - No handover, tsc or kmsg-tsc mark when the kernel's record is not in
-//     /dev/kmsg (the ring buffer overflowed, no /dev, a container). The TSC
-//     is read on amd64 only; elsewhere there is no tsc mark.
+//     /dev/kmsg (the ring buffer overflowed, no /dev, a container). The
+//     counter is read on amd64 (RDTSC) and arm64 (CNTVCT_EL0; checked
+//     under qemu-user: TestArm64TSCUnderQemuUser); elsewhere there is no
+//     tsc mark.
 //   - The disk model counts bytes and requests, not a card's latency curve,
 //     and the 12 ms window still lets 480 KiB or 18 requests pass free after
 //     each pause. Buffered writes are charged by writeback to the root

@@ -86,7 +86,8 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 	cfgPath := fs.String("config", "", "image config `file`; empty: the demo (kv)")
 	work := fs.String("work", "", "keep the images and runs in this `directory`; empty: a temporary one, removed")
 	charts := fs.String("charts", "", "write the boot charts (measure-<layout>.svg, measure.svg) into this `directory`; empty: none")
-	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	kernel := fs.String("kernel", "", "kernel (the target's: an x86 bzImage, an arm64 Image); empty: $NVBOOT_KERNEL ($NVBOOT_KERNEL_ARM64 for arm64) or the cached kernel-config/ build")
+	arch := fs.String("arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt), over the config's Environment GOARCH, as nvboot build -arch; empty: the config's")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
 	mf := addMachineFlags(fs, "")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
@@ -124,7 +125,7 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	log := cli.NewProgress(c.Stderr)
-	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, "", true, c.Stderr)
+	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, *arch, true, c.Stderr)
 	if err != nil {
 		return err
 	}

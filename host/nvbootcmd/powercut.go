@@ -77,7 +77,8 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	seed := fs.Uint64("seed", 0, "random seed for the cut moments and values; 0: from the clock")
 	cfgPath := fs.String("config", "", "image config to build and cut; a service in it needs a Checker (default: "+defaultPowercutConfig+" in the checkout)")
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
-	kernel := fs.String("kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	kernel := fs.String("kernel", "", "kernel (the target's: an x86 bzImage, an arm64 Image); empty: $NVBOOT_KERNEL ($NVBOOT_KERNEL_ARM64 for arm64) or the cached kernel-config/ build")
+	arch := fs.String("arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt), as nvboot build -arch; empty: the config's (not with DIR)")
 	src := fs.String("src", "", "the nvboot checkout; empty: the current module")
 	mf := addMachineFlags(fs, vm.ClockWall)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
@@ -89,6 +90,9 @@ func powercut(ctx context.Context, c *cli.Context) error {
 	}
 	if *cfgPath != "" && fs.NArg() == 1 {
 		return cli.Usagef("-config %s and DIR %s: give the config to build, or the image built, not both", *cfgPath, fs.Arg(0))
+	}
+	if *arch != "" && fs.NArg() == 1 {
+		return cli.Usagef("-arch %s and DIR %s: the image in DIR is built already, for its own target", *arch, fs.Arg(0))
 	}
 	mach, err := mf.resolve()
 	if err != nil {
@@ -138,7 +142,7 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		if _, _, ok := cfg.Checked(); !ok {
 			return fmt.Errorf("config %s: no PackageConfig has a Checker, so powercut has nothing to write to or check: declare one for the service that keeps state (docs/DEVICE-CLOCK.md#power-cuts; %s declares kv's)", path, defaultPowercutConfig)
 		}
-		in, err := loadInputs(ctx, path, *src, *kernel, "", true, c.Stderr)
+		in, err := loadInputs(ctx, path, *src, *kernel, *arch, true, c.Stderr)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 )
@@ -100,6 +101,12 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	if im.Initrd != "" {
 		c.Initrd = filepath.Join(dir, im.Initrd)
 	}
+	arm := im.TargetOrDefault() == config.TargetVirt
+	if arm {
+		if err := armBoard(dir, &c, o); err != nil {
+			return vm.Config{}, err
+		}
+	}
 	if c.PmemAs == vm.PmemE820 && !o.BootDisk {
 		// Nothing on this board needs ACPI (vm.Config.NoACPI); nvinit
 		// ends it with a reset, the one way out without ACPI.
@@ -112,7 +119,9 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	if k.From != "" {
 		c.Cmdline += " " + contract.KernelFromParam + "=" + k.From
 	}
-	c.Firmware = o.Firmware
+	if !arm {
+		c.Firmware = o.Firmware
+	}
 	if o.BootDisk {
 		if o.ExtraCmdline != "" {
 			return vm.Config{}, fmt.Errorf("image %s: booted from its disk, the kernel command line is the one built in (%q cannot be added: rebuild with it in KernelCmdline)", dir, o.ExtraCmdline)
@@ -150,6 +159,32 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		c.Cmdline += " root=/dev/" + DiskDevice(im, o) + "p" + strings.TrimPrefix(contract.RootDevice, "/dev/"+contract.Disk)
 	}
 	return c, nil
+}
+
+// armBoard makes c QEMU's virt board for an arm64-virt image: the Image
+// booted directly by QEMU's boot stub (no firmware runs, so no Firmware
+// and no BootDisk: the arm64 UEFI boot is not built yet), the pmem regions
+// described by the device tree (vm.PmemDeviceTree: the virt board has no
+// e820, and plugs NVDIMMs only with ACPI, which it gives a guest only
+// through UEFI firmware), the console on the PL011 (vm adds
+// console=ttyAMA0) and power-off through PSCI, so nvinit powers off as it
+// does on a board with ACPI (no nvboot.off=reset). PmemAs e820, the
+// default of nvboot's -pmem flag, means a board's persistent-RAM regions,
+// which on this board are the device tree's.
+func armBoard(dir string, c *vm.Config, o BootOptions) error {
+	switch {
+	case o.BootDisk:
+		return fmt.Errorf("image %s: an arm64 image boots from its disk through UEFI firmware (QEMU_EFI.fd), which nvboot does not run for the virt board yet: boot its kernel directly (nvboot run -firmware direct)", dir)
+	case o.Firmware != "":
+		return fmt.Errorf("image %s: firmware %q: QEMU's boot stub enters an arm64 image's kernel directly; no firmware runs", dir, o.Firmware)
+	}
+	switch o.PmemAs {
+	case "", vm.PmemE820, vm.PmemDeviceTree:
+	default:
+		return fmt.Errorf("image %s: pmem as %s: the arm64 board (QEMU's virt) gives its pmem as device-tree regions only (it plugs NVDIMMs only with ACPI, which it gives a guest only through UEFI firmware)", dir, o.PmemAs)
+	}
+	c.Arch, c.PmemAs = vm.ArchArm64, vm.PmemDeviceTree
+	return nil
 }
 
 // diskPmemFile is the disk's copy in PmemDir under DiskAsPmem.
@@ -210,7 +245,7 @@ func DiskDevice(im *Image, o BootOptions) string {
 func attachedPmem(im *Image, o BootOptions) []string {
 	var a []string
 	for _, p := range im.Pmem {
-		if p != outdir.KernelPmemFile || regionBoard(o) {
+		if p != outdir.KernelPmemFile || regionBoard(im, o) {
 			a = append(a, p)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 )
@@ -230,5 +231,64 @@ func TestVMConfigDiskAsPmem(t *testing.T) {
 		if _, err := VMConfig(dir, im, bad); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
+	}
+}
+
+// TestVMConfigArm64: an arm64-virt image boots on QEMU's virt board: its
+// Image entered directly, the text store and the state as device-tree pmem
+// regions (the default PmemAs, e820, standing for them), no ACPI to turn
+// off and no nvboot.off=reset (PSCI powers off), no kernel region; under
+// the device clock the disk is one more region, as on the pc board. UEFI,
+// firmware and NVDIMMs are refused by name, and so is a Pi image.
+func TestVMConfigArm64(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	im := diskImage(t, dir)
+	im.Arch, im.Target, im.Kernel = "arm64", config.TargetVirt, "Image"
+	for _, f := range []string{outdir.TextPmemFile, outdir.StatePmemFile} {
+		if err := os.WriteFile(filepath.Join(dir, f), make([]byte, 128<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pm := range []string{"", vm.PmemE820, vm.PmemDeviceTree} {
+		c, err := VMConfig(dir, im, BootOptions{Storage: sd, PmemAs: pm})
+		if err != nil {
+			t.Fatalf("PmemAs %q: %v", pm, err)
+		}
+		if c.Arch != vm.ArchArm64 || c.PmemAs != vm.PmemDeviceTree || c.NoACPI || c.Firmware != "" || c.Kernel != filepath.Join(dir, "Image") ||
+			strings.Contains(c.Cmdline, contract.OffParam) || strings.Contains(c.Cmdline, contract.KernelFromParam) || len(c.NVDIMMs) != 2 || len(c.Disks) != 1 {
+			t.Errorf("PmemAs %q: %+v", pm, c)
+		}
+	}
+	run := t.TempDir()
+	o := BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemDir: run, DiskAsPmem: true}
+	if err := CopyPmem(dir, im, run); err != nil {
+		t.Fatal(err)
+	}
+	c, err := VMConfig(dir, im, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.NVDIMMs) != 3 || len(c.Disks) != 0 || !c.Deterministic || !strings.Contains(c.Cmdline, " root=/dev/pmem2p2") || c.Arch != vm.ArchArm64 {
+		t.Errorf("the disk as pmem on arm64: %+v", c)
+	}
+	for name, tc := range map[string]struct {
+		o    BootOptions
+		want string
+	}{
+		"UEFI":     {BootOptions{BootDisk: true}, "UEFI firmware"},
+		"firmware": {BootOptions{Firmware: "seabios"}, `firmware "seabios"`},
+		"NVDIMMs":  {BootOptions{PmemAs: vm.PmemNVDIMM}, "device-tree regions only"},
+	} {
+		if _, err := VMConfig(dir, im, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%s: %v, want an error naming the image and %q", name, err, tc.want)
+		}
+	}
+	im.Target = config.TargetRPi
+	if _, err := VMConfig(dir, im, BootOptions{}); err == nil || !strings.Contains(err.Error(), "Raspberry Pi") {
+		t.Errorf("a Pi image: %v", err)
 	}
 }

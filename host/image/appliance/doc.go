@@ -52,8 +52,9 @@
 // kernel is an arm64 Image, and there is no kernel region (its PVH
 // vmlinux is x86's direct boot). The kernel region, the UKI and the
 // partition types of an amd64 image are as they were: the same bytes.
-// Only amd64-pc images boot in QEMU so far (Bootable; VMConfig, nvboot run,
-// measure and powercut refuse another, naming it).
+// amd64-pc images boot on QEMU's pc board, arm64-virt ones on its virt
+// board (Bootable; VMConfig, nvboot run, measure and powercut refuse a Pi
+// image, naming it).
 //
 // Outputs: disk.img, a GPT disk (protective MBR, both tables, GUIDs derived
 // from a seed) with an EFI system partition holding only
@@ -173,6 +174,19 @@
 // nvboot.off=reset. On the device clock the storage model is also applied
 // inside the guest (GuestDiskLimit, docs/DEVICE-CLOCK.md). With BootDisk the
 // firmware boots disk.img through OVMF, as a board would.
+//
+// An arm64-virt image boots on QEMU's virt board (armBoard): QEMU's boot
+// stub enters the card's Image directly with the image's command line (no
+// firmware runs; the arm64 UEFI boot, BootDisk, is refused), vm adds
+// console=ttyAMA0 (the PL011), and the text store, the state and, under
+// DiskAsPmem, the disk are device-tree pmem-region nodes after the RAM
+// (vm.PmemDeviceTree: the board has no e820, and plugs NVDIMMs only with
+// ACPI, which it gives a guest only through UEFI firmware; PmemAs e820,
+// the default, stands for them, nvdimm is refused). The device tree
+// describes every device, so there is no ACPI to turn off and nvinit
+// powers off through PSCI (no nvboot.off=reset). There is no kernel
+// region: nvboot measure's firmware stage reads the Image from the card
+// at the storage model's read bandwidth, as for a bzImage boot.
 //
 // # Kernel on pmem
 //
@@ -298,8 +312,10 @@
 //     TestApplianceRebuildKeepsState (QEMU).
 //   - arm64: the demo with GOARCH=arm64 builds an image whose programs,
 //     texts and loader are aarch64, image.json saying arm64, with an arm64
-//     UEFI disk, reproducibly; kv runs under qemu-aarch64-static; VMConfig
-//     refuses it by name: TestBuildArm64. Another machine's service, the
+//     UEFI disk, reproducibly; kv runs under qemu-aarch64-static:
+//     TestBuildArm64. Its board: TestVMConfigArm64; booted by nvboot run,
+//     kv keeps a key in pheap's dax mode across a power-off: TestRunArm64
+//     (host/nvbootcmd). Another machine's service, the
 //     Pi and an x86 kernel are refused before anything is built:
 //     TestBuildRefusesMixedMachines. The UKI of each machine:
 //     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
@@ -333,8 +349,9 @@
 //
 // # Limits
 //
-//   - amd64-pc and arm64-virt; an arm64 image is built but not booted in
-//     QEMU yet, and the Raspberry Pi's boot partition is not written.
+//   - amd64-pc and arm64-virt; the Raspberry Pi's boot partition is not
+//     written. An arm64 image boots in QEMU only directly (-kernel): the
+//     virt board's UEFI boot of its disk is not run yet.
 //   - The Buildroot and Yocto trees (Assemble) are amd64's.
 //   - The board firmware that boots the kernel region is modelled, not
 //     shipped: a real board boots the card's UKI.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/kernelpmem"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/atomicfile"
@@ -125,19 +126,21 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 	return BootKernel{Path: path, From: contract.KernelFromPmem, LoadBytes: n}, nil
 }
 
-// regionBoard says whether the board boots from the kernel region: the
-// direct boot of a board with its pmem as e820 regions, whose firmware the
-// VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and with
-// emulated NVDIMMs the region would be a third ACPI NVDIMM whose
-// namespace order nvinit cannot rely on; both boot without it.
-func regionBoard(o BootOptions) bool {
-	return !o.BootDisk && cmp.Or(o.PmemAs, DefaultPmemAs) == vm.PmemE820
+// regionBoard says whether im's board boots from the kernel region: the
+// direct boot of a pc board with its pmem as e820 regions, whose firmware
+// the VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and
+// with emulated NVDIMMs the region would be a third ACPI NVDIMM whose
+// namespace order nvinit cannot rely on; both boot without it. The arm64
+// board has no kernel region (its image has none: the PVH vmlinux is
+// x86's direct boot); QEMU's boot stub enters the card's Image.
+func regionBoard(im *Image, o BootOptions) bool {
+	return im.TargetOrDefault() == config.TargetPC && !o.BootDisk && cmp.Or(o.PmemAs, DefaultPmemAs) == vm.PmemE820
 }
 
 // BootKernelOf is ChooseKernel on a board that boots from the region,
 // the card's kernel (and no nvboot.kernel) on any other.
 func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
-	if !regionBoard(o) {
+	if !regionBoard(im, o) {
 		return BootKernel{Path: filepath.Join(dir, im.Kernel)}, nil
 	}
 	return ChooseKernel(dir, im, o.PmemDir)
