@@ -43,7 +43,8 @@ const (
 	MediaTypeESP = "application/vnd.nvboot.esp.vfat.v1"
 	// MediaTypeKernel is the kernel as built (an x86 bzImage, an arm64
 	// Image); MediaTypeVmlinux the uncompressed kernel of the kernel
-	// region (KernelImage), in images that have one.
+	// region (KernelImage), in amd64 images that have one (an arm64
+	// region holds the Image, the kernel layer).
 	MediaTypeKernel  = "application/vnd.nvboot.kernel.v1"
 	MediaTypeVmlinux = "application/vnd.nvboot.kernel.vmlinux.v1"
 

@@ -32,9 +32,11 @@ const (
 	StateDevice     = "/dev/pmem1"              // the state's
 	// KernelRegionDevice is the kernel region (format/kernelpmem), a raw
 	// namespace, and KernelImage the uncompressed kernel on the root that
-	// nvinit writes into it.
+	// nvinit writes into it: the PVH vmlinux, or on arm64 the Image
+	// (KernelImageArm64).
 	KernelRegionDevice = "/dev/pmem2"
 	KernelImage        = "/lib/nvboot/vmlinux"
+	KernelImageArm64   = "/lib/nvboot/Image"
 	TextDir            = off2f.DefaultStoreDir // where the text store is mounted
 	StateDir           = "/nv/state"           // where the state is mounted
 	DAXBinDir          = "/nv/text/bin"        // dax-elf: the service executables

@@ -41,6 +41,7 @@
 //	/lib/nvboot/textstore.ext4   the store image, for provisioning (StoreImage)
 //	/lib/nvboot/state.ext4.gz    the state template (StateImage)
 //	/lib/nvboot/vmlinux          the uncompressed kernel (KernelImage)
+//	/lib/nvboot/Image            an arm64 image's (KernelImageArm64)
 //	/dev/pmem0 on /nv/text       text store, ro, dax=always (TextDevice, TextDir)
 //	/nv/text/programs, services  deployed programs and their links
 //	/dev/pmem1 on /nv/state      state, rw, dax=always (StateDevice, StateDir)

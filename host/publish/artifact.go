@@ -152,7 +152,8 @@ func Describe(dir string, im *appliance.Image, progs *Programs) (*Artifact, erro
 	if err := add(filepath.Join(dir, im.Kernel), 0, -1, contract.MediaTypeKernel, im.Kernel, nil); err != nil {
 		return nil, err
 	}
-	if im.Uncompressed != "" {
+	// An arm64 image's region holds its Image, the kernel layer already.
+	if im.Uncompressed != "" && im.Uncompressed != im.Kernel {
 		if err := add(filepath.Join(dir, im.Uncompressed), 0, -1, contract.MediaTypeVmlinux, im.Uncompressed, nil); err != nil {
 			return nil, err
 		}

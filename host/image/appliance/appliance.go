@@ -112,8 +112,9 @@ type Image struct {
 	// Pmem are the NVDIMM images in guest order: pmem0 (text), pmem1
 	// (state) and, with an Uncompressed kernel, pmem2 (the kernel region).
 	Pmem []string
-	// Uncompressed is the kernel as a PVH vmlinux, the bytes the kernel
-	// region holds, and UncompressedSHA256 their hash: what the boot entry
+	// Uncompressed is the kernel the kernel region holds (a PVH vmlinux,
+	// or an arm64 image's Image, the same file as Kernel), and
+	// UncompressedSHA256 its hash: what the boot entry
 	// names, so the firmware boots the region's kernel only when it is
 	// this one (appliance.BootKernel). Empty: no kernel region.
 	Uncompressed       string `json:",omitempty"`
@@ -459,7 +460,7 @@ func checkManifest(path string) error {
 		pmem = append(pmem, outdir.KernelPmemFile)
 	}
 	if im.Kernel != outdir.KernelFileOf(im.ArchOrDefault()) || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
-		im.Initrd != "" && im.Initrd != outdir.InitrdFile || im.Uncompressed != "" && im.Uncompressed != outdir.UncompressedFile {
+		im.Initrd != "" && im.Initrd != outdir.InitrdFile || im.Uncompressed != "" && im.Uncompressed != outdir.UncompressedFileOf(im.ArchOrDefault()) {
 		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
 	}
 	return nil

@@ -3,7 +3,9 @@ package appliance
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/format/kernelpmem"
 	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 	"github.com/nvboot/nvboot/off2f"
 )
@@ -31,8 +35,8 @@ func needArm64Tools(t *testing.T) {
 // Environment, gokrazy's way, builds an image for the virt board whose
 // every program is aarch64: nvinit, kv and the loader, header files and
 // texts; image.json says arm64; the disk is an arm64 UEFI disk (root of the
-// arm64 type, BOOTAA64.EFI with the PL011 console, no x86 boot trims, no
-// kernel region); the same inputs give the same bytes; kv, unpacked from
+// arm64 type, BOOTAA64.EFI with the PL011 console, no x86 boot trims; the
+// Image in the kernel region, pmem2); the same inputs give the same bytes; kv, unpacked from
 // its header file and text, runs under qemu-aarch64-static; VMConfig boots
 // it on the virt board.
 func TestBuildArm64(t *testing.T) {
@@ -55,11 +59,21 @@ func TestBuildArm64(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dir, im.Kernel)); im.Kernel != "Image" || err != nil || !bytes.Equal(got, readBytes(t, k)) {
 		t.Errorf("kernel file %q (%v): want the arm64 Image as Image", im.Kernel, err)
 	}
-	if im.Uncompressed != "" || strings.Contains(im.Cmdline, "acpi=noirq") || !strings.Contains(im.Cmdline, BootTrimsArm64) {
-		t.Errorf("kernel region %q, command line %q: want none, and the arm64 trims only", im.Uncompressed, im.Cmdline)
+	if strings.Contains(im.Cmdline, "acpi=noirq") || !strings.Contains(im.Cmdline, BootTrimsArm64) {
+		t.Errorf("command line %q: want the arm64 trims only", im.Cmdline)
+	}
+	// The kernel region holds the Image itself (already uncompressed), as
+	// pmem2; the root keeps the copy nvinit rewrites it from.
+	if h, err := kernelpmem.CheckFile(filepath.Join(dir, outdir.KernelPmemFile)); err != nil || im.Uncompressed != "Image" ||
+		len(im.Pmem) != 3 || im.Pmem[2] != outdir.KernelPmemFile || fmt.Sprintf("%x", h.Sum) != im.UncompressedSHA256 ||
+		h.Sum != sha256.Sum256(readBytes(t, k)) {
+		t.Errorf("kernel region: %q %v %v: want the Image in pmem2", im.Uncompressed, im.Pmem, err)
 	}
 
 	root := extractRoot(t, dir, im)
+	if !bytes.Equal(readBytes(t, filepath.Join(root, contract.KernelImageArm64[1:])), readBytes(t, k)) {
+		t.Errorf("the root's %s is not the Image", contract.KernelImageArm64)
+	}
 	elfMachine := func(p string) elf.Machine {
 		f, err := elf.Open(p)
 		if err != nil {
@@ -127,8 +141,9 @@ func TestBuildArm64(t *testing.T) {
 		}
 	}
 
-	if c, err := VMConfig(dir, im, BootOptions{}); err != nil || c.Arch != "arm64" {
-		t.Errorf("VMConfig of an arm64 image: %v, arch %q: want the virt board", err, c.Arch)
+	if c, err := VMConfig(dir, im, BootOptions{}); err != nil || c.Arch != "arm64" || len(c.NVDIMMs) != 3 ||
+		!strings.Contains(c.Cmdline, contract.KernelFromParam+"="+contract.KernelFromPmem) {
+		t.Errorf("VMConfig of an arm64 image: %v, arch %q, %d regions, %q: want the virt board booting the region's kernel", err, c.Arch, len(c.NVDIMMs), c.Cmdline)
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/format/kernelpmem"
 	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
 // diskImage writes an image directory whose disk.img has an esp, a root and
@@ -290,5 +292,84 @@ func TestVMConfigArm64(t *testing.T) {
 	im.Target = config.TargetRPi
 	if _, err := VMConfig(dir, im, BootOptions{}); err == nil || !strings.Contains(err.Error(), "Raspberry Pi") {
 		t.Errorf("a Pi image: %v", err)
+	}
+}
+
+// TestVMConfigArm64KernelRegion: an arm64-virt image with a kernel region
+// boots as the pc board's does: the region attached as pmem2, a
+// device-tree region after the text store and the state, the command line
+// saying the firmware took the kernel from it (nvboot.kernel=pmem), the
+// firmware's copy the Image's bytes; a blank region is still attached,
+// for nvinit to write, and the card's Image is booted
+// (nvboot.kernel=card); the disk as pmem comes after it (pmem3).
+func TestVMConfigArm64KernelRegion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "img")
+	im := diskImage(t, dir)
+	k := readBytes(t, buildtest.FakeKernelFor(t, "arm64"))
+	im.Arch, im.Target, im.Kernel = "arm64", config.TargetVirt, outdir.KernelFileArm64
+	im.Uncompressed, im.UncompressedSHA256 = outdir.UncompressedFileOf("arm64"), fmt.Sprintf("%x", kernelpmem.For(k).Sum)
+	im.Pmem = append(im.Pmem, outdir.KernelPmemFile)
+	if err := os.WriteFile(filepath.Join(dir, im.Kernel), k, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{outdir.TextPmemFile, outdir.StatePmemFile} {
+		if err := os.WriteFile(filepath.Join(dir, f), make([]byte, 128<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	region := func(k []byte) {
+		t.Helper()
+		f, err := os.Create(filepath.Join(dir, outdir.KernelPmemFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(kernelRegionSize); err != nil {
+			t.Fatal(err)
+		}
+		if k != nil {
+			if err := kernelpmem.Write(f, kernelRegionSize, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sd, err := vm.Profile("sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	region(k)
+	if bk, err := BootKernelOf(dir, im, BootOptions{}); err != nil || bk.From != contract.KernelFromPmem || bk.LoadBytes != int64(len(k)) {
+		t.Errorf("BootKernelOf: %+v, %v; want the region's Image, %d bytes copied", bk, err, len(k))
+	}
+	for _, pm := range []string{"", vm.PmemE820, vm.PmemDeviceTree} {
+		c, err := VMConfig(dir, im, BootOptions{Storage: sd, PmemAs: pm})
+		if err != nil {
+			t.Fatalf("PmemAs %q: %v", pm, err)
+		}
+		if c.Arch != vm.ArchArm64 || c.PmemAs != vm.PmemDeviceTree || c.Kernel != filepath.Join(dir, outdir.KernelFileArm64) ||
+			len(c.NVDIMMs) != 3 || c.NVDIMMs[2].Path != filepath.Join(dir, outdir.KernelPmemFile) ||
+			!strings.HasSuffix(c.Cmdline, " "+contract.KernelFromParam+"="+contract.KernelFromPmem) {
+			t.Errorf("PmemAs %q: %+v; want the region as the third device-tree region and nvboot.kernel=pmem", pm, c)
+		}
+	}
+	region(nil)
+	c, err := VMConfig(dir, im, BootOptions{Storage: sd})
+	if err != nil || len(c.NVDIMMs) != 3 || c.Kernel != filepath.Join(dir, outdir.KernelFileArm64) ||
+		!strings.HasSuffix(c.Cmdline, " "+contract.KernelFromParam+"="+contract.KernelFromCard) {
+		t.Errorf("a blank region: %+v, %v; want it attached and nvboot.kernel=card", c, err)
+	}
+	region(k)
+	run := t.TempDir()
+	if err := CopyPmem(dir, im, run); err != nil {
+		t.Fatal(err)
+	}
+	c, err = VMConfig(dir, im, BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemDir: run, DiskAsPmem: true})
+	if err != nil || len(c.NVDIMMs) != 4 || c.NVDIMMs[2].Path != filepath.Join(run, outdir.KernelPmemFile) ||
+		!strings.Contains(c.Cmdline, " root=/dev/pmem3p2") || !strings.Contains(c.Cmdline, contract.KernelFromParam+"="+contract.KernelFromPmem) {
+		t.Errorf("the disk as pmem after the region: %+v, %v", c, err)
+	}
+	// The Image's loaded bytes are the file's: the kernel clears its .bss.
+	if n, err := loadedBytes(filepath.Join(dir, im.Kernel), config.TargetVirt); err != nil || n != int64(len(k)) {
+		t.Errorf("loadedBytes of an Image: %d, %v; want %d", n, err, len(k))
 	}
 }

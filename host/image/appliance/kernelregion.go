@@ -21,8 +21,9 @@ import (
 const kernelRegionSize = 32 << 20
 
 // kernelRegion puts the uncompressed kernel in the image: the vmlinux
-// itself (what the boot entry names, by hash) and the kernel region
-// holding it, pmem2, written as nvinit would write it on the device.
+// itself (what the boot entry names, by hash; an arm64 image's Image is
+// already there, as its kernel) and the kernel region holding it, pmem2,
+// written as nvinit would write it on the device.
 func (b *builder) kernelRegion(im *Image) error {
 	if b.uncompressed == "" {
 		return nil
@@ -31,8 +32,11 @@ func (b *builder) kernelRegion(im *Image) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(b.dir, outdir.UncompressedFile), k, 0o644); err != nil {
-		return err
+	name := outdir.UncompressedFileOf(b.Target.GOARCH())
+	if name != im.Kernel {
+		if err := atomicfile.WriteFile(filepath.Join(b.dir, name), k, 0o644); err != nil {
+			return err
+		}
 	}
 	f, err := atomicfile.Create(filepath.Join(b.dir, outdir.KernelPmemFile))
 	if err != nil {
@@ -49,7 +53,7 @@ func (b *builder) kernelRegion(im *Image) error {
 		return err
 	}
 	h := kernelpmem.For(k)
-	im.Uncompressed, im.UncompressedSHA256 = outdir.UncompressedFile, fmt.Sprintf("%x", h.Sum)
+	im.Uncompressed, im.UncompressedSHA256 = name, fmt.Sprintf("%x", h.Sum)
 	im.Pmem = append(im.Pmem, outdir.KernelPmemFile)
 	b.logf("kernel region: the %d MiB uncompressed kernel on pmem2", len(k)>>20)
 	return nil
@@ -119,7 +123,7 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 	} else if sum != im.UncompressedSHA256 {
 		return BootKernel{}, fmt.Errorf("image %s: %s does not hash to what %s says (%s): rebuild the image", dir, im.Uncompressed, outdir.ManifestFile, im.UncompressedSHA256)
 	}
-	n, err := loadedBytes(path)
+	n, err := loadedBytes(path, im.TargetOrDefault())
 	if err != nil {
 		return BootKernel{}, fmt.Errorf("image %s: %w", dir, err)
 	}
@@ -127,14 +131,20 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 }
 
 // regionBoard says whether im's board boots from the kernel region: the
-// direct boot of a pc board with its pmem as e820 regions, whose firmware
-// the VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and
-// with emulated NVDIMMs the region would be a third ACPI NVDIMM whose
-// namespace order nvinit cannot rely on; both boot without it. The arm64
-// board has no kernel region (its image has none: the PVH vmlinux is
-// x86's direct boot); QEMU's boot stub enters the card's Image.
+// direct boot of a pc board with its pmem as e820 regions, or of the virt
+// board (its regions the device tree's), whose firmware the VM runner
+// plays. UEFI firmware (BootDisk) boots the card's UKI, and with emulated
+// NVDIMMs the region would be a third ACPI NVDIMM whose namespace order
+// nvinit cannot rely on; both boot without it.
 func regionBoard(im *Image, o BootOptions) bool {
-	return im.TargetOrDefault() == config.TargetPC && !o.BootDisk && cmp.Or(o.PmemAs, DefaultPmemAs) == vm.PmemE820
+	pmem := cmp.Or(o.PmemAs, DefaultPmemAs)
+	switch im.TargetOrDefault() {
+	case config.TargetPC:
+		return !o.BootDisk && pmem == vm.PmemE820
+	case config.TargetVirt:
+		return !o.BootDisk && (pmem == vm.PmemE820 || pmem == vm.PmemDeviceTree)
+	}
+	return false
 }
 
 // BootKernelOf is ChooseKernel on a board that boots from the region,
@@ -146,16 +156,25 @@ func BootKernelOf(dir string, im *Image, o BootOptions) (BootKernel, error) {
 	return ChooseKernel(dir, im, o.PmemDir)
 }
 
-// loadedBytes are the bytes the firmware puts in memory for the ELF at
-// path: each allocated section, copied or (.bss) cleared, as U-Boot's
-// bootelf loads an ELF by default, by its section headers. Over the
-// loaded segments, because the kernel's first segment carries the
-// padding between its text and its read-only data (both aligned to 2
-// MiB), which the kernel frees without reading it: the appliance kernel's
-// 10.8 MiB of sections against 12.8 of segments, 2.0 ms less on the
-// device clock (nvboot measure). A file without section headers counts
-// its loaded segments.
-func loadedBytes(path string) (int64, error) {
+// loadedBytes are the bytes the firmware puts in memory for the kernel at
+// path. An arm64 Image is copied whole and entered at its first byte; the
+// kernel clears its own .bss (head.S, __primary_switched), in instructions
+// the device clock counts. An ELF (x86's PVH vmlinux): each allocated
+// section, copied or (.bss) cleared, as U-Boot's bootelf loads an ELF by
+// default, by its section headers. Over the loaded segments, because the
+// kernel's first segment carries the padding between its text and its
+// read-only data (both aligned to 2 MiB), which the kernel frees without
+// reading it: the appliance kernel's 10.8 MiB of sections against 12.8 of
+// segments, 2.0 ms less on the device clock (nvboot measure). A file
+// without section headers counts its loaded segments.
+func loadedBytes(path string, t config.Target) (int64, error) {
+	if t.GOARCH() == "arm64" {
+		st, err := os.Stat(path)
+		if err != nil {
+			return 0, err
+		}
+		return st.Size(), nil
+	}
 	f, err := elf.Open(path)
 	if err != nil {
 		return 0, err

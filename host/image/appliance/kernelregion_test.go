@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/kernelpmem"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 )
@@ -98,7 +99,7 @@ func TestLoadedBytesSkipsPadding(t *testing.T) {
 	if err := os.WriteFile(path, paddedELF(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n, err := loadedBytes(path)
+	n, err := loadedBytes(path, config.TargetPC)
 	if err != nil {
 		t.Fatal(err)
 	}

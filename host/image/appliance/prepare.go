@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/derive"
 	"github.com/nvboot/nvboot/host/kernel"
 )
@@ -36,10 +37,17 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	// An image with A/B slots boots through UEFI, whose firmware runs the
 	// slot's UKI and never reads a kernel region: it gets none, and its
 	// roots, which every update sends whole, no second kernel. The region
-	// holds a PVH vmlinux, x86's direct-boot form: an arm64 image has none.
-	if b.Config.Slots < 2 && b.Target.GOARCH() == "amd64" {
-		if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
-			return st, nil, fmt.Errorf("kernel: %w", err)
+	// holds x86's PVH vmlinux, or the arm64 Image, already uncompressed; a
+	// Pi has no pmem to hold it.
+	kimage := contract.KernelImage
+	if b.Config.Slots < 2 {
+		switch b.Target {
+		case config.TargetPC:
+			if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
+				return st, nil, fmt.Errorf("kernel: %w", err)
+			}
+		case config.TargetVirt:
+			b.uncompressed, kimage = b.Kernel, contract.KernelImageArm64
 		}
 	}
 	if b.uncompressed != "" {
@@ -47,7 +55,7 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 		// a boot from the card (a flashed device's first, or one whose
 		// region was damaged): the card is the region's source, as the
 		// store image is the text store's.
-		dst := filepath.Join(st.root, contract.KernelImage[1:])
+		dst := filepath.Join(st.root, kimage[1:])
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return st, nil, err
 		}
@@ -58,7 +66,7 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 		if err != nil {
 			return st, nil, err
 		}
-		dev.Init.KernelRegion = &contract.KernelRegion{Device: contract.KernelRegionDevice, Image: contract.KernelImage, SHA256: sum}
+		dev.Init.KernelRegion = &contract.KernelRegion{Device: contract.KernelRegionDevice, Image: kimage, SHA256: sum}
 	}
 	return st, dev, nil
 }

@@ -9,8 +9,9 @@ const (
 	TextPmemFile  = "pmem-text.img"
 	StatePmemFile = "pmem-state.img"
 	// KernelPmemFile is the kernel region (format/kernelpmem), pmem2, and
-	// UncompressedFile the uncompressed kernel it holds: in images whose
-	// kernel came with its PVH vmlinux (kernel-config/build.sh).
+	// UncompressedFile the uncompressed kernel it holds in an amd64 image
+	// whose kernel came with its PVH vmlinux (kernel-config/build.sh); an
+	// arm64 image's region holds its Image (UncompressedFileOf).
 	KernelPmemFile   = "pmem-kernel.img"
 	UncompressedFile = "vmlinux"
 	// StampFile marks a directory as an nvboot build output, which the next
@@ -33,6 +34,16 @@ func KernelFileOf(goarch string) string {
 		return KernelFileArm64
 	}
 	return KernelFile
+}
+
+// UncompressedFileOf is the file of an image of goarch that its kernel
+// region holds: the PVH vmlinux beside an amd64 bzImage, or the arm64
+// Image itself, which is already the uncompressed kernel.
+func UncompressedFileOf(goarch string) string {
+	if goarch == "arm64" {
+		return KernelFileArm64
+	}
+	return UncompressedFile
 }
 
 // OutputFiles are the names a build writes into its output directory (an
