@@ -27,8 +27,9 @@
 // x86 has no uncompressed bzImage, so the PVH ELF is the one uncompressed
 // form a firmware can enter; host/image/appliance puts it into the kernel
 // region (format/kernelpmem). An arm64 Image is already the uncompressed
-// kernel, entered at its first byte: it has no vmlinux beside it, and
-// Uncompressed and PVHEntry are x86's.
+// kernel, entered at its first byte: it has no vmlinux beside it,
+// Uncompressed and PVHEntry are x86's, and an arm64 image's region holds
+// the Image itself.
 //
 // # Invariants
 //
@@ -42,8 +43,7 @@
 //
 // # Limits
 //
-//   - x86-64 and arm64 only; the PVH vmlinux and the kernel region are
-//     x86's.
+//   - x86-64 and arm64 only; the PVH vmlinux is x86's.
 //   - A kernel from elsewhere may come without its vmlinux: the image then
 //     has no kernel region and boots the bzImage.
 package kernel

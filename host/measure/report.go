@@ -13,6 +13,7 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/vm"
 )
 
@@ -185,13 +186,27 @@ func (r *Report) Env() map[string]string {
 			e["disk_model"] += ", the disk read from pmem (no host I/O on the guest's clock)"
 		}
 	}
-	if r.Machine.PmemAs == vm.PmemE820 {
+	switch {
+	case r.arm64():
+		// The virt board's pmem is its device tree's regions, whatever
+		// -pmem said (e820 stands for them), and it has no ACPI to turn off.
+		e["arch"], e["pmem"], e["acpi"] = "arm64", "device-tree pmem-region nodes", "none (the device tree describes the board)"
+	case r.Machine.PmemAs == vm.PmemE820:
 		e["acpi"] = "off"
 	}
 	if r.Machine.Clock == vm.ClockDevice {
 		e["cpu_rate"] = strconv.FormatInt(r.Machine.CPURate, 10)
 	}
 	return e
+}
+
+// arm64 says whether the boots ran on the arm64 board (the images'
+// target: measure builds every layout for one).
+func (r *Report) arm64() bool {
+	if len(r.Layouts) == 0 || r.Images[r.Layouts[0]] == nil {
+		return false
+	}
+	return r.Images[r.Layouts[0]].TargetOrDefault() == config.TargetVirt
 }
 
 // WriteTable prints one row per stage, a column per layout, then the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/vm"
 )
 
@@ -44,6 +45,18 @@ func TestReport(t *testing.T) {
 	var tab bytes.Buffer
 	if err := r.WriteTable(&tab); err != nil || !strings.Contains(tab.String(), "power_on_to_service.off2f_vs_elf") {
 		t.Errorf("table: %v\n%s", err, tab.String())
+	}
+	// The env names the board's pmem and ACPI: e820 regions with ACPI off
+	// on the pc board; the virt board's device-tree regions and no ACPI,
+	// whatever -pmem said.
+	r.Machine.PmemAs = vm.PmemE820
+	r.Images = map[appliance.Layout]*appliance.Image{appliance.OFF2F: {Target: config.TargetPC}, appliance.ELF: {Target: config.TargetPC}}
+	if e := r.Env(); e["pmem"] != vm.PmemE820 || e["acpi"] != "off" || e["arch"] != "" {
+		t.Errorf("pc board's env: %v", e)
+	}
+	r.Images[appliance.OFF2F].Target, r.Images[appliance.ELF].Target = config.TargetVirt, config.TargetVirt
+	if e := r.Env(); !strings.Contains(e["pmem"], "device-tree") || !strings.HasPrefix(e["acpi"], "none") || e["arch"] != "arm64" {
+		t.Errorf("virt board's env: %v", e)
 	}
 	if svg := string(r.Chart("t", appliance.OFF2F)); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "ready") && !strings.Contains(svg, "service") {
 		t.Errorf("chart: %s", svg)
