@@ -114,7 +114,7 @@ func TestHelp(t *testing.T) {
 func fakeEngine(t *testing.T, calls *[]measure.Options) engine {
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 	return engine{
-		inputs: func(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error) {
+		inputs: func(ctx context.Context, path, kernel, arch string, log io.Writer) (appliance.Options, error) {
 			cfg, err := config.Load(path)
 			return appliance.Options{Config: cfg, ConfigDir: filepath.Dir(path)}, err
 		},
@@ -154,7 +154,7 @@ func fakeEngine(t *testing.T, calls *[]measure.Options) engine {
 // unused is an engine that fails the test when bigapp uses it.
 func unused(t *testing.T) engine {
 	return engine{
-		inputs: func(context.Context, string, string, io.Writer) (appliance.Options, error) {
+		inputs: func(context.Context, string, string, string, io.Writer) (appliance.Options, error) {
 			t.Fatal("bigapp read a config's inputs")
 			return appliance.Options{}, nil
 		},

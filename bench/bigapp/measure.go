@@ -19,8 +19,8 @@ import (
 // engine is what bigapp asks of nvboot's host code; the tests fake it.
 type engine struct {
 	// inputs are the build options of the image config at path: the
-	// config, its directory, the checkout and the kernel.
-	inputs  func(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error)
+	// config, its directory, the checkout, the target and the kernel.
+	inputs  func(ctx context.Context, path, kernel, arch string, log io.Writer) (appliance.Options, error)
 	measure func(ctx context.Context, o measure.Options) (*measure.Report, error)
 	build   func(ctx context.Context, o appliance.Options) (*appliance.Image, error)
 }
@@ -29,16 +29,29 @@ type engine struct {
 var hostEngine = engine{inputs: imageInputs, measure: measure.Run, build: appliance.Build}
 
 // imageInputs loads the config at path (absolute), prints its warnings to
-// log, and finds the kernel as nvboot measure does: kernel (-kernel), the
-// config's KernelPath (relative to the config), $NVBOOT_KERNEL, then
-// kernel-config/'s build in the checkout (built when missing).
-func imageInputs(ctx context.Context, path, kernel string, log io.Writer) (appliance.Options, error) {
+// log, chooses its target as nvboot measure does (arch, -arch, over the
+// config's) and finds that target's kernel: kernel (-kernel), the config's
+// KernelPath (relative to the config), $NVBOOT_KERNEL
+// ($NVBOOT_KERNEL_ARM64), then kernel-config/'s build in the checkout
+// (built when missing).
+func imageInputs(ctx context.Context, path, kernel, arch string, log io.Writer) (appliance.Options, error) {
 	cfg, warnings, err := config.LoadWarn(path)
 	if err != nil {
 		return appliance.Options{}, err
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(log, "config %s: warning: %s\n", path, w)
+	}
+	ch, err := cfg.ChooseTarget(arch)
+	if err != nil {
+		return appliance.Options{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := appliance.Bootable(ch.Target); err != nil {
+		return appliance.Options{}, fmt.Errorf("config %s: an image %w", path, err)
+	}
+	karch, err := kernelpkg.ArchForGOARCH(ch.Target.GOARCH())
+	if err != nil {
+		return appliance.Options{}, err
 	}
 	root, err := checkout.Root(ctx, "")
 	if err != nil {
@@ -50,11 +63,11 @@ func imageInputs(ctx context.Context, path, kernel string, log io.Writer) (appli
 		fromConfig = filepath.Join(dir, fromConfig)
 	}
 	k, err := kernelpkg.Find(ctx, kernelpkg.Lookup{Paths: []kernelpkg.Source{{From: "-kernel", Path: kernel},
-		{From: path + "'s KernelPath", Path: fromConfig}}, Root: root, Build: true, Log: log})
+		{From: path + "'s KernelPath", Path: fromConfig}}, Root: root, Build: true, Log: log, Arch: karch})
 	if err != nil {
 		return appliance.Options{}, err
 	}
-	return appliance.Options{Config: cfg, Kernel: k, ModuleRoot: root, ConfigDir: dir}, nil
+	return appliance.Options{Config: cfg, Kernel: k, ModuleRoot: root, ConfigDir: dir, Target: ch.Target}, nil
 }
 
 // result finds a result of m by name ("off2f.power_on_to_service").

@@ -91,6 +91,7 @@ type options struct {
 	CPURate string          // "": measure's default
 	Machine measure.Machine // what Clock and CPURate resolve to
 	Kernel  string
+	Arch    string // -arch, as nvboot measure's: "" the config's
 	Work    string // "": a temporary directory, removed
 	Chart   string // "": no chart
 	JSON    bool
@@ -118,7 +119,8 @@ func parseFlags(c *cli.Context) (*options, error) {
 	fs.StringVar(&o.Storage, "storage", "sd", "disk speed model (see nvboot measure -h)")
 	fs.StringVar(&o.Clock, "clock", "device", "device or wall (see nvboot measure -h)")
 	fs.StringVar(&o.CPURate, "cpu-rate", "", "device clock: guest instructions per second; empty: measure's default (1e9)")
-	fs.StringVar(&o.Kernel, "kernel", "", "bzImage; empty: $NVBOOT_KERNEL or the cached kernel-config/ build")
+	fs.StringVar(&o.Kernel, "kernel", "", "the kernel (a bzImage, an arm64 Image); empty: $NVBOOT_KERNEL ($NVBOOT_KERNEL_ARM64) or the cached kernel-config/ build")
+	fs.StringVar(&o.Arch, "arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt), over each config's, as nvboot measure -arch; empty: each config's")
 	fs.StringVar(&o.Work, "work", "", "keep each size's images and runs under this `directory` (DIR/<size>); empty: a temporary one, removed")
 	fs.StringVar(&o.Chart, "chart", "", "write the chart (SVG) to this `file`; empty: none")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON object on stdout")
@@ -278,7 +280,7 @@ func bootChartPath(chart, size string) string {
 // its off2f image, and as o asks the diagnostic boots and the time-scaled
 // device.
 func measureSize(ctx context.Context, o *options, eng engine, sz size, layouts []appliance.Layout, prof vm.Storage, dir string, lw *lineWriter) (*sizeResult, error) {
-	in, err := eng.inputs(ctx, sz.Config, o.Kernel, lw)
+	in, err := eng.inputs(ctx, sz.Config, o.Kernel, o.Arch, lw)
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,28 @@ func TestKernelRegionRewritten(t *testing.T) {
 	if im.Uncompressed == "" {
 		t.Skipf("kernel %s has no uncompressed vmlinux beside it (a kernel-config/build.sh kernel has)", k)
 	}
+	kernelRegionRewritten(t, dir, im, contract.KernelImage)
+}
+
+// The same on the arm64 board: the region, a device-tree pmem region,
+// holds the Image; nvinit writes it from the root's /lib/nvboot/Image.
+func TestKernelRegionRewrittenArm64(t *testing.T) {
+	needArm64Tools(t)
+	k := vmtest.KernelArm64(t, "qemu-system-aarch64")
+	cfg := config.Demo()
+	cfg.Environment = []string{"GOOS=linux", "GOARCH=arm64"}
+	dir := filepath.Join(t.TempDir(), "demo")
+	im := buildLayout(t, cfg, OFF2F, dir, k)
+	if im.Uncompressed != im.Kernel {
+		t.Fatalf("an arm64 image's region holds %q, want its Image", im.Uncompressed)
+	}
+	kernelRegionRewritten(t, dir, im, contract.KernelImageArm64)
+}
+
+// kernelRegionRewritten blanks the built image's region, boots it from the
+// card, and checks that nvinit wrote kimage into the region and that the
+// next boot takes the kernel from it.
+func kernelRegionRewritten(t *testing.T, dir string, im *Image, kimage string) {
 	region := filepath.Join(dir, outdir.KernelPmemFile)
 	if err := os.Truncate(region, 0); err != nil {
 		t.Fatal(err)
@@ -37,7 +59,7 @@ func TestKernelRegionRewritten(t *testing.T) {
 	}
 	b := startImage(t, dir, "")
 	b.expect(t, "NVBOOT-MARK service-ready kv")
-	b.expect(t, "kernel region: wrote "+contract.KernelImage)
+	b.expect(t, "kernel region: wrote "+kimage)
 	if code, _ := b.do(t, "PUT", "/kv/boot", "from the card"); code/100 != 2 {
 		t.Fatalf("PUT: %d", code)
 	}
