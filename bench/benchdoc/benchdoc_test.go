@@ -142,6 +142,8 @@ var results = fstest.MapFS{
 		"ratios":{"a_vs_b":0.4321,"c_vs_d":1.5},
 		"results":[{"name":"x.start","unit":"ms","median":10,"min":9,"max":11,"runs":3},
 		           {"name":"x.end","unit":"ms","median":52.25,"min":50,"max":60,"runs":3}]}`)},
+	"arm64.json": {Data: []byte(`{"bench":"measure","env":{"clock":"device","arch":"arm64"},
+		"ratios":{"a_vs_b":0.25},"results":[]}`)},
 	"plain.json":   {Data: []byte(`{"cuts":50,"lost":0,"accel":"tcg"}`)},
 	"cuts.txt":     {Data: []byte("cut 1\n")},
 	"broken.json":  {Data: []byte(`{"bench":"measure","ratios":{`)},
@@ -194,6 +196,19 @@ func TestRender(t *testing.T) {
 	}
 }
 
+// A ratio has one current figure per board: the arm64 demo's ratios have
+// the x86 demo's names, in a file whose env names its arch.
+func TestRenderRatioPerBoard(t *testing.T) {
+	src := "```bench\nfile: run.json\ncommand: x\nratio: a_vs_b\n```\n\n```bench\nfile: arm64.json\ncommand: y\nratio: a_vs_b <= 0.5\n```\n"
+	out, err := Render("src.md", []byte(src), results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := string(out); !strings.Contains(page, "| `a_vs_b` |  | 0.432 |") || !strings.Contains(page, "| `a_vs_b` |  | 0.25 | ≤ 0.5 | met |") {
+		t.Errorf("both boards' a_vs_b should be shown:\n%s", page)
+	}
+}
+
 // Each way a source or a result file can be wrong is an error that names
 // what is wrong and where.
 func TestRenderRefuses(t *testing.T) {
@@ -220,6 +235,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"a missing env", block("file: run.json", "command: x", "env: cpu_rate"), []string{"run.json", `no env "cpu_rate"`}},
 		{"an env showing a machine path", block("file: run.json", "command: x", "env: kernel"), []string{"machine path"}},
 		{"a ratio shown twice", block("file: run.json", "command: x", "ratio: a_vs_b", "ratio: a_vs_b"), []string{"src.md:7", "a_vs_b is shown already (line 6)"}},
+		{"a ratio shown twice on arm64", block("file: arm64.json", "command: x", "ratio: a_vs_b", "file: arm64.json", "command: y", "ratio: a_vs_b"), []string{"src.md:9", "a_vs_b on arm64 is shown already (line 6)"}},
 		{"no command", block("file: run.json", "ratio: a_vs_b"), []string{"no command for run.json"}},
 		{"two commands", block("command: x", "file: run.json", "command: y"), []string{"run.json", "command of its own"}},
 		{"a figure of a log", block("log: cuts.txt", "command: x", "value: cuts"), []string{"cuts.txt", "a log"}},
