@@ -333,8 +333,9 @@
 //     partition lacks: TestCheckDisk, TestApplianceTruncatedDisk (QEMU).
 //   - The firmware boots only this image's intact region: TestChooseKernel;
 //     a blanked region boots the card, nvinit rewrites it, the next boot
-//     takes pmem: TestKernelRegionRewritten (QEMU). The board:
-//     TestVMConfigBoard. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
+//     takes pmem: TestKernelRegionRewritten, on arm64 (the Image in a
+//     device-tree region) TestKernelRegionRewrittenArm64 (QEMU). The board:
+//     TestVMConfigBoard, TestVMConfigArm64KernelRegion. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
 //   - gokrazy: TestPlaceGokrazy, TestPlaceGokrazyRefuses, TestImportDir,
 //     TestApplianceGokrazyPrograms (QEMU). The skeleton and the other
 //     builders' config and /etc files: TestInstallSkeleton,
