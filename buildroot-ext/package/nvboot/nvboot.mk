@@ -29,7 +29,9 @@ HOST_NVBOOT_DEPENDENCIES = \
 # OFF2F converts static executables only, and the appliance's programs
 # are built the way nvboot build builds them: no cgo, no build id.
 NVBOOT_GO_ENV = CGO_ENABLED=0
-NVBOOT_LDFLAGS = -s -w -buildid=
+# -R 0x200000: each segment on a 2 MiB boundary, so OFF2F maps the text
+# with 2 MiB pages (off2f.FlagHugeSpan), as nvboot build links them.
+NVBOOT_LDFLAGS = -s -w -buildid= -R=0x200000
 HOST_NVBOOT_GO_ENV = CGO_ENABLED=0
 
 # A local site is not downloaded, so the golang infrastructure does not

@@ -25,15 +25,16 @@ func Root(t testing.TB) string {
 	return root
 }
 
-// Programs builds nvinit, kv and poold the way nvboot build does (static,
-// no build id, paths trimmed: the same bytes as in its image) and the
+// Programs builds nvinit, kv and poold the way nvboot build does for the
+// off2f layout (static, no build id, paths trimmed, segments on 2 MiB
+// boundaries: the same bytes as in its image) and the
 // loader, into a directory it returns: nvinit, kv, poold, ld-off2f.
 func Programs(t testing.TB) string {
 	t.Helper()
 	root, dir := Root(t), t.TempDir()
 	for name, pkg := range map[string]string{"nvinit": "./cmd/nvinit", "kv": "./examples/kv", "poold": "./cmd/poold"} {
 		Run(t, root, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOWORK=off"},
-			"go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", filepath.Join(dir, name), pkg)
+			"go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid= -R=0x200000", "-o", filepath.Join(dir, name), pkg)
 	}
 	Run(t, filepath.Join(root, "loader"), nil, "make", "-s", "OUT="+filepath.Join(dir, "ld-off2f"))
 	return dir

@@ -15,7 +15,7 @@ inherit go-mod
 
 export CGO_ENABLED = "0"
 GO_LINUXLOADER = ""
-GO_EXTRA_LDFLAGS = "-s -w -buildid="
+GO_EXTRA_LDFLAGS = "-s -w -buildid= -R=0x200000"
 
 do_install() {
     install -d ${D}${base_bindir}

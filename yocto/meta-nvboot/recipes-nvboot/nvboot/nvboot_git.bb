@@ -18,7 +18,9 @@ inherit go-mod
 # OFF2F converts static executables only: no cgo, no interpreter.
 export CGO_ENABLED = "0"
 GO_LINUXLOADER = ""
-GO_EXTRA_LDFLAGS = "-s -w -buildid="
+# -R 0x200000: each segment on a 2 MiB boundary, so OFF2F maps the text
+# with 2 MiB pages (off2f.FlagHugeSpan), as nvboot build links them.
+GO_EXTRA_LDFLAGS = "-s -w -buildid= -R=0x200000"
 
 # nvinit and poold go where the appliance's nvinit config names them.
 do_install() {
