@@ -255,25 +255,9 @@ func entryImageArm64(kernel []byte) ([]byte, error) {
 	return k, nil
 }
 
-// kernelEntryArm64 is KernelEntry on the arm64 board: the probe's line on
+// readEntryArm64 boots c, the probe Image on the virt board: its line on
 // the console gives the counter and its frequency at the kernel's entry.
-func kernelEntryArm64(ctx context.Context, c Config, kernel []byte) (time.Duration, error) {
-	probe, err := entryImageArm64(kernel)
-	if err != nil {
-		return 0, fmt.Errorf("vm: kernel entry probe: %s: %w", c.Kernel, err)
-	}
-	dir, err := os.MkdirTemp("", "nvboot-entry-")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	c.Kernel = filepath.Join(dir, filepath.Base(c.Kernel))
-	if err := os.WriteFile(c.Kernel, probe, 0o644); err != nil {
-		return 0, err
-	}
-	c.Console, c.Stdin = nil, nil
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+func readEntryArm64(ctx context.Context, c Config, _ string) (time.Duration, error) {
 	m, err := Start(ctx, c)
 	if err != nil {
 		return 0, err

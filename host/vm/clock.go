@@ -138,10 +138,13 @@ func KernelEntry(ctx context.Context, c Config) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("vm: kernel entry probe: %w", err)
 	}
+	// The probe is the board's own: the pc board's reports the TSC on a
+	// debug console, the virt board's its counter on the PL011.
+	build, read := entryKernel, readEntryPC
 	if c.Arch == ArchArm64 {
-		return kernelEntryArm64(ctx, c, kernel)
+		build, read = entryImageArm64, readEntryArm64
 	}
-	probe, err := entryKernel(kernel)
+	probe, err := build(kernel)
 	if err != nil {
 		return 0, fmt.Errorf("vm: kernel entry probe: %s: %w", c.Kernel, err)
 	}
@@ -154,14 +157,20 @@ func KernelEntry(ctx context.Context, c Config) (time.Duration, error) {
 	if err := os.WriteFile(c.Kernel, probe, 0o644); err != nil {
 		return 0, err
 	}
-	out := filepath.Join(dir, "debugcon")
 	c.Console, c.Stdin = nil, nil
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return read(ctx, c, dir)
+}
+
+// readEntryPC boots c, the probe kernel on the pc board, and reads the TSC
+// it wrote to a debug console kept in dir.
+func readEntryPC(ctx context.Context, c Config, dir string) (time.Duration, error) {
+	out := filepath.Join(dir, "debugcon")
 	c.Extra = append(append([]string(nil), c.Extra...),
 		"-device", fmt.Sprintf("isa-debug-exit,iobase=%#x,iosize=0x04", debugExitPort),
 		"-chardev", "file,id=entry,path="+out,
 		"-device", fmt.Sprintf("isa-debugcon,iobase=%#x,chardev=entry", debugConPort))
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	m, err := Start(ctx, c)
 	if err != nil {
 		return 0, err
