@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -106,7 +105,7 @@ func environment(dir string) map[string]string {
 		"go":         runtime.Version(),
 		"gomaxprocs": fmt.Sprint(runtime.GOMAXPROCS(0)),
 		"godebug":    os.Getenv("GODEBUG"),
-		"mount":      mountOf(dir),
+		"mount":      benchjson.MountOf(dir),
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		if c, err := parseCPUInfo(string(b)); err == nil {
@@ -117,38 +116,6 @@ func environment(dir string) map[string]string {
 			env["cpu_hypervisor"] = fmt.Sprint(c.Flags["hypervisor"])
 		}
 	}
-	for k, f := range map[string]string{
-		"kernel":      "/proc/sys/kernel/osrelease",
-		"clocksource": "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-		"thp":         "/sys/kernel/mm/transparent_hugepage/enabled",
-	} {
-		if b, err := os.ReadFile(f); err == nil {
-			env[k] = strings.TrimSpace(string(b))
-		}
-	}
+	benchjson.AddSystem(env)
 	return env
-}
-
-// mountOf returns the /proc/mounts line of the filesystem dir is on.
-func mountOf(dir string) string {
-	b, err := os.ReadFile("/proc/mounts")
-	if err != nil {
-		return "unknown: " + err.Error()
-	}
-	abs, _ := filepath.Abs(dir)
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = r
-	}
-	best, line := "", "unknown: not in /proc/mounts"
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 4 {
-			continue
-		}
-		mp := f[1]
-		if (abs == mp || strings.HasPrefix(abs, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
-			best, line = mp, l
-		}
-	}
-	return line
 }

@@ -5,12 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/nvboot/nvboot/format/benchjson"
 	"github.com/nvboot/nvboot/pmem"
 )
 
@@ -112,38 +111,10 @@ func guestEnvironment(dir string, n, runs int) map[string]string {
 		"date":  time.Now().UTC().Format(time.RFC3339),
 		"n":     fmt.Sprint(n),
 		"runs":  fmt.Sprint(runs),
-		"mount": mountOf(dir),
+		"mount": benchjson.MountOf(dir),
 	}
-	for k, f := range map[string]string{
-		"kernel":      "/proc/sys/kernel/osrelease",
-		"clocksource": "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-	} {
-		if b, err := os.ReadFile(f); err == nil {
-			env[k] = strings.TrimSpace(string(b))
-		}
-	}
+	benchjson.AddSystem(env)
 	return env
-}
-
-// mountOf returns the /proc/mounts line of the filesystem dir is on.
-func mountOf(dir string) string {
-	b, err := os.ReadFile("/proc/mounts")
-	if err != nil {
-		return "unknown: " + err.Error()
-	}
-	abs, _ := filepath.Abs(dir)
-	best, line := "", "unknown: not in /proc/mounts"
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 4 {
-			continue
-		}
-		mp := f[1]
-		if (abs == mp || strings.HasPrefix(abs, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
-			best, line = mp, l
-		}
-	}
-	return line
 }
 
 // parseGuest takes the inside command's JSON object out of a console.

@@ -18,7 +18,9 @@
 //     what the targets are about) and keeps the host's as host_*
 //     (AdoptGuestRatios).
 //   - env records how the figures were taken (the clock, the CPU rate, the
-//     storage model), so a reader can tell runs apart.
+//     storage model), so a reader can tell runs apart; a measurer adds the
+//     system's own (AddSystem: kernel, clock source, THP) and the mount its
+//     files were on (MountOf), on the host and in a guest alike.
 //
 // # Invariants
 //
@@ -26,6 +28,8 @@
 //     min, max and count, and leaves its input unsorted: TestStats.
 //   - AdoptGuestRatios keeps every host ratio under host_* and takes every
 //     guest ratio: TestAdoptGuestRatios.
+//   - MountOf picks the longest mount point holding the directory, never a
+//     sibling sharing its prefix: TestMountIn.
 //
 // # Limits
 //
