@@ -3,13 +3,13 @@ package bootprof
 import (
 	"bufio"
 	"context"
-	"math/bits"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/internal/cpucounter"
 )
 
 // tsc prints the tsc mark: the time-stamp counter and the uptime read
@@ -18,28 +18,13 @@ import (
 // stamped with the uptime) on a clock that starts at power-on, firmware and
 // kernel loading included, without trusting when lines reached it.
 func (m Marker) tsc() {
-	if !haveTSC {
+	if !cpucounter.Available {
 		return
 	}
 	// Uptime first: the TSC read right after it is at most a few hundred
 	// instructions later, well under the mark's microsecond resolution.
 	u := m.now()
-	m.at(bootmark.TSC, strconv.FormatUint(readTSC(), 10), u)
-}
-
-// counterNS is count ticks of a counter running at freq Hz in nanoseconds
-// (0 for no frequency), exact for any count below freq * 2^64 / 1e9:
-// centuries at any timer frequency.
-func counterNS(count, freq uint64) uint64 {
-	if freq == 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(count, 1e9)
-	if hi >= freq {
-		return ^uint64(0)
-	}
-	q, _ := bits.Div64(hi, lo, freq)
-	return q
+	m.at(bootmark.TSC, strconv.FormatUint(cpucounter.Read(), 10), u)
 }
 
 // FirstAnswer polls 127.0.0.1:PORT every poll until it answers an HTTP

@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/internal/cpucounter"
 )
 
 func TestMarkTSC(t *testing.T) {
-	if !haveTSC {
+	if !cpucounter.Available {
 		t.Skip("no TSC on this architecture")
 	}
 	var out bytes.Buffer
-	before := readTSC()
+	before := cpucounter.Read()
 	Marker{Line: func(s string) { out.WriteString(s + "\n") }, Uptime: func() time.Duration { return 1500 * time.Microsecond }}.tsc()
 	m, ok := bootmark.Parse(out.String())
 	if !ok || m.Name != bootmark.TSC || m.Uptime != 1500*time.Microsecond {
@@ -117,22 +118,5 @@ func TestStatusOf(t *testing.T) {
 			t.Errorf("answer %q: status %d, want %d", answer, got, want)
 		}
 		client.Close()
-	}
-}
-
-// counterNS converts a counter at any frequency to nanoseconds exactly,
-// QEMU's 62.5 MHz generic timer (16 ns a tick) and a real 54 MHz one (the
-// Raspberry Pi 4's) among them, without overflowing for large counts.
-func TestCounterNS(t *testing.T) {
-	for _, c := range []struct{ count, freq, want uint64 }{
-		{62_500_000, 62_500_000, 1e9},
-		{1, 62_500_000, 16},
-		{27, 54_000_000, 500},
-		{62_500_000 * 3600 * 24 * 365, 62_500_000, 1e9 * 3600 * 24 * 365},
-		{5, 0, 0},
-	} {
-		if got := counterNS(c.count, c.freq); got != c.want {
-			t.Errorf("counterNS(%d, %d) = %d, want %d", c.count, c.freq, got, c.want)
-		}
 	}
 }

@@ -103,7 +103,7 @@
 //
 //   - No handover, tsc or kmsg-tsc mark when the kernel's record is not in
 //     /dev/kmsg (the ring buffer overflowed, no /dev, a container). The
-//     counter is read on amd64 (RDTSC) and arm64 (CNTVCT_EL0; checked
+//     counter (internal/cpucounter) is read on amd64 (RDTSC) and arm64 (CNTVCT_EL0; checked
 //     under qemu-user: TestArm64TSCUnderQemuUser); elsewhere there is no
 //     tsc mark.
 //   - The disk model counts bytes and requests, not a card's latency curve,

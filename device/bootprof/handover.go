@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/format/bootmark"
+	"github.com/nvboot/nvboot/internal/cpucounter"
 )
 
 // handoverText is the kernel's record of running init. Only a record
@@ -124,7 +125,7 @@ func (m Marker) Handover() {
 		return
 	}
 	m.at(bootmark.Handover, "", d)
-	if !haveTSC {
+	if !cpucounter.Available {
 		return
 	}
 	m.tsc()
@@ -146,7 +147,7 @@ func (m Marker) Handover() {
 		}
 		return
 	}
-	tsc := strconv.FormatUint(readTSC(), 10)
+	tsc := strconv.FormatUint(cpucounter.Read(), 10)
 	text := "nvinit: tsc " + tsc
 	syscall.Write(w, []byte("<6>"+text+"\n")) // <6>: info, kept off a quiet console
 	syscall.Close(w)

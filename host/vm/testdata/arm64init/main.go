@@ -17,14 +17,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nvboot/nvboot/internal/cpucounter"
 	"github.com/nvboot/nvboot/pheap"
 	"github.com/nvboot/nvboot/pmem"
 )
 
 // sinceOn is the guest's time since power-on, in nanoseconds.
 func sinceOn() uint64 {
-	c, f := counter()
-	return c/f*1e9 + c%f*1e9/f
+	return cpucounter.Read()
 }
 
 func main() {

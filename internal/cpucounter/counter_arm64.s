@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func counter() (count, freq uint64)
-TEXT ·counter(SB),NOSPLIT,$0-16
+// func Generic() (count, freq uint64)
+TEXT ·Generic(SB),NOSPLIT,$0-16
 	ISB	$15
 	MRS	CNTVCT_EL0, R0
 	MRS	CNTFRQ_EL0, R1
