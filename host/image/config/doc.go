@@ -51,15 +51,20 @@
 //	Environment         go build's environment; GOOS other than linux or
 //	                    GOARCH other than amd64 is an error naming it
 //	SerialConsole       ttyS0,115200 is there anyway; another is console=;
-//	                    disabled/off warned (markers need the console)
+//	                    disabled/off warned (markers need the console); on
+//	                    a Pi, gokrazy's reading (host/image/rpi: serial0,
+//	                    enable_uart)
 //	KernelExtraArgs     on the kernel command line, after KernelCmdline
 //	MountDevices        /dev/... sources mounted by nvinit before the
 //	                    services, gokrazy's option split; others warned
 //	Update              the update endpoint; Hostname, NoPassword, CertPEM
 //	                    and KeyPEM warned (no password, no endpoint; nvboot
 //	                    makes and pins its own certificate)
-//	DeviceType, KernelPackage, FirmwarePackage, EEPROMPackage,
-//	BootloaderExtraLines, BootloaderExtraEEPROM, GokrazyPackages,
+//	KernelPackage, FirmwarePackage, EEPROMPackage, BootloaderExtraLines
+//	                    a Raspberry Pi card's parts (host/image/rpi, with
+//	                    gokrazy's defaults: KernelPackageOrDefault...);
+//	                    Ignored names them as a PC build does not use them
+//	DeviceType, BootloaderExtraEEPROM, GokrazyPackages,
 //	InternalCompatibilityFlags
 //	                    warned: board parts and gokrazy's system services
 //	                    (nvinit sets the network up, the kernel reads the
