@@ -34,6 +34,8 @@ fi
 pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-dev
 	lz4 e2fsprogs erofs-utils ndctl busybox-static libpmemobj-dev hyperfine cpio
 	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
+	# a Raspberry Pi card: its MBR checked (sfdisk), booted in QEMU's raspi3b
+	fdisk qemu-system-arm
 	# the aarch64 loader, and the arm64 tests under qemu-user (off2f, pmem, pheap)
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 	# Buildroot's make (support/dependencies/dependencies.sh) and utils/check-package

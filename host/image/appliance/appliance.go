@@ -76,7 +76,23 @@ type Options struct {
 	// DiscardState lets a rebuild replace a pmem-state.img that the device
 	// has used with a blank one (see BuildImage).
 	DiscardState bool
+	// Board is what the image boots on: BoardPC (UEFI or QEMU's direct
+	// boot, pmem) or BoardRPi (a Raspberry Pi's card, rpidisk.go).
+	Board Board
 }
+
+// Board is the kind of machine an image is built for.
+type Board string
+
+const (
+	// BoardPC is an x86-64 board with UEFI firmware and pmem, or QEMU
+	// playing one: the GPT disk, the pmem images.
+	BoardPC Board = ""
+	// BoardRPi is a Raspberry Pi (3, 4, 5, Zero 2 W): arm64 programs, the
+	// kernel and firmware from KernelPackage and FirmwarePackage, an MBR
+	// card whose data partition holds the state; no pmem (host/image/rpi).
+	BoardRPi Board = "rpi"
+)
 
 // Image is image.json: what was built and how to boot it.
 type Image struct {
@@ -113,6 +129,9 @@ type Image struct {
 	StateSHA256 string `json:",omitempty"`
 	// Arch is the GOARCH the image's programs and kernel are built for.
 	Arch string `json:",omitempty"`
+	// Board is Options.Board: "rpi" for a Raspberry Pi card (no pmem, no
+	// Kernel file: the kernel is on the card's boot partition).
+	Board Board `json:",omitempty"`
 	// Slots is 2 for a disk laid out for nvboot update (contract.SlotPartitions:
 	// two roots, two boot partitions each with its slot's UKI); 0: one root.
 	Slots int `json:",omitempty"`
@@ -202,6 +221,9 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if _, err := ParseLayout(string(o.Layout)); err != nil {
 		return nil, err
 	}
+	if err := checkBoard(&o); err != nil {
+		return nil, err
+	}
 	if o.Config.Slots == 2 && o.Layout == Initramfs {
 		return nil, fmt.Errorf("config: Slots 2 with the %s layout: an initramfs has no root partition to put in a slot; build the %s, %s or %s layout", Initramfs, OFF2F, ELF, DAXELF)
 	}
@@ -236,8 +258,10 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := checkStateEarly(&o); err != nil {
 		return nil, err
 	}
-	if err := kernel.Check(o.Kernel); err != nil {
-		return nil, fmt.Errorf("kernel: %w", err)
+	if o.Board == BoardPC {
+		if err := kernel.Check(o.Kernel); err != nil {
+			return nil, fmt.Errorf("kernel: %w", err)
+		}
 	}
 	if err := CheckTools(o.Config, o.Layout); err != nil {
 		return nil, err
@@ -394,11 +418,14 @@ func checkManifest(path string) error {
 	if _, err := ParseLayout(string(im.Layout)); err != nil {
 		return err
 	}
-	pmem := []string{outdir.TextPmemFile, outdir.StatePmemFile}
+	pmem, kernelFile := []string{outdir.TextPmemFile, outdir.StatePmemFile}, outdir.KernelFile
 	if im.Uncompressed != "" {
 		pmem = append(pmem, outdir.KernelPmemFile)
 	}
-	if im.Kernel != outdir.KernelFile || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
+	if im.Board == BoardRPi {
+		pmem, kernelFile = nil, ""
+	}
+	if im.Kernel != kernelFile || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
 		im.Initrd != "" && im.Initrd != outdir.InitrdFile || im.Uncompressed != "" && im.Uncompressed != outdir.UncompressedFile {
 		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
 	}

@@ -68,6 +68,9 @@ const DefaultMemMiB = 512
 // The disk image is checked first (CheckDisk): a truncated one would boot
 // into a kernel panic.
 func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
+	if im.Board == BoardRPi {
+		return vm.Config{}, fmt.Errorf("image %s is a Raspberry Pi card: flash it (nvboot flash); QEMU's raspi3b board boots it as TestRPiBootsInQEMU does, nvboot run does not", dir)
+	}
 	if err := CheckDisk(dir, im); err != nil {
 		return vm.Config{}, err
 	}

@@ -17,6 +17,20 @@
 //
 // off2f is the product; the others are what nvboot measure compares it with.
 //
+// # Raspberry Pi
+//
+// With Options.Board "rpi" (rpidisk.go) the build makes a Pi card instead:
+// arm64 programs in the elf layout (a Pi has no pmem; off2f, dax-elf and
+// initramfs are refused, as are RootFS erofs, KernelPath and a userland),
+// an ext4 root, the state filesystem on the card's data partition (nvinit
+// mounts it without DAX), the boot partitions host/image/rpi fills from
+// KernelPackage, FirmwarePackage and EEPROMPackage (fetched before
+// anything is compiled), and an MBR disk (format/mbr, the Pi 3's boot ROM
+// reads no GPT; contract.RPiPartitions, with Slots 2 the tryboot A/B).
+// Outputs: disk.img, image.json (Board "rpi", Arch arm64, no Kernel, no
+// Pmem), the stamp. VMConfig refuses a Pi image: QEMU's raspi3b runs no
+// Pi firmware; the tests play it (internal/testutil/raspi).
+//
 // # Build
 //
 // BuildImage runs in phases with a file each: prepare.go (staging trees,
@@ -275,10 +289,19 @@
 //     TestApplianceUserland (each userland; with u-root, commands typed on
 //     the console run from text mapped from /nv/text, and poweroff in gosh
 //     reaches nvinit), TestUEFIBootsTheDisk (OVMF, no -kernel: kv answers).
+//   - A Pi card reads back with sfdisk, mtools and e2fsck (autoboot.txt,
+//     each slot's cmdline.txt, nvinit's config, aarch64 programs, the
+//     state on the data partition): TestBuildRPi; it boots in QEMU's
+//     raspi3b to kv ready on the card's state, and commits a test boot of
+//     slot B there: TestRPiBootsInQEMU; the update endpoint's test boot
+//     restarts the kernel with "0 tryboot", and a test boot that panics
+//     falls back: TestRPiTestBootInQEMU. The elf layout's image id names
+//     its programs: TestImageIDNamesThePrograms.
 //
 // # Limits
 //
-//   - amd64 only (programs, loader, kernel).
+//   - amd64 only (programs, loader, kernel), but for a Pi card (arm64, elf
+//     layout, the kernel package's kernel), which no real Pi has booted.
 //   - The board firmware that boots the kernel region is modelled, not
 //     shipped: a real board boots the card's UKI.
 //   - The UKI is unsigned (no Secure Boot); only OVMF in QEMU is tested,

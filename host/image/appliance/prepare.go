@@ -21,7 +21,11 @@ type staging struct {
 // and poold will read, derived and checked before anything is compiled.
 func (b *builder) prepare() (staging, *derive.Configs, error) {
 	st := staging{root: filepath.Join(b.work, "root"), store: filepath.Join(b.work, "store"), esp: filepath.Join(b.work, "esp")}
-	dev, err := derive.FromImage(b.Config, derive.Options{BinDir: b.binDir(), TextStore: b.useStore()})
+	do := derive.Options{BinDir: b.binDir(), TextStore: b.useStore()}
+	if b.Board == BoardRPi {
+		do.StateDevice, do.SlotFirmware = contract.RPiDevice(b.Config.Slots, contract.PartData), contract.FirmwareTryboot
+	}
+	dev, err := derive.FromImage(b.Config, do)
 	if err != nil {
 		return st, nil, err
 	}
@@ -36,7 +40,7 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	// An image with A/B slots boots through UEFI, whose firmware runs the
 	// slot's UKI and never reads a kernel region: it gets none, and its
 	// roots, which every update sends whole, no second kernel.
-	if b.Config.Slots < 2 {
+	if b.Config.Slots < 2 && b.Board == BoardPC {
 		if b.uncompressed, err = kernel.Uncompressed(b.Kernel); err != nil {
 			return st, nil, fmt.Errorf("kernel: %w", err)
 		}

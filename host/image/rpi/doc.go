@@ -96,15 +96,17 @@
 //     defaults, and an unpinned package is refused naming the go.mod to
 //     pin it in: TestPinned. The card's partition plan: TestLayout.
 //   - The card boots in QEMU's raspi3b and commits a test boot there
-//     (host/image/appliance's TestRPiBootsInQEMU); its table passes
-//     sfdisk --verify and each filesystem its checker (TestBuildRPi).
+//     (host/image/appliance's TestRPiBootsInQEMU, TestRPiTestBootInQEMU);
+//     its table passes sfdisk --verify and each filesystem its checker
+//     (TestBuildRPi).
 //
 // # Limits
 //
 //   - Only the raspi3b board is tested, in QEMU, which runs no GPU
-//     firmware: config.txt, autoboot.txt, the tryboot flag and the EEPROM
-//     files are read by no test, only written and checked by the field's
-//     tools. No real Pi has booted a card.
+//     firmware: config.txt and the EEPROM files are read by no test, only
+//     written and checked by the field's tools; autoboot.txt and the
+//     tryboot flag only by the tests' stand-in for the firmware
+//     (internal/testutil/raspi). No real Pi has booted a card.
 //   - The tryboot flag is documented for every Pi, autoboot.txt's A/B for
 //     the Pi 4 and 5; on a Pi 3 and Zero 2 W it rests on bootcode.bin from
 //     the first partition reading autoboot.txt, which Raspberry Pi's forum
