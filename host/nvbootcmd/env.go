@@ -55,9 +55,6 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot boo
 	for _, w := range warnings {
 		fmt.Fprintf(log, "config %s: warning: %s\n", cfgPath, w)
 	}
-	if err := appliance.Buildable(ch.Target); err != nil {
-		return nil, err
-	}
 	if boot {
 		if err := appliance.Bootable(ch.Target); err != nil {
 			return nil, fmt.Errorf("an image %w", err)

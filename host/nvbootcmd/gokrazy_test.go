@@ -12,16 +12,16 @@ import (
 
 // A gokrazy instance config is taken as it is. The build's first line says
 // the target and why: `gok new`'s GOARCH=arm64 with gokrazy's default
-// firmware is the Raspberry Pi, whose boot partition is not written yet, so
-// it is refused before anything is written; -arch names another target,
+// firmware is the Raspberry Pi, which has no pmem for the off2f layout,
+// so it is refused before anything is written; -arch names another target,
 // over the config's GOARCH. An unknown key and a field nvboot does not
 // apply are each said once, on stderr, before the build.
 func TestBuildGokrazyConfig(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	_, stderr, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-o", out)
-	if err == nil || !strings.Contains(err.Error(), "target arm64-rpi") {
-		t.Errorf("gok new's config: %v, want the Pi refused", err)
+	if err == nil || !strings.Contains(err.Error(), "layout off2f on a Raspberry Pi") {
+		t.Errorf("gok new's config: %v, want the off2f layout refused for the Pi", err)
 	}
 	if first, _, _ := strings.Cut(stderr, "\n"); !strings.HasPrefix(first, "target arm64-rpi, ") || !strings.Contains(first, `"GOARCH=arm64"`) {
 		t.Errorf("first line %q: want the target and the GOARCH that chose it", first)

@@ -67,19 +67,23 @@
 //	                    chooses the target; GOOS other than linux or another
 //	                    GOARCH (riscv64) is an error naming it
 //	SerialConsole       ttyS0,115200 is there anyway; another is console=;
-//	                    disabled/off warned (markers need the console)
+//	                    disabled/off warned (markers need the console); on
+//	                    a Pi, gokrazy's reading (host/image/rpi: serial0,
+//	                    enable_uart)
 //	KernelExtraArgs     on the kernel command line, after KernelCmdline
 //	MountDevices        /dev/... sources mounted by nvinit before the
 //	                    services, gokrazy's option split; others warned
 //	Update              the update endpoint; Hostname, NoPassword, CertPEM
 //	                    and KeyPEM warned (no password, no endpoint; nvboot
 //	                    makes and pins its own certificate)
-//	FirmwarePackage, EEPROMPackage, BootloaderExtraLines,
-//	BootloaderExtraEEPROM
-//	                    make an arm64 image the Raspberry Pi's (PiParts);
-//	                    warned, as below
-//	DeviceType, KernelPackage, FirmwarePackage, EEPROMPackage,
-//	BootloaderExtraLines, BootloaderExtraEEPROM, GokrazyPackages,
+//	KernelPackage, FirmwarePackage, EEPROMPackage, BootloaderExtraLines
+//	                    a Raspberry Pi card's parts (host/image/rpi, with
+//	                    gokrazy's defaults: KernelPackageOrDefault...);
+//	                    FirmwarePackage (or a gokrazy config leaving it
+//	                    unset), EEPROMPackage, BootloaderExtraLines and
+//	                    BootloaderExtraEEPROM make an arm64 image the Pi's
+//	                    (PiParts); warned (Ignored)
+//	DeviceType, BootloaderExtraEEPROM, GokrazyPackages,
 //	InternalCompatibilityFlags
 //	                    warned: board parts and gokrazy's system services
 //	                    (nvinit sets the network up, the kernel reads the
