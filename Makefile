@@ -91,6 +91,9 @@ fuzz: build
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./format/mbr -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./format/tryboot -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./format/tryboot -run '^$$' -fuzz '^FuzzLocate$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./omf -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pager -run '^$$' -fuzz '^FuzzAccess$$' -fuzztime $(FUZZTIME)
 

@@ -36,9 +36,10 @@ pkgs=(gcc make qemu-system-x86 linux-source-6.1 bc flex bison libelf-dev libssl-
 	elfutils gdisk dosfstools mtools binutils systemd-boot-efi ovmf
 	# the aarch64 loader and arm64 kernel (cross-built), the arm64 tests under
 	# qemu-user (off2f, pmem, pheap), arm64 images' UKI objcopy (and the stub,
-	# below), the arm64 board (QEMU's virt) and dtc, which reads back the
-	# device tree host/vm gives it
-	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binutils-aarch64-linux-gnu qemu-system-arm device-tree-compiler
+	# below), the arm64 boards (QEMU's virt; raspi3b for a Raspberry Pi card)
+	# and dtc, which reads back the device tree host/vm gives it; fdisk's
+	# sfdisk checks a Pi card's MBR
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static binutils-aarch64-linux-gnu qemu-system-arm device-tree-compiler fdisk
 	# Buildroot's make (support/dependencies/dependencies.sh) and utils/check-package
 	g++ file rsync unzip wget bzip2 patch perl python3 python3-magic python3-flake8 shellcheck
 	# BitBake and OE-Core's sanity check (the test runs bitbake as the user nvboot-bitbake)

@@ -28,9 +28,9 @@ type engine struct {
 // hostEngine is the real thing: the code of bin/nvboot build and measure.
 var hostEngine = engine{inputs: imageInputs, measure: measure.Run, build: appliance.Build}
 
-// imageInputs loads the config at path (absolute), prints its warnings to
-// log, chooses its target as nvboot measure does (arch, -arch, over the
-// config's) and finds that target's kernel: kernel (-kernel), the config's
+// imageInputs loads the config at path (absolute), chooses its target as
+// nvboot measure does (arch, -arch, over the config's), prints its
+// warnings for that target to log and finds that target's kernel: kernel (-kernel), the config's
 // KernelPath (relative to the config), $NVBOOT_KERNEL
 // ($NVBOOT_KERNEL_ARM64), then kernel-config/'s build in the checkout
 // (built when missing).
@@ -39,12 +39,12 @@ func imageInputs(ctx context.Context, path, kernel, arch string, log io.Writer) 
 	if err != nil {
 		return appliance.Options{}, err
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(log, "config %s: warning: %s\n", path, w)
-	}
 	ch, err := cfg.ChooseTarget(arch)
 	if err != nil {
 		return appliance.Options{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	for _, w := range cfg.Retarget(warnings, ch.Target) {
+		fmt.Fprintf(log, "config %s: warning: %s\n", path, w)
 	}
 	if err := appliance.Bootable(ch.Target); err != nil {
 		return appliance.Options{}, fmt.Errorf("config %s: an image %w", path, err)

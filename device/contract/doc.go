@@ -49,6 +49,9 @@
 //	                             lacks (device/update's CleanSubdir)
 //	/dev/pmem2                   the kernel region, raw (KernelRegionDevice)
 //	/dev/vda2                    the root partition (RootDevice)
+//	/dev/mmcblk0p1...7           a Raspberry Pi card's partitions, the
+//	                             state on its data partition without DAX
+//	                             (rpi.go: RPiPartitions, RPiDevice)
 //	/run/poold.sock              poold's socket (PooldSocket)
 //	/perm -> /nv/state           gokrazy's writable partition's path
 //
@@ -58,7 +61,7 @@
 // cannot power off), nvboot.disklimit=DISK,rbps=N,riops=N,wbps=N,wiops=N
 // (the storage model applied inside the guest, docs/DEVICE-CLOCK.md),
 // nvboot.kernel=pmem|card (where the firmware took the kernel from), and
-// nvboot.slot=a|b (update.go: the slot a UKI boots). A board's command
+// nvboot.slot=a|b (update.go: the slot a UKI, or a Pi's cmdline.txt, boots). A board's command
 // line has none of the first two. A malformed value is an error naming
 // the parameter.
 //
@@ -66,10 +69,12 @@
 //
 // update.go is the update endpoint both nvboot deploy and nvboot update
 // talk to (paths, headers, answers); slots.go the A/B layout's partitions
-// and devices, the watchdog and efivarfs paths. docs/UPDATE.md describes
-// both protocols. artifact.go is the OCI artifact nvboot push publishes
-// for appliances to pull: media types, annotations, the signature and the
-// image version's order (docs/UPDATE.md#the-oci-artifact).
+// and devices, the watchdog and efivarfs paths, Slots.Firmware (UEFI or a
+// Pi's tryboot); rpi.go the Pi card's partitions, its disk identifier and
+// the tryboot reboot argument. docs/UPDATE.md describes both protocols.
+// artifact.go is the OCI artifact nvboot push publishes for appliances to
+// pull: media types, annotations, the signature and the image version's
+// order (docs/UPDATE.md#the-oci-artifact).
 //
 // # Invariants
 //
@@ -77,7 +82,8 @@
 //     nothing: TestValidateJoinsEveryError. Parsing is strict:
 //     TestParseStrict.
 //   - The kernel parameters parse or name what is wrong: TestParseDiskLimit,
-//     TestOffByReset, TestKernelFrom, TestParseSlot;
+//     TestOffByReset, TestKernelFrom, TestParseSlot; the Pi card's devices
+//     and the slots' firmware: TestRPiPartitions, TestSlotsFirmware;
 //     TestUpdateValidate, TestParseReadyDeadline.
 //   - A signature verifies with its key and manifest only, never with
 //     another key, another manifest or without the domain line:

@@ -12,7 +12,8 @@ import (
 // and the device that reads it cannot drift. Each is read by param's one
 // rule. The VM runner sets OffParam, DiskLimitParam and AnswerParam (and
 // ProfileParam for a profile); an
-// image's boot entries set KernelFromParam and SlotParam. A board's own
+// image's boot entries set KernelFromParam and SlotParam (a Pi's
+// cmdline.txt too: the firmware tells the kernel nothing of its slot). A board's own
 // command line has none of them.
 const (
 	// OffParam=reset ends the machine with a reset instead of a power-off:

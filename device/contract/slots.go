@@ -64,6 +64,17 @@ type Slots struct {
 	// TestBootDeadline bounds a test boot: every started service must have
 	// been marked ready by then, or nvinit reboots into the committed slot.
 	TestBootSeconds int
+	// Firmware is what picks the slot a boot starts: FirmwareUEFI (the
+	// default, "") or FirmwareTryboot (a Raspberry Pi, rpi.go).
+	Firmware string `json:",omitempty"`
+}
+
+// FirmwareOrDefault is Firmware, FirmwareUEFI when unset.
+func (s *Slots) FirmwareOrDefault() string {
+	if s.Firmware == "" {
+		return FirmwareUEFI
+	}
+	return s.Firmware
 }
 
 // TestBootDeadline is TestBootSeconds as a duration.
@@ -77,10 +88,14 @@ const DefaultTestBootDeadline = 2 * time.Minute
 
 // Validate checks s, naming the field.
 func (s *Slots) Validate() error {
+	var v validator
 	if s.TestBootSeconds <= 0 || s.TestBootSeconds > 3600 {
-		return fmt.Errorf("Slots.TestBootSeconds %d: want 1 to 3600", s.TestBootSeconds)
+		v.badf("Slots.TestBootSeconds %d: want 1 to 3600", s.TestBootSeconds)
 	}
-	return nil
+	if f := s.FirmwareOrDefault(); f != FirmwareUEFI && f != FirmwareTryboot {
+		v.badf("Slots.Firmware %q: want %s or %s", s.Firmware, FirmwareUEFI, FirmwareTryboot)
+	}
+	return v.err()
 }
 
 // WatchdogDevice is the hardware watchdog nvinit arms on a slotted boot;
@@ -91,6 +106,9 @@ const (
 	WatchdogDevice  = "/dev/watchdog"
 	WatchdogTimeout = 30
 	WatchdogPet     = 5 * time.Second
+	// RPiWatchdogTimeout is the Pi's: the BCM2835 watchdog counts at most
+	// about 16 s, and its driver refuses a longer timeout.
+	RPiWatchdogTimeout = 15
 )
 
 // EfivarsDir is where nvinit mounts efivarfs.

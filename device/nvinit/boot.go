@@ -311,6 +311,7 @@ func (b *boot) startSlots(ctx context.Context) {
 	b.slots, b.watchdog = update.SlotBoot{
 		Console:      b.Console,
 		Cmdline:      b.cmdline,
+		Firmware:     b.cfg.Slots.FirmwareOrDefault(),
 		Deadline:     b.cfg.Slots.TestBootDeadline(),
 		MountEfivars: func() error { return mountAll(b.mnt, efivarfs) },
 		Reboot:       b.requestReboot,
@@ -361,6 +362,12 @@ func (b *boot) halt(action ending) {
 	}
 	if b.watchdog != nil && action != reboot {
 		b.watchdog.Disarm()
+	}
+	if arg := b.slots.RebootArg(); action == reboot && arg != "" {
+		// The firmware tries the slot an update wrote (a Pi's tryboot).
+		con.Logf("rebooting with %q", arg)
+		err := restart2(arg) // returns only on failure
+		con.Logf("reboot(2) with %q: %v; rebooting without it: the committed slot boots", arg, err)
 	}
 	if err := syscall.Reboot(cmd); err != nil {
 		con.Logf("reboot(2): %v", err)
@@ -486,6 +493,9 @@ func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
 	}
 	if b.PID1 {
 		u.Reboot = b.requestReboot
+	}
+	if b.cfg.Slots != nil && b.cfg.Slots.FirmwareOrDefault() == contract.FirmwareTryboot {
+		u.SlotDevice = func(part string) string { return contract.RPiDevice(2, part) }
 	}
 	scheme := "http"
 	if up.TLSCert != "" {

@@ -33,14 +33,16 @@
 //	mountDevices      the config's Mounts
 //	configureNetwork  as PID 1: loopback, static addresses and routes
 //	probeFirstAnswer  as PID 1: the answered mark, when asked
-//	startSlots        as PID 1 on a slotted image: watchdog, boot entries,
-//	                  the test boot (update.SlotBoot)
+//	startSlots        as PID 1 on a slotted image: watchdog, boot entries
+//	                  or a Pi's autoboot.txt, the test boot (update.SlotBoot)
 //	supervise         the services, the update endpoint, the shell; until
 //	                  SIGTERM (power off) or SIGINT (reboot, Ctrl-Alt-Del),
 //	                  poweroff or reboot typed on the console, or, with
 //	                  Poweroff, every service gone for good; mark shutdown
 //	unmountAll        Mounts, state, store, after a sync
-//	halt              as PID 1: reboot(2)
+//	halt              as PID 1: reboot(2); after a Pi's test boot was asked
+//	                  for, LINUX_REBOOT_CMD_RESTART2 with "0 tryboot"
+//	                  (restart2.go), which sets the firmware's flag
 //
 // Inside the stages nvinit times steps in memory (bootprof.Steps: the
 // kernel filesystems mounted, the handover marks printed, the disk model's

@@ -147,6 +147,20 @@
 // deadline. Once every started service has been marked ready, BootOrder is
 // written with the booted slot first: one variable write, the commit.
 //
+// The firmware is a SlotFirmware, UEFI's BootSlots or a Raspberry Pi's
+// Tryboot (tryboot.go; contract.Slots.Firmware says which). On a Pi the
+// card's config partition holds autoboot.txt (format/tryboot): [all] names
+// the committed slot's boot partition, [tryboot] the other's. A boot whose
+// slot (nvboot.slot in its cmdline.txt) is not [all]'s came from the
+// firmware's one-shot tryboot flag: a test boot. The watchdog is the
+// BCM2835's, 15 s (its limit). /update/testboot makes sure [tryboot]
+// names the new slot and has the reboot that follows hand the kernel "0
+// tryboot" (SlotState.RebootArg, which nvinit's halt passes with
+// LINUX_REBOOT_CMD_RESTART2); any later reset boots [all] again. The commit
+// rewrites autoboot.txt with the two partition numbers swapped, in place:
+// the same length, one sector, no directory entry or FAT changed, never
+// through a mounted vfat; fsynced and read back past the page cache.
+//
 // A slot write is served only on a committed slotted boot through UEFI.
 // Before a byte is written the endpoint checks the architecture header,
 // that the size is given and fits the partition, that the hash is 64 hex
@@ -177,6 +191,10 @@
 //     the file) and a rollback always finds the old one.
 //   - Ready means WaitFor answered while the process runs, as at boot; a
 //     service without WaitFor is kept as soon as it forks.
+//   - A Pi's autoboot.txt rewritten in place over written through a
+//     mounted FAT, because a vfat rewrite (truncate, write, fsync) passes
+//     through an empty or half-written file, and a firmware that cannot
+//     read autoboot.txt boots partition 1, which holds no kernel.
 //   - UEFI's BootNext over switching the slot in a file on the disk, because
 //     the one-shot boot a test needs is then kept in the firmware, not on the
 //     disk being replaced, and a reset falls back by itself.
@@ -229,6 +247,10 @@
 //   - The endpoint's memory is bounded whatever arrives: one upload at a
 //     time, holding its header file (at most 16 MiB) and a 1 MiB buffer;
 //     at most 16 connections, their headers at most 64 KiB each.
+//   - On a Pi nothing changes [all] but the commit, and the tryboot flag is
+//     set only by the reboot after /update/testboot: TestTrybootSetup,
+//     TestTrybootCommitsOrReboots, TestTrybootTryNext,
+//     TestUpdateSlotEndpointsTryboot (on real FAT32 filesystems).
 //   - Nothing the firmware boots changes before both of the inactive slot's
 //     partitions were read back with the hashes named: a short, corrupt or
 //     foreign upload leaves the committed slot and the boot variables as
@@ -259,7 +281,9 @@
 //     about two hours). A flood of connections keeps others out while it
 //     lasts, each connection for at most the header or idle timeout.
 //   - A hang before nvinit opens the watchdog (firmware, stub, early kernel)
-//     is not caught. A board booted without UEFI, or without a watchdog,
+//     is not caught. A Pi's tryboot flag is set by the reboot, not kept as
+//     BootNext is: a power cut between /update/testboot and the reboot boots
+//     the old slot, untried. No real Pi's firmware has run the tryboot here. A board booted without UEFI, or without a watchdog,
 //     runs its slot with no test boot. A slotted boot serves the A/B update
 //     even when its text store did not mount (deploys then answer 409).
 //   - State is shared by both slots: a service that changes its state

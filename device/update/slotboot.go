@@ -144,8 +144,10 @@ type SlotState struct {
 	ID   string // the booted image's id
 	// BootID is the kernel's boot_id: another boot, another id.
 	BootID string
-	Boot   *BootSlots
-	Logf   func(format string, args ...any)
+	// Boot is the firmware's slot choice: BootSlots (UEFI) or Tryboot (a
+	// Raspberry Pi); nil: none (no test boot, no update).
+	Boot SlotFirmware
+	Logf func(format string, args ...any)
 	// Reboot asks nvinit to reboot (the shutdown path, services stopped).
 	Reboot func()
 
@@ -180,7 +182,18 @@ func (s *SlotState) StartTrial(deadline time.Duration) {
 	})
 }
 
-// AllReady commits the test boot: the booted slot first in BootOrder.
+// RebootArg is what the next reboot hands the kernel so the firmware tries
+// the slot the update endpoint named (contract.TrybootReboot on a Pi after
+// a test boot was asked for); "": a plain restart.
+func (s *SlotState) RebootArg() string {
+	if s == nil || s.Boot == nil {
+		return ""
+	}
+	return s.Boot.rebootArg()
+}
+
+// AllReady commits the test boot: the booted slot is the one every later
+// boot starts (first in BootOrder; autoboot.txt's [all] on a Pi).
 func (s *SlotState) AllReady() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,6 +228,9 @@ type SlotBoot struct {
 	Console Console
 	// Cmdline is the kernel's command line, which names the slot.
 	Cmdline string
+	// Firmware is the slots' (contract.Slots.Firmware): UEFI, or the Pi's
+	// tryboot (then MountEfivars is not called).
+	Firmware string
 	// Deadline is the test boot's: every service ready within it, or a
 	// reboot into the committed slot.
 	Deadline time.Duration
@@ -245,16 +261,31 @@ func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 	if id, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
 		s.BootID = strings.TrimSpace(string(id))
 	}
+	timeout := contract.WatchdogTimeout
+	if b.Firmware == contract.FirmwareTryboot {
+		timeout = contract.RPiWatchdogTimeout
+	}
 	var watchdog *Watchdog
-	if wd, err := openWatchdog(contract.WatchdogDevice, contract.WatchdogTimeout); wd == nil {
+	if wd, err := openWatchdog(contract.WatchdogDevice, timeout); wd == nil {
 		con.Logf("slot %s: %v; a hang is not caught", slot, err)
 	} else {
 		if err != nil {
 			con.Logf("slot %s: %v", slot, err)
 		}
 		watchdog = wd
-		con.Logf("slot %s: watchdog armed (%s, %d s, petted every %v)", slot, contract.WatchdogDevice, contract.WatchdogTimeout, contract.WatchdogPet)
+		con.Logf("slot %s: watchdog armed (%s, %d s, petted every %v)", slot, contract.WatchdogDevice, timeout, contract.WatchdogPet)
 		go wd.run(ctx, contract.WatchdogPet, con.Logf)
+	}
+	if b.Firmware == contract.FirmwareTryboot {
+		t := NewTryboot()
+		trial, err := t.setup(slot)
+		if err != nil {
+			con.Logf("slot %s: %v: no test boot, no update", slot, err)
+			return s, watchdog
+		}
+		s.Boot = t
+		s.mark(con, trial, b.Deadline)
+		return s, watchdog
 	}
 	if _, err := os.Stat("/sys/firmware/efi"); err != nil {
 		con.Logf("slot %s: not booted through UEFI (no /sys/firmware/efi): no test boot, no update", slot)
@@ -274,14 +305,19 @@ func (b SlotBoot) Start(ctx context.Context) (*SlotState, *Watchdog) {
 	if err != nil {
 		con.Logf("slot %s: BootOrder: %v", slot, err)
 	}
+	s.mark(con, trial, b.Deadline)
+	return s, watchdog
+}
+
+// mark says which boot this is and starts the test boot's deadline.
+func (s *SlotState) mark(con Console, trial bool, deadline time.Duration) {
 	if trial {
-		con.Mark("slot-trial", slot)
-		s.StartTrial(b.Deadline)
+		con.Mark("slot-trial", s.Slot)
+		s.StartTrial(deadline)
 	} else {
-		con.Mark("slot-committed", slot)
+		con.Mark("slot-committed", s.Slot)
 		s.setCommitted()
 	}
-	return s, watchdog
 }
 
 // bootSlots finds both slots' boot entries, writing what is missing, on

@@ -94,7 +94,7 @@ func (u *Server) canUpdate() error {
 	case s == nil:
 		return errorf(http.StatusConflict, "this appliance's image has no A/B slots (build it with Slots: 2 and flash it) or its command line names none: it cannot be updated whole")
 	case s.Boot == nil:
-		return errorf(http.StatusConflict, "slot %s was not booted through UEFI with its boot variables (no efivarfs, or the disk has no slots): no test boot is possible, so no update", s.Slot)
+		return errorf(http.StatusConflict, "slot %s was booted without a firmware that picks slots (no UEFI boot variables or efivarfs, no autoboot.txt, or the disk has no slots): no test boot is possible, so no update", s.Slot)
 	case !s.Committed():
 		return errorf(http.StatusConflict, "slot %s is on its test boot, not committed yet: the other slot is the way back and is not overwritten; wait for the commit (or the reboot into it)", s.Slot)
 	}

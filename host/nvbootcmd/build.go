@@ -31,8 +31,20 @@ names a Pi part (FirmwarePackage, or a gokrazy config leaving it unset;
 EEPROMPackage, BootloaderExtraLines), else the virt board's. Every program
 of an image is the target's machine: a package's GoBuildEnvironment GOARCH
 that is not is refused. An arm64 kernel is an arm64 Image: -kernel, the
-config's KernelPath or $NVBOOT_KERNEL_ARM64. The Pi's boot partition is not
-written yet, and only amd64-pc images boot in QEMU so far.
+config's KernelPath or $NVBOOT_KERNEL_ARM64.
+
+A Raspberry Pi has no persistent memory: its image is the elf layout (the
+default for arm64-rpi; the layouts that need pmem are refused), its state on
+the card's data partition, each pheap transaction made durable by msync, and
+its kernel, device trees and firmware come from the config's KernelPackage,
+FirmwarePackage and EEPROMPackage (gokrazy's defaults: github.com/gokrazy/
+kernel.rpi, firmware, rpi-eeprom) through the Go module proxy, onto the boot
+partition with config.txt (BootloaderExtraLines; SerialConsole as
+enable_uart and console=) and cmdline.txt; -kernel and KernelPath are
+refused. The output is disk.img, an MBR card for nvboot flash, and
+image.json; with Slots 2 the Pi firmware's tryboot switches slots. nvboot
+run, measure and powercut do not boot a Pi card (QEMU's raspi3b runs no Pi
+firmware).
 
 The same inputs give the same bytes. A build marks DIR with the file
 .nvboot-image; DIR is replaced only when it holds an earlier build and
@@ -68,12 +80,13 @@ const buildExamples = `  nvboot build -o out/demo
   nvboot build -config big-state.json -discard-state -o out/demo
   nvboot build -config appliance.json -layout elf -o out/elf
   nvboot build -arch arm64 -kernel Image -o out/demo-arm64
+  nvboot build -config gokrazy/hello/config.json -o out/pi    # a gokrazy config without GOARCH: a Raspberry Pi card
   nvboot build -json -o out/demo | jq .TextBytes`
 
 func build(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot build", "nvboot build [-config FILE] [-layout L] [-arch A] -o DIR", buildDescription, buildExamples)
 	cfgPath := fs.String("config", "", "image config `file` (JSON, see host/image/config); empty: the demo")
-	layout := fs.String("layout", string(appliance.OFF2F), "program layout: off2f, elf, initramfs or dax-elf")
+	layout := fs.String("layout", "", "program layout: off2f, elf, initramfs or dax-elf; empty: off2f, or elf for a Raspberry Pi (no pmem)")
 	out := fs.String("o", "", "output `directory` (required)")
 	kernel := fs.String("kernel", "", "kernel to use (the target's: an x86 bzImage, an arm64 Image); empty: $NVBOOT_KERNEL ($NVBOOT_KERNEL_ARM64 for arm64) or the cached kernel-config/ build")
 	arch := fs.String("arch", "", "build for this GOARCH (amd64, arm64) or target (amd64-pc, arm64-virt, arm64-rpi), over the config's Environment GOARCH; empty: the config's")
@@ -90,10 +103,12 @@ func build(ctx context.Context, c *cli.Context) error {
 	if *out == "" {
 		return cli.Usagef("-o DIR is required")
 	}
-	l, err := appliance.ParseLayout(*layout)
-	if err != nil {
-		return cli.Usagef("-layout: %v", err)
+	if *layout != "" {
+		if _, err := appliance.ParseLayout(*layout); err != nil {
+			return cli.Usagef("-layout: %v", err)
+		}
 	}
+	var err error
 	// Absolute from here on, so that it names the same directory wherever
 	// the build runs its tools.
 	if *out, err = appliance.AbsOut(*out); err != nil {
@@ -108,6 +123,10 @@ func build(ctx context.Context, c *cli.Context) error {
 	in, err := loadInputs(ctx, *cfgPath, *src, *kernel, *arch, false, c.Stderr)
 	if err != nil {
 		return err
+	}
+	l := appliance.Layout(*layout)
+	if l == "" {
+		l = appliance.DefaultLayout(in.target)
 	}
 	o := in.options(l, *out, log.Printf)
 	o.DiscardState = *discard

@@ -25,8 +25,10 @@ type inputs struct {
 
 // loadInputs reads the config (cfgPath; "": the demo), chooses its target
 // (arch: -arch, "" for the config's own) and says which and why, first;
-// then it finds the checkout (-src) and the kernel of the target (-kernel,
-// then the config's, then the usual places). For a command that boots
+// then, for a Raspberry Pi, what its image is; then the config's warnings,
+// worded for that target. It finds the checkout (-src) and the kernel of
+// the target (-kernel, then the config's, then the usual places; none for
+// a Pi, whose kernel is its kernel package's). For a command that boots
 // what it builds (boot), a target nvboot cannot boot is refused first.
 func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot bool, log io.Writer) (*inputs, error) {
 	in := &inputs{cfg: config.Demo()}
@@ -50,13 +52,13 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot boo
 	}
 	in.target = ch.Target
 	fmt.Fprintln(log, ch)
+	if ch.Target == config.TargetRPi && !boot {
+		fmt.Fprintln(log, appliance.RPiImage) // what the image will be
+	}
 	// Once each, before anything is built: what a gokrazy config asks
 	// that nvboot does not do, and keys it does not know.
-	for _, w := range warnings {
+	for _, w := range in.cfg.Retarget(warnings, ch.Target) {
 		fmt.Fprintf(log, "config %s: warning: %s\n", cfgPath, w)
-	}
-	if err := appliance.Buildable(ch.Target); err != nil {
-		return nil, err
 	}
 	if boot {
 		if err := appliance.Bootable(ch.Target); err != nil {
@@ -65,6 +67,12 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot boo
 	}
 	if in.root, err = checkout.Root(ctx, src); err != nil {
 		return nil, err
+	}
+	if ch.Target == config.TargetRPi {
+		if kernel != "" {
+			return nil, fmt.Errorf("-kernel %s: a Raspberry Pi boots its kernel package's kernel (%s) from the card's boot partition; leave -kernel out", kernel, in.cfg.KernelPackageOrDefault())
+		}
+		return in, nil // the kernel comes with the Pi's parts (host/image/rpi)
 	}
 	fromConfig := in.cfg.KernelPath
 	if fromConfig != "" && !filepath.IsAbs(fromConfig) {
@@ -87,6 +95,10 @@ func loadInputs(ctx context.Context, cfgPath, src, kernel, arch string, boot boo
 
 // options are the appliance build options for one layout into out.
 func (in *inputs) options(l appliance.Layout, out string, logf func(string, ...any)) appliance.Options {
-	return appliance.Options{Config: in.cfg, Layout: l, Out: out, Kernel: in.kernel,
+	o := appliance.Options{Config: in.cfg, Layout: l, Out: out, Kernel: in.kernel,
 		ModuleRoot: in.root, ConfigDir: in.cfgDir, Logf: logf, Target: in.target}
+	if in.target == config.TargetRPi {
+		o.Board = appliance.BoardRPi
+	}
+	return o
 }

@@ -7,24 +7,31 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
 // A gokrazy instance config is taken as it is. The build's first line says
 // the target and why: `gok new`'s GOARCH=arm64 with gokrazy's default
-// firmware is the Raspberry Pi, whose boot partition is not written yet, so
-// it is refused before anything is written; -arch names another target,
-// over the config's GOARCH. An unknown key and a field nvboot does not
-// apply are each said once, on stderr, before the build.
+// firmware is the Raspberry Pi, and its second what a Pi image is (here
+// the off2f layout is asked for, which a Pi cannot have, so the build is
+// refused before anything is written; TestBuildGokrazyPi builds one); -arch
+// names another target, over the config's GOARCH. An unknown key and a
+// field nvboot does not apply are each said once, on stderr, before the
+// build.
 func TestBuildGokrazyConfig(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	_, stderr, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-o", out)
-	if err == nil || !strings.Contains(err.Error(), "target arm64-rpi") {
-		t.Errorf("gok new's config: %v, want the Pi refused", err)
+	_, stderr, err := execute("build", "-config", "../image/config/testdata/gokrazy/gok-new.json", "-layout", "off2f", "-o", out)
+	if err == nil || !strings.Contains(err.Error(), "layout off2f on a Raspberry Pi") {
+		t.Errorf("gok new's config, off2f: %v, want the layout refused for the Pi", err)
 	}
-	if first, _, _ := strings.Cut(stderr, "\n"); !strings.HasPrefix(first, "target arm64-rpi, ") || !strings.Contains(first, `"GOARCH=arm64"`) {
+	first, rest, _ := strings.Cut(stderr, "\n")
+	if !strings.HasPrefix(first, "target arm64-rpi, ") || !strings.Contains(first, `"GOARCH=arm64"`) {
 		t.Errorf("first line %q: want the target and the GOARCH that chose it", first)
+	}
+	if second, _, _ := strings.Cut(rest, "\n"); second != appliance.RPiImage {
+		t.Errorf("second line %q: want what a Pi image is", second)
 	}
 	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output directory left behind: %v", err)

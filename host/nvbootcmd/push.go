@@ -100,6 +100,13 @@ func pushCmd(ctx context.Context, c *cli.Context) error {
 			return cli.Usagef("-version: %v", err)
 		}
 	}
+	// Before the registry is asked or a key made: an artifact carries an
+	// off2f image's texts, which a Raspberry Pi card has no text store for.
+	if cfg, err := config.Load(*cfgPath); err == nil {
+		if ch, err := cfg.ChooseTarget(*arch); err == nil && ch.Target == config.TargetRPi {
+			return fmt.Errorf("config %s: %s: nvboot push publishes an off2f image (its programs' texts for the text store on pmem), and a Raspberry Pi card is the elf layout, with no pmem: nothing was pushed (write the card with nvboot build and nvboot flash)", *cfgPath, ch)
+		}
+	}
 	log := cli.NewProgress(c.Stderr)
 	r := &publish.Remote{Ref: ref, CAFile: *caFile, PlainHTTP: *insecure, User: *user, Logf: log.Printf}
 	if *pwStdin {

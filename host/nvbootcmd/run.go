@@ -27,6 +27,10 @@ the machine's persistent memory (e820 regions, or emulated NVDIMMs with
 services' ports forwarded from the host (each ForwardPort to the same host
 port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
+An arm64-virt image boots on QEMU's virt board. A Raspberry Pi card (target
+arm64-rpi) is refused, naming it: QEMU's raspi3b board runs none of the Pi's
+firmware, which picks the boot partition and loads the kernel from it; write
+the card with 'nvboot flash' (measure and powercut refuse it too).
 
 -firmware uefi boots DIR as a board boots it, which an image built with
 Slots 2 needs for 'nvboot update': UEFI firmware (OVMF, Debian package

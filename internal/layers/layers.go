@@ -98,7 +98,7 @@ func hostRank(r string) int {
 	}{
 		{"host/kernel", 0}, {"host/selfsigned", 0}, {"host/image/outdir", 0},
 		{"host/vm", 1}, {"host/image/config", 1}, {"host/deploy", 1},
-		{"host/guestrun", 2}, {"host/image/derive", 2}, {"host/image/flash", 2},
+		{"host/guestrun", 2}, {"host/image/derive", 2}, {"host/image/flash", 2}, {"host/image/rpi", 2},
 		{"host/image/appliance", 3},
 		{"host/measure", 4}, {"host/publish", 4},
 		{"host/nvbootcmd", 5}, {"host/off2fcmd", 5},

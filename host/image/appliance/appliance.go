@@ -51,6 +51,16 @@ func ParseLayout(s string) (Layout, error) {
 	return "", fmt.Errorf("layout %q: unknown (want one of %s)", s, strings.Join(names, ", "))
 }
 
+// DefaultLayout is the layout of a build of target t that names none:
+// off2f, the product, or elf for a Raspberry Pi, which has no pmem for a
+// text store.
+func DefaultLayout(t config.Target) Layout {
+	if t == config.TargetRPi {
+		return ELF
+	}
+	return OFF2F
+}
+
 // stampText is what outdir.StampFile says to whoever finds it.
 const stampText = "This directory was written by nvboot build -o: the next build into it replaces it whole.\n" +
 	"Keep nothing else here; a build refuses a directory holding other files.\n"
@@ -80,6 +90,11 @@ type Options struct {
 	// DiscardState lets a rebuild replace a pmem-state.img that the device
 	// has used with a blank one (see BuildImage).
 	DiscardState bool
+	// Board is what the image boots on: BoardPC (UEFI or QEMU's direct
+	// boot, pmem) or BoardRPi (a Raspberry Pi's card, rpidisk.go). It
+	// follows Target: arm64-rpi is BoardRPi, and BoardRPi with no Target
+	// chooses arm64-rpi (any other Target with it is refused).
+	Board Board
 	// ImageKey is the public key (PEM, contract.MarshalImageKey) the
 	// appliance checks pulled images with, put on the root at
 	// contract.ImageKeyPath; nil: none.
@@ -100,6 +115,19 @@ type Program struct {
 	Header, Text []byte
 	TextName     string
 }
+
+// Board is the kind of machine an image is built for.
+type Board string
+
+const (
+	// BoardPC is a board with UEFI firmware and pmem (amd64-pc,
+	// arm64-virt), or QEMU playing one: the GPT disk, the pmem images.
+	BoardPC Board = ""
+	// BoardRPi is a Raspberry Pi (3, 4, 5, Zero 2 W): arm64 programs, the
+	// kernel and firmware from KernelPackage and FirmwarePackage, an MBR
+	// card whose data partition holds the state; no pmem (host/image/rpi).
+	BoardRPi Board = "rpi"
+)
 
 // Image is image.json: what was built and how to boot it.
 type Image struct {
@@ -173,6 +201,16 @@ func (im *Image) TargetOrDefault() config.Target {
 		return config.TargetVirt
 	}
 	return config.TargetPC
+}
+
+// Board is the kind of board the image is for: BoardRPi for an arm64-rpi
+// image (a Raspberry Pi card: no pmem, no Kernel file beside the disk, the
+// kernel on the card's boot partition), else BoardPC.
+func (im *Image) Board() Board {
+	if im.TargetOrDefault() == config.TargetRPi {
+		return BoardRPi
+	}
+	return BoardPC
 }
 
 // Part returns the partition called name, or nil.
@@ -249,15 +287,24 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	// A Target given must agree with the config's packages too.
+	if o.Board == BoardRPi && o.Target == "" {
+		o.Target = config.TargetRPi
+	}
 	ch, err := o.Config.ChooseTarget(string(o.Target))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	o.Target = ch.Target
-	if err := Buildable(o.Target); err != nil {
-		return nil, err
+	switch {
+	case o.Target == config.TargetRPi && o.Board == BoardPC:
+		o.Board = BoardRPi
+	case o.Target != config.TargetRPi && o.Board == BoardRPi:
+		return nil, fmt.Errorf("board %s with target %s (%s): a Raspberry Pi card is target %s", o.Board, o.Target, ch.Why, config.TargetRPi)
 	}
 	if _, err := ParseLayout(string(o.Layout)); err != nil {
+		return nil, err
+	}
+	if err := checkBoard(&o); err != nil {
 		return nil, err
 	}
 	if o.Config.Slots == 2 && o.Layout == Initramfs {
@@ -293,12 +340,14 @@ func BuildImage(ctx context.Context, o Options) (*Result, error) {
 	if err := checkStateEarly(&o); err != nil {
 		return nil, err
 	}
-	karch, err := kernel.ArchForGOARCH(o.Target.GOARCH())
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.CheckArch(karch, o.Kernel); err != nil {
-		return nil, fmt.Errorf("kernel for %s: %w", o.Target, err)
+	if o.Board == BoardPC {
+		karch, err := kernel.ArchForGOARCH(o.Target.GOARCH())
+		if err != nil {
+			return nil, err
+		}
+		if err := kernel.CheckArch(karch, o.Kernel); err != nil {
+			return nil, fmt.Errorf("kernel for %s: %w", o.Target, err)
+		}
 	}
 	if err := CheckTools(o.Config, o.Layout, o.Target); err != nil {
 		return nil, err
@@ -455,11 +504,14 @@ func checkManifest(path string) error {
 	if _, err := ParseLayout(string(im.Layout)); err != nil {
 		return err
 	}
-	pmem := []string{outdir.TextPmemFile, outdir.StatePmemFile}
+	pmem, kernelFile := []string{outdir.TextPmemFile, outdir.StatePmemFile}, outdir.KernelFileOf(im.ArchOrDefault())
 	if im.Uncompressed != "" {
 		pmem = append(pmem, outdir.KernelPmemFile)
 	}
-	if im.Kernel != outdir.KernelFileOf(im.ArchOrDefault()) || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
+	if im.Board() == BoardRPi {
+		pmem, kernelFile = nil, ""
+	}
+	if im.Kernel != kernelFile || im.Disk != outdir.DiskFile || !slices.Equal(im.Pmem, pmem) ||
 		im.Initrd != "" && im.Initrd != outdir.InitrdFile || im.Uncompressed != "" && im.Uncompressed != outdir.UncompressedFileOf(im.ArchOrDefault()) {
 		return fmt.Errorf("files %s, %s, %v, %q are not the ones a build writes", im.Kernel, im.Disk, im.Pmem, im.Initrd)
 	}

@@ -182,7 +182,8 @@ func runUnpacked(t *testing.T, header, text []byte) {
 
 // TestBuildRefusesMixedMachines: a service whose GoBuildEnvironment names
 // another GOARCH than the image's is refused before anything is built,
-// naming both; so is the Pi, whose boot partition is not written yet.
+// naming both; so is what a Raspberry Pi cannot boot (a layout that needs
+// pmem, a kernel not its package's) and a Pi board with another target.
 func TestBuildRefusesMixedMachines(t *testing.T) {
 	cfg := config.Demo()
 	pc := cfg.PackageConfig["github.com/nvboot/nvboot/examples/kv"]
@@ -193,9 +194,18 @@ func TestBuildRefusesMixedMachines(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `GoBuildEnvironment[0] "GOARCH=amd64": the image is built for arm64`) {
 		t.Errorf("an amd64 service in an arm64 image: %v", err)
 	}
-	_, err = Build(context.Background(), Options{Config: config.Demo(), Layout: OFF2F, Target: config.TargetRPi, Out: out, Kernel: buildtest.FakeKernelFor(t, "arm64")})
-	if err == nil || !strings.Contains(err.Error(), "target arm64-rpi") {
-		t.Errorf("the Pi: %v", err)
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Layout: OFF2F, Target: config.TargetRPi}, "layout off2f on a Raspberry Pi: a Pi has no persistent memory"},
+		{Options{Layout: ELF, Target: config.TargetRPi, Kernel: buildtest.FakeKernelFor(t, "arm64")}, "a Pi boots KernelPackage's kernel"},
+		{Options{Layout: ELF, Target: config.TargetVirt, Board: BoardRPi}, "board rpi with target arm64-virt"},
+	} {
+		tc.o.Config, tc.o.Out = config.Demo(), out
+		if _, err := Build(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %s %s: %v, want %q", tc.o.Target, tc.o.Board, tc.o.Layout, err, tc.want)
+		}
 	}
 	_, err = Build(context.Background(), Options{Config: config.Demo(), Layout: OFF2F, Target: config.TargetVirt, Out: out, Kernel: buildtest.FakeKernel(t)})
 	if err == nil || !strings.Contains(err.Error(), "is an x86 bzImage, not an arm64 Image") {

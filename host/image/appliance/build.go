@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/nvboot/nvboot/host/image/outdir"
+	"github.com/nvboot/nvboot/host/image/rpi"
 )
 
 // builder is one Build: the options, the output directory being filled and
@@ -22,6 +23,8 @@ type builder struct {
 	// uncompressed is the kernel's PVH vmlinux beside Options.Kernel, "":
 	// none (then the image has no kernel region).
 	uncompressed string
+	// rpi are a Pi image's kernel, firmware and EEPROM packages.
+	rpi *rpi.Parts
 }
 
 // The build runs in phases, one file each, as gokrazy's packer splits its
@@ -31,6 +34,9 @@ type builder struct {
 // root filesystem or initramfs, the ESP, the GPT disk). Each phase takes
 // what the earlier ones made and fills in its part of the Image.
 func (b *builder) build(ctx context.Context) (*Image, error) {
+	if err := b.rpiParts(ctx); err != nil { // rpidisk.go: before anything is compiled
+		return nil, err
+	}
 	st, dev, err := b.prepare()
 	if err != nil {
 		return nil, err
@@ -41,11 +47,16 @@ func (b *builder) build(ctx context.Context) (*Image, error) {
 	}
 	im := &Image{Layout: b.Layout, Hostname: b.Config.HostnameOrDefault(), Kernel: outdir.KernelFileOf(b.Target.GOARCH()), Disk: outdir.DiskFile,
 		Pmem: []string{outdir.TextPmemFile, outdir.StatePmemFile}, Arch: b.Target.GOARCH(), Target: b.Target}
+	if b.Board == BoardRPi {
+		im.Kernel, im.Pmem = "", nil
+	}
 	if err := b.place(progs, loader, dev, st, im); err != nil {
 		return nil, err
 	}
-	if err := b.textStore(ctx, st); err != nil {
-		return nil, err
+	if b.Board == BoardPC {
+		if err := b.textStore(ctx, st); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.state(ctx, st, im); err != nil {
 		return nil, err

@@ -21,6 +21,9 @@ import (
 // disk) otherwise boots into a kernel panic: the kernel finds no partition
 // table, or no root partition. Nothing is written.
 func CheckDisk(dir string, im *Image) error {
+	if im.Board() == BoardRPi {
+		return checkCard(dir, im) // rpidisk.go
+	}
 	path := filepath.Join(dir, im.Disk)
 	rebuild := fmt.Sprintf("rebuild it with nvboot build -o %s (the device's state is kept)", dir)
 	f, err := os.Open(path)
@@ -97,6 +100,9 @@ func checkPartitionsEnd(tab *gpt.Table, size int64) error {
 // partition with the unified kernel image, the data partition, and the GPT
 // disk image holding them.
 func (b *builder) disk(ctx context.Context, st staging, im *Image) error {
+	if b.Board == BoardRPi {
+		return b.rpiDisk(ctx, st, im) // rpidisk.go
+	}
 	if err := copyFile(filepath.Join(b.dir, im.Kernel), b.Kernel, 0o644); err != nil {
 		return err
 	}

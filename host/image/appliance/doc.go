@@ -23,6 +23,21 @@
 // (docs/OFF2F.md: nvinit reaches main 2.6 ms sooner on the device clock).
 // The other layouts link as Go does by default.
 //
+// # Raspberry Pi
+//
+// For target arm64-rpi (Options.Board "rpi", rpidisk.go) the build makes a
+// Pi card instead: arm64 programs in the elf layout (a Pi has no pmem;
+// off2f, dax-elf and initramfs are refused, as are RootFS erofs, KernelPath
+// and a userland), an ext4 root, the state filesystem on the card's data
+// partition (nvinit mounts it without DAX), the boot partitions
+// host/image/rpi fills from KernelPackage, FirmwarePackage and
+// EEPROMPackage (fetched before anything is compiled), and an MBR disk
+// (format/mbr, the Pi 3's boot ROM reads no GPT; contract.RPiPartitions,
+// with Slots 2 the tryboot A/B). Outputs: disk.img, image.json (Target
+// arm64-rpi, Arch arm64, no Kernel, no Pmem), the stamp. VMConfig refuses a
+// Pi image (Bootable): QEMU's raspi3b runs no Pi firmware; the tests play
+// it (internal/testutil/raspi).
+//
 // # Build
 //
 // BuildImage runs in phases with a file each: prepare.go (staging trees,
@@ -36,9 +51,9 @@
 // # Targets
 //
 // An image is one target's (config.Target, chosen by
-// config.Config.ChooseTarget; Options.Target): amd64-pc or arm64-virt
-// (Buildable; the Raspberry Pi's boot partition, arm64-rpi, is not written
-// yet). Every program is cross-built for the target's GOARCH (set last in
+// config.Config.ChooseTarget; Options.Target): amd64-pc, arm64-virt, or
+// arm64-rpi, a Raspberry Pi card (Options.Board rpi: see Raspberry Pi
+// above). Every program is cross-built for the target's GOARCH (set last in
 // go build's environment, over a config GOARCH that -arch overrode; no
 // GOAMD64 of nvboot's), ld-off2f with the loader Makefile's ARCH (the cross
 // gcc for another machine than the host's) and checked to be that
@@ -49,8 +64,8 @@
 // root partition type, EFI/BOOT/BOOTAA64.EFI made from systemd's linuxaa64
 // stub by aarch64-linux-gnu-objcopy, console=ttyAMA0 (the virt board's
 // PL011) and only the arch-independent boot trims (BootTrimsArm64); the
-// kernel is an arm64 Image, and there is no kernel region (its PVH
-// vmlinux is x86's direct boot). The kernel region, the UKI and the
+// kernel is an arm64 Image, which its kernel region holds as it is (x86's
+// holds the PVH vmlinux). The kernel region, the UKI and the
 // partition types of an amd64 image are as they were: the same bytes.
 // amd64-pc images boot on QEMU's pc board, arm64-virt ones on its virt
 // board (Bootable; VMConfig, nvboot run, measure and powercut refuse a Pi
@@ -320,9 +335,10 @@
 //     UEFI disk, reproducibly; kv runs under qemu-aarch64-static:
 //     TestBuildArm64. Its board: TestVMConfigArm64; booted by nvboot run,
 //     kv keeps a key in pheap's dax mode across a power-off: TestRunArm64
-//     (host/nvbootcmd). Another machine's service, the
-//     Pi and an x86 kernel are refused before anything is built:
-//     TestBuildRefusesMixedMachines. The UKI of each machine:
+//     (host/nvbootcmd). Another machine's service, an x86 kernel, a Pi
+//     card with a layout that needs pmem or a kernel of its own, and the
+//     Pi's board with another target are refused before anything is
+//     built: TestBuildRefusesMixedMachines. The UKI of each machine:
 //     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
 //   - The base leaves out what a service's change makes differ and
 //     changes with anything else on the root: TestBase.
@@ -352,12 +368,22 @@
 //     TestApplianceUserland (each userland; with u-root, commands typed on
 //     the console run from text mapped from /nv/text, and poweroff in gosh
 //     reaches nvinit), TestUEFIBootsTheDisk (OVMF, no -kernel: kv answers).
+//   - A Pi card reads back with sfdisk, mtools and e2fsck (autoboot.txt,
+//     each slot's cmdline.txt, nvinit's config, aarch64 programs, the
+//     state on the data partition): TestBuildRPi; it boots in QEMU's
+//     raspi3b to kv ready on the card's state, and commits a test boot of
+//     slot B there: TestRPiBootsInQEMU; the update endpoint's test boot
+//     restarts the kernel with "0 tryboot", and a test boot that panics
+//     falls back: TestRPiTestBootInQEMU. The elf layout's image id names
+//     its programs: TestImageIDNamesThePrograms.
 //
 // # Limits
 //
-//   - amd64-pc and arm64-virt; the Raspberry Pi's boot partition is not
-//     written. An arm64 image boots in QEMU only directly (-kernel): the
-//     virt board's UEFI boot of its disk is not run yet.
+//   - amd64-pc, arm64-virt and arm64-rpi. An arm64-virt image boots in
+//     QEMU only directly (-kernel): the virt board's UEFI boot of its disk
+//     is not run yet. A Pi card (elf layout, the kernel package's kernel)
+//     boots in QEMU's raspi3b in tests only, with the firmware played
+//     (internal/testutil/raspi); no real Pi has booted one.
 //   - The Buildroot and Yocto trees (Assemble) are amd64's.
 //   - The board firmware that boots the kernel region is modelled, not
 //     shipped: a real board boots the card's UKI.

@@ -136,13 +136,15 @@ func mkErofs(ctx context.Context, dir, img, uuid string) error {
 }
 
 // mkVfat makes a FAT image (the EFI system partition) of size bytes holding
-// the files under dir.
-func mkVfat(ctx context.Context, dir, img string, size int64, volID string) error {
+// the files under dir; opts are more mkfs.vfat options (-F 32, another
+// -n label), which win over these.
+func mkVfat(ctx context.Context, dir, img string, size int64, volID string, opts ...string) error {
 	if err := pinTimes(dir); err != nil {
 		return err
 	}
 	os.Remove(img)
-	if err := run(ctx, nil, "mkfs.vfat", "-C", "--invariant", "-i", volID, "-n", "NVBOOT-ESP", img, fmt.Sprint(size>>10)); err != nil {
+	mkfs := append([]string{"-C", "--invariant", "-i", volID, "-n", "NVBOOT-ESP"}, opts...)
+	if err := run(ctx, nil, "mkfs.vfat", append(mkfs, img, fmt.Sprint(size>>10))...); err != nil {
 		return err
 	}
 	ents, err := os.ReadDir(dir)

@@ -119,6 +119,14 @@ func carryOver(out, dir string, im *Image, discard bool, logf func(string, ...an
 	if _, err := os.Stat(out); errors.Is(err, os.ErrNotExist) {
 		return nil, nil, nil
 	}
+	if im.Board() == BoardRPi {
+		// A Pi's state is on its card; a device's pmem state here would go.
+		old, err := findEarlierState(out)
+		if err != nil || old == nil || discard {
+			return nil, nil, err
+		}
+		return nil, nil, stateNotKept(out, old, "a Raspberry Pi image keeps its state on the card, not in "+outdir.StatePmemFile)
+	}
 	if old, err := ReadImage(out); err == nil && old.TextSHA256 != "" && old.TextSHA256 == im.TextSHA256 {
 		p := filepath.Join(out, outdir.TextPmemFile)
 		sum, err := sha256File(p)

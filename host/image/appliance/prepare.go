@@ -22,7 +22,11 @@ type staging struct {
 // and poold will read, derived and checked before anything is compiled.
 func (b *builder) prepare() (staging, *derive.Configs, error) {
 	st := staging{root: filepath.Join(b.work, "root"), store: filepath.Join(b.work, "store"), esp: filepath.Join(b.work, "esp")}
-	dev, err := derive.FromImage(b.Config, derive.Options{BinDir: b.binDir(), TextStore: b.useStore()})
+	do := derive.Options{BinDir: b.binDir(), TextStore: b.useStore()}
+	if b.Board == BoardRPi {
+		do.StateDevice, do.SlotFirmware = contract.RPiDevice(b.Config.Slots, contract.PartData), contract.FirmwareTryboot
+	}
+	dev, err := derive.FromImage(b.Config, do)
 	if err != nil {
 		return st, nil, err
 	}

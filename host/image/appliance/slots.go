@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,8 +126,9 @@ func (b *builder) vfatOf(ctx context.Context, dir, big, name string) (string, er
 }
 
 // imageID names the image by what it runs: its nvinit config, MANIFEST
-// (every program's text), the kernel, its command line's variable parts
-// and the architecture; it is written to
+// (every program's text; without one, the elf layout's, the programs
+// themselves), the kernel, its command line's variable parts and the
+// architecture, and a Pi's boot partition's other parts; it is written to
 // the root (contract.ImageIDPath) before the root filesystem is made, so the
 // appliance can say which image it runs.
 func (b *builder) imageID(st staging, im *Image) error {
@@ -138,12 +140,42 @@ func (b *builder) imageID(st staging, im *Image) error {
 		}
 		fmt.Fprintf(h, "%s %d\n", p, len(data))
 		h.Write(data)
+		if p == contract.Manifest && os.IsNotExist(err) {
+			if err := hashPrograms(h, st.root); err != nil {
+				return fmt.Errorf("image id: %w", err)
+			}
+		}
 	}
 	k, err := sha256File(b.Kernel)
 	if err != nil {
 		return fmt.Errorf("image id: %w", err)
 	}
 	fmt.Fprintf(h, "kernel %s\narch %s\nargs %q\ntrims %v\n", k, im.Arch, b.Config.KernelArgs(), !b.Config.NoBootTrims)
+	if b.Board == BoardRPi {
+		fmt.Fprintf(h, "board %s\n", b.Board)
+		b.rpi.Hash(h, b.Config)
+	}
 	im.ID = hex.EncodeToString(h.Sum(nil))[:16]
 	return os.WriteFile(filepath.Join(st.root, filepath.FromSlash(contract.ImageIDPath)), []byte(im.ID+"\n"), 0o644)
+}
+
+// hashPrograms adds nvinit's and the services' executables under root to h,
+// each by its path and SHA-256.
+func hashPrograms(h io.Writer, root string) error {
+	paths := []string{contract.Init}
+	ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(contract.BinDir)))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	for _, e := range ents {
+		paths = append(paths, contract.BinDir+"/"+e.Name())
+	}
+	for _, p := range paths {
+		sum, err := sha256File(filepath.Join(root, filepath.FromSlash(p)))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "program %s %s\n", p, sum)
+	}
+	return nil
 }

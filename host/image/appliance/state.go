@@ -26,15 +26,19 @@ func (b *builder) state(ctx context.Context, st staging, im *Image) error {
 	if err := mkExt4(ctx, dir, img, size, uuidFor(b.seed(), "state")); err != nil {
 		return fmt.Errorf("state filesystem: %w", err)
 	}
-	if err := b.pmemImage(outdir.StatePmemFile, img, size); err != nil {
-		return err
-	}
-	var err error
-	if im.TextSHA256, err = sha256File(filepath.Join(b.dir, outdir.TextPmemFile)); err != nil {
-		return err
-	}
-	if im.StateSHA256, err = sha256File(filepath.Join(b.dir, outdir.StatePmemFile)); err != nil {
-		return err
+	// A Pi has no pmem: the filesystem goes on the card's data partition
+	// (rpidisk.go).
+	if b.Board == BoardPC {
+		if err := b.pmemImage(outdir.StatePmemFile, img, size); err != nil {
+			return err
+		}
+		var err error
+		if im.TextSHA256, err = sha256File(filepath.Join(b.dir, outdir.TextPmemFile)); err != nil {
+			return err
+		}
+		if im.StateSHA256, err = sha256File(filepath.Join(b.dir, outdir.StatePmemFile)); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(st.root, filepath.Dir(contract.StateImage)[1:]), 0o755); err != nil {
 		return err

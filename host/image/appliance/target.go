@@ -14,16 +14,6 @@ import (
 // the kernel parameters that trim its boot, and the root partition's type.
 // The programs differ only by GOARCH (gobuild.go, programs.go).
 
-// Buildable says whether nvboot builds images for t yet: amd64-pc and
-// arm64-virt; the Raspberry Pi's boot partition (its firmware, config.txt,
-// the Pi kernel from KernelPackage) is not written yet.
-func Buildable(t config.Target) error {
-	if t == config.TargetRPi {
-		return fmt.Errorf("target %s: the Raspberry Pi's boot partition (its firmware, config.txt and the Pi kernel from KernelPackage) is not written yet; -arch arm64-virt builds the image for an arm64 board with UEFI (QEMU's virt)", t)
-	}
-	return nil
-}
-
 // espBoot is the file UEFI firmware boots from removable media on the
 // target's machine: the unified kernel image.
 func espBoot(t config.Target) string {
@@ -85,12 +75,15 @@ func checkMachine(what, path, goarch string) error {
 // Bootable says whether nvboot boots images of t in QEMU (VMConfig, and
 // the commands that boot: run, measure, powercut, and the tests that deploy
 // and update): amd64-pc's on the pc board, arm64-virt's on the virt board
-// (VMConfig picks it by the image's Target). The Raspberry Pi's boot is not
-// built yet.
+// (VMConfig picks it by the image's Target). A Raspberry Pi card is
+// refused: QEMU's raspi3b runs none of the Pi's GPU firmware, which picks
+// the boot partition (autoboot.txt, tryboot) and loads the kernel and
+// device tree from it; only the tests play that part
+// (internal/testutil/raspi).
 func Bootable(t config.Target) error {
 	if t == config.TargetRPi {
-		return fmt.Errorf("built for %s (target %s, %s): nvboot does not boot Raspberry Pi images yet (its boot partition is not written): build for %s (-arch arm64-virt), which QEMU's virt board boots",
-			t.GOARCH(), t, t.Board(), config.TargetVirt)
+		return fmt.Errorf("built for %s (target %s, %s): nvboot run, measure and powercut do not boot a Raspberry Pi card: QEMU's raspi3b board runs none of the Pi's firmware, which reads the card's boot partition (autoboot.txt, config.txt, the kernel and device tree); write it to a card with nvboot flash, or build for %s (-arch %s), which QEMU's virt board boots",
+			t.GOARCH(), t, t.Board(), config.TargetVirt, config.TargetVirt)
 	}
 	return nil
 }

@@ -37,7 +37,10 @@
 //     map is an empty one.
 //   - Every gokrazy field nvboot does not apply is named once, with the
 //     reason (Ignored); build, run and measure print the warnings before
-//     building (LoadWarn).
+//     building (LoadWarn). The board's fields are warned about for the
+//     image's target (IgnoredFor; Retarget when -arch chose another): a
+//     Raspberry Pi image applies the Pi's parts and reads SerialConsole as
+//     the Pi does, so its warnings name neither x86-64 nor ttyS0.
 //   - Nameservers is nvboot's own: gokrazy has no such field (its DHCP
 //     client writes /etc/resolv.conf, a link into /tmp), and nvboot's
 //     network is static, so the servers come from the config and the file
@@ -66,20 +69,25 @@
 //	Environment         go build's environment; its GOARCH (amd64, arm64)
 //	                    chooses the target; GOOS other than linux or another
 //	                    GOARCH (riscv64) is an error naming it
-//	SerialConsole       ttyS0,115200 is there anyway; another is console=;
-//	                    disabled/off warned (markers need the console)
+//	SerialConsole       the board's first serial port at 115200 (ttyS0,
+//	                    ttyAMA0 on virt) is there anyway; another is console=;
+//	                    disabled/off warned (markers need the console); on
+//	                    a Pi, gokrazy's reading (host/image/rpi: serial0,
+//	                    enable_uart)
 //	KernelExtraArgs     on the kernel command line, after KernelCmdline
 //	MountDevices        /dev/... sources mounted by nvinit before the
 //	                    services, gokrazy's option split; others warned
 //	Update              the update endpoint; Hostname, NoPassword, CertPEM
 //	                    and KeyPEM warned (no password, no endpoint; nvboot
 //	                    makes and pins its own certificate)
-//	FirmwarePackage, EEPROMPackage, BootloaderExtraLines,
-//	BootloaderExtraEEPROM
-//	                    make an arm64 image the Raspberry Pi's (PiParts);
-//	                    warned, as below
-//	DeviceType, KernelPackage, FirmwarePackage, EEPROMPackage,
-//	BootloaderExtraLines, BootloaderExtraEEPROM, GokrazyPackages,
+//	KernelPackage, FirmwarePackage, EEPROMPackage, BootloaderExtraLines
+//	                    a Raspberry Pi card's parts (host/image/rpi, with
+//	                    gokrazy's defaults: KernelPackageOrDefault...);
+//	                    FirmwarePackage (or a gokrazy config leaving it
+//	                    unset), EEPROMPackage, BootloaderExtraLines and
+//	                    BootloaderExtraEEPROM make an arm64 image the Pi's
+//	                    (PiParts); on another target warned (IgnoredFor)
+//	DeviceType, BootloaderExtraEEPROM, GokrazyPackages,
 //	InternalCompatibilityFlags
 //	                    warned: board parts and gokrazy's system services
 //	                    (nvinit sets the network up, the kernel reads the
@@ -119,6 +127,8 @@
 //     schema, each warning once), TestGokrazyWritesAndReadsBack,
 //     TestWaitForForms, TestGokrazyNullsAreEmpty, TestExtraFileSource (the
 //     image's GOARCH's tarball first).
+//   - The board's warnings name the image's board, the Pi's none of
+//     another's: TestIgnoredForTarget, TestGokNewPiWarnings.
 //   - Rounded sizes are warned about, with the size built:
 //     TestParseWarnsOfRoundedSizes.
 //   - Parse never panics on any input: FuzzParse.
@@ -126,6 +136,7 @@
 // # Limits
 //
 //   - amd64 and arm64 only: another GOARCH is refused, naming it.
-//   - gokrazy's board support, web interface, update protocol and system
-//     services are not built; their fields are warned about.
+//   - gokrazy's boards other than the Raspberry Pi (DeviceType), its web
+//     interface, update protocol and system services are not built; their
+//     fields are warned about.
 package config

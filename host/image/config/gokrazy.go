@@ -36,10 +36,15 @@ type Gokrazy struct {
 	// chooses the image's target (ChooseTarget).
 	Environment []string `json:",omitempty"`
 	// SerialConsole: "" (gokrazy's "serial0,115200"), "serial0,115200" and
-	// "UART0" are the console nvboot always has, ttyS0 at 115200; another
+	// "UART0" are the console nvboot always has, the board's first serial
+	// port at 115200 (ttyS0 on the pc board, ttyAMA0 on virt); another
 	// value such as "ttyS1,9600" is added as console= (the last console= on
 	// the command line is /dev/console); "disabled" and "off" are warned
 	// about: nvboot's boot markers and nvboot run read the serial console.
+	// On a Raspberry Pi it is gokrazy's reading (host/image/rpi): serial0
+	// is the firmware's name for the UART on the GPIO header, enable_uart
+	// in config.txt; "disabled" leaves the UART without a console, "off"
+	// turns it off.
 	SerialConsole string `json:",omitempty"`
 	// KernelExtraArgs are added to the kernel command line, after
 	// KernelCmdline.
@@ -51,7 +56,9 @@ type Gokrazy struct {
 	// deploy talks to (update.go).
 	Update *Update `json:",omitempty"`
 
-	// Raspberry Pi and gokrazy-system fields: warned about when set.
+	// Raspberry Pi and gokrazy-system fields: the Pi's parts are a Pi
+	// image's (rpi.go, host/image/rpi); the rest, and the Pi's on another
+	// target, are warned about when set (IgnoredFor).
 	DeviceType                 string                      `json:",omitempty"`
 	GokrazyPackages            *[]string                   `json:",omitempty"`
 	KernelPackage              *string                     `json:",omitempty"`
@@ -369,36 +376,51 @@ func (c *Config) validateGokrazy(bad func(string, ...any)) {
 	}
 }
 
-// Ignored names, once each, every field c sets that nvboot does not apply,
-// and why; and each PackageConfig entry that is not in Packages.
+// Ignored is IgnoredFor the config's own target (ChooseTarget with no
+// -arch; amd64-pc when it has none).
 func (c *Config) Ignored() []string {
+	ch, err := c.ChooseTarget("")
+	if err != nil {
+		ch.Target = TargetPC
+	}
+	return c.IgnoredFor(ch.Target)
+}
+
+// Retarget is warnings, the ones LoadWarn gave for the config's own
+// target, for an image of target t instead (-arch): Ignored's warnings
+// replaced by IgnoredFor(t)'s.
+func (c *Config) Retarget(warnings []string, t Target) []string {
+	own, want := c.Ignored(), c.IgnoredFor(t)
+	if slices.Equal(own, want) {
+		return warnings
+	}
+	var w []string
+	for _, s := range warnings {
+		if i := slices.Index(own, s); i >= 0 {
+			own = slices.Delete(own, i, i+1)
+			continue
+		}
+		w = append(w, s)
+	}
+	return append(w, want...)
+}
+
+// IgnoredFor names, once each, every field c sets that an image of target
+// t does not apply, and why; and each PackageConfig entry that is not in
+// Packages. A Raspberry Pi image applies the Pi's parts (KernelPackage,
+// FirmwarePackage, EEPROMPackage, BootloaderExtraLines) and reads
+// SerialConsole as gokrazy does; another target warns about them, naming
+// its own machine.
+func (c *Config) IgnoredFor(t Target) []string {
 	var w []string
 	warn := func(format string, args ...any) { w = append(w, fmt.Sprintf(format, args...)) }
 	if c.DeviceType != "" {
-		warn("DeviceType %q: names a gokrazy board; nvboot builds one x86-64 image (UEFI disk, or a kernel QEMU boots directly)", c.DeviceType)
+		warn("DeviceType %q: names a gokrazy board; %s", c.DeviceType, deviceTypeIgnored(t))
 	}
 	if p := c.GokrazyPackages; p != nil && len(*p) > 0 {
 		warn("GokrazyPackages %q: nvboot builds none of gokrazy's system services: nvinit sets the network up itself (Interfaces) instead of dhcp, the kernel reads the clock from the board's RTC instead of ntp, the kernel seeds its own random pool instead of randomd, and there is no heartbeat", *p)
 	}
-	if p := c.KernelPackage; p != nil && *p != "" {
-		warn("KernelPackage %q: nvboot boots its own x86-64 kernel (kernel-config/, or KernelPath)", *p)
-	}
-	if p := c.FirmwarePackage; p != nil && *p != "" {
-		warn("FirmwarePackage %q: Raspberry Pi firmware; an nvboot image boots through UEFI, or QEMU loads its kernel", *p)
-	}
-	if p := c.EEPROMPackage; p != nil && *p != "" {
-		warn("EEPROMPackage %q: Raspberry Pi EEPROM; an x86-64 board has none to update", *p)
-	}
-	if len(c.BootloaderExtraLines) > 0 {
-		warn("BootloaderExtraLines: lines for the Raspberry Pi's config.txt; an nvboot image has no such file (kernel arguments go in KernelExtraArgs)")
-	}
-	if len(c.BootloaderExtraEEPROM) > 0 {
-		warn("BootloaderExtraEEPROM: the Raspberry Pi EEPROM's bootconf.txt; an x86-64 board has none")
-	}
-	switch c.SerialConsole {
-	case "disabled", "off":
-		warn("SerialConsole %q: nvboot keeps the serial console on ttyS0: its boot markers, nvboot run and measure read it", c.SerialConsole)
-	}
+	w = append(w, c.partsIgnored(t)...)
 	w = append(w, c.Update.ignored()...) // update.go
 	if f := c.InternalCompatibilityFlags; f != nil {
 		b, _ := json.Marshal(f)

@@ -17,6 +17,13 @@ type Options struct {
 	// TextStore: the image has a text store for nvinit to mount and
 	// provision (contract.TextDevice at contract.TextDir).
 	TextStore bool
+	// StateDevice is the state's block device when it is not pmem1 (a
+	// Raspberry Pi card's data partition), mounted without DAX; "":
+	// contract.StateDevice, dax=always.
+	StateDevice string
+	// SlotFirmware is the Slots' Firmware (contract.FirmwareTryboot on a
+	// Pi); "": UEFI.
+	SlotFirmware string
 }
 
 // Configs are the device configs of one image.
@@ -41,12 +48,16 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	path := func(name string) string { return o.BinDir + "/" + name }
 	in := &contract.InitConfig{Hostname: c.HostnameOrDefault(),
 		State: contract.State{Device: contract.StateDevice, Dir: contract.StateDir, Image: contract.StateImage}}
+	if o.StateDevice != "" {
+		// A card: pheap flushes through msync there (pheap's "msync" mode).
+		in.State.Device, in.State.Options = o.StateDevice, "defaults"
+	}
 	for _, n := range c.InterfacesOrDefault() {
 		in.Network = append(in.Network, contract.Interface{Name: n.Name, Address: n.Address, Gateway: n.Gateway})
 	}
 	in.Update = c.Update.Guest()
 	if c.Slots == 2 {
-		in.Slots = &contract.Slots{TestBootSeconds: int(c.TestBootDeadlineOrDefault() / time.Second)}
+		in.Slots = &contract.Slots{TestBootSeconds: int(c.TestBootDeadlineOrDefault() / time.Second), Firmware: o.SlotFirmware}
 	}
 	if c.UserlandOrDefault() == config.UserlandURoot {
 		in.Shell = contract.UserlandDir + "/" + URootShell

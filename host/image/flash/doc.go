@@ -21,7 +21,8 @@
 //   - A regular file is written to a temporary file beside it that replaces
 //     it only once written and verified, so an interrupted flash leaves the
 //     old file as it was.
-//   - The GPT backup moves to the end of a bigger device (gpt.Fit).
+//   - The GPT backup moves to the end of a bigger device (gpt.Fit); an MBR
+//     disk (a Raspberry Pi card, format/mbr) has none to move.
 //   - Everything written is read back past the page cache and compared.
 //
 // # Invariants
@@ -34,7 +35,8 @@
 //     TestFlashInterruptedKeepsFile, TestFlashInterruptedDeviceHasNoTable.
 //   - What is written reads back as the image, on a bigger target with the
 //     backup at its end: TestFlashOntoBiggerFile, TestFlashBlockDevice (a
-//     loop device, as root), TestFlashCreatesFile.
+//     loop device, as root), TestFlashCreatesFile; a Pi's MBR card, and one
+//     cut short refused: TestFlashMBRCard.
 //   - The command: TestFlashCommand, TestFlashNewFile, TestFlashKeepsFiles
 //     (host/nvbootcmd).
 //

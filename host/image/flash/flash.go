@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/format/mbr"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/internal/dirsync"
 )
@@ -331,7 +332,15 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	}
 	tail, err := gpt.Fit(head, devSize)
 	if err != nil {
-		return nil, fmt.Errorf("flash: image %s: %w", o.Image, err)
+		// A Raspberry Pi card's MBR has no backup table to move.
+		tab, merr := mbr.Read(img)
+		if merr != nil {
+			return nil, fmt.Errorf("flash: image %s: %w; nor an MBR disk: %v", o.Image, err, merr)
+		}
+		if tab.Bytes() > size {
+			return nil, fmt.Errorf("flash: image %s: %d bytes, but its partitions end at byte %d: truncated", o.Image, size, tab.Bytes())
+		}
+		tail = nil
 	}
 	w := &writer{o: o, img: img, size: size, devSize: devSize, head: head, tail: tail}
 	if t.BlockDevice {

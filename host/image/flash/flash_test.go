@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nvboot/nvboot/format/gpt"
+	"github.com/nvboot/nvboot/format/mbr"
 )
 
 // diskImage makes a GPT image with two partitions of random bytes, as
@@ -225,5 +226,39 @@ func TestFlashRefusesSmallOrMountedDevice(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(mnt, "keep")); err != nil || string(b) != "precious" {
 		t.Errorf("the mounted filesystem lost a file: %q %v", b, err)
+	}
+}
+
+// TestFlashMBRCard flashes a Raspberry Pi card (an MBR disk with logical
+// partitions, format/mbr) onto a bigger file: nothing to move, the table
+// written last, every byte read back; a card cut short is refused.
+func TestFlashMBRCard(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "root.img")
+	os.WriteFile(data, bytes.Repeat([]byte("R"), 1<<20), 0o644)
+	img := filepath.Join(dir, "disk.img")
+	if _, err := mbr.Write(img, 0x6e76626f, []mbr.Partition{{Name: "boot", Type: mbr.TypeFAT32LBA, Size: 1 << 20},
+		{Name: "root", Type: mbr.TypeLinux, Src: data, Logical: true}}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(img)
+	target := filepath.Join(t.TempDir(), "card.img")
+	os.WriteFile(target, bytes.Repeat([]byte{0xA5}, 3*len(want)), 0o644)
+	if res, err := Write(context.Background(), Options{Image: img, Target: target, Confirmed: true}); err != nil || !res.Verified {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	got, _ := os.ReadFile(target)
+	if !bytes.Equal(got[:len(want)], want) || len(got) != 3*len(want) {
+		t.Error("the card does not hold the image")
+	}
+	f, _ := os.Open(target)
+	defer f.Close()
+	if tab, err := mbr.Read(f); err != nil || len(tab.Partitions) != 2 {
+		t.Errorf("the flashed card's table: %+v, %v", tab, err)
+	}
+	short := filepath.Join(dir, "short.img")
+	os.WriteFile(short, want[:len(want)-512], 0o644)
+	if _, err := Write(context.Background(), Options{Image: short, Target: filepath.Join(t.TempDir(), "new.img")}); err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("a card cut short: %v", err)
 	}
 }
