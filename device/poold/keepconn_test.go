@@ -144,9 +144,7 @@ func TestKeepConnsAcrossRestart(t *testing.T) {
 	c.Close()
 	stop2()
 	wantFds(t, fds0)
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	wantNoZombies(t)
 }
 
 // TestEndPipe drives the protocol by hand: a reusable process whose main

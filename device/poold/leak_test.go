@@ -73,9 +73,7 @@ func TestNoLeaks(t *testing.T) {
 	srv.Fill()
 	spawnReport(t, sock)
 	stop()
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	wantNoZombies(t)
 	wantFds(t, fds0)
 }
 

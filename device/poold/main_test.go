@@ -110,6 +110,20 @@ func selfProgram(t *testing.T, name string, min int) contract.Program {
 	return contract.Program{Name: name, Path: exe, MinIdle: min, MaxIdle: min + 2, Allow: []string{"uid:0", fmt.Sprintf("uid:%d", os.Getuid())}}
 }
 
+// wantNoZombies fails t when a child of this process stays unreaped for
+// 10 s: one that exited a moment ago (a parked process replaced, a served
+// one just done) is reaped by then, a leaked one never is.
+func wantNoZombies(t *testing.T) {
+	t.Helper()
+	z := zombies()
+	for deadline := time.Now().Add(10 * time.Second); len(z) != 0 && time.Now().Before(deadline); z = zombies() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(z) != 0 {
+		t.Errorf("zombies left for 10 s: %v", z)
+	}
+}
+
 // zombies lists this process's children that exited and were not reaped.
 func zombies() []string {
 	var out []string

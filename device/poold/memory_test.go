@@ -150,9 +150,7 @@ func TestMemoryMaxRefusesReturn(t *testing.T) {
 	}
 	bIn.Close()
 	b.Wait()
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies: %v", z)
-	}
+	wantNoZombies(t)
 }
 
 // spawnBlockReuse starts reusechild with its stdin a pipe we hold: it runs

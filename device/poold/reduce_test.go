@@ -70,9 +70,7 @@ func TestReduceFreesMemory(t *testing.T) {
 			t.Errorf("trimmed pid %d still exists", pid)
 		}
 	}
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies: %v", z)
-	}
+	wantNoZombies(t)
 	// What poold reports held is what the kernel counts for the parked
 	// process left (PSS summed over /proc/pid/smaps, apart from poold's
 	// smaps_rollup), within 10 %.

@@ -129,9 +129,7 @@ func TestReuseFidelity(t *testing.T) {
 	if st.Reused == 0 {
 		t.Errorf("stats: %+v, want reused > 0", st)
 	}
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	wantNoZombies(t)
 }
 
 var lastExtra int
@@ -233,9 +231,7 @@ func TestReuseNoLeaks(t *testing.T) {
 		t.Errorf("nothing reused: %+v", st.PoolState)
 	}
 	stop()
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	wantNoZombies(t)
 	wantFds(t, fds0)
 }
 
@@ -364,7 +360,5 @@ func TestMaxUsesOneReportsReturn(t *testing.T) {
 		t.Errorf("stats %+v: want nothing reused", st.PoolState)
 	}
 	srv.Close()
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies left: %v", z)
-	}
+	wantNoZombies(t)
 }

@@ -89,8 +89,6 @@ func TestRlimits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "rlimit nofile=1099511627776") {
 		t.Fatalf("spawn with an impossible limit: %v, want an error naming it", err)
 	}
-	if z := zombies(); len(z) != 0 {
-		t.Errorf("zombies: %v", z)
-	}
+	wantNoZombies(t)
 	_ = srv
 }
