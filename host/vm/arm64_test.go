@@ -177,6 +177,14 @@ func TestEntryImageArm64(t *testing.T) {
 	if _, err := entryImageArm64([]byte(strings.Repeat("x", 4096))); err == nil || !strings.Contains(err.Error(), "not an arm64 Image") {
 		t.Errorf("not an Image: %v", err)
 	}
+	// The EFI entry's probe needs the stub's PE header (TestArm64UEFIEntry
+	// boots the real one).
+	if _, err := entryImageArm64EFI(img); err == nil || !strings.Contains(err.Error(), "no PE header") {
+		t.Errorf("an Image without the EFI stub: %v", err)
+	}
+	if _, err := entryImageArm64EFI([]byte(strings.Repeat("x", 4096))); err == nil || !strings.Contains(err.Error(), "not an arm64 Image") {
+		t.Errorf("EFI probe of no Image: %v", err)
+	}
 	if d := counterDuration(62_500_000*3+625, 62_500_000); d != 3*time.Second+10*time.Microsecond {
 		t.Errorf("counterDuration = %v", d)
 	}
