@@ -37,6 +37,7 @@
 //     node, a file path, the end); the other shapes firmware writes for its
 //     own entries are an error naming what differs, and callers leave such
 //     entries alone.
-//   - Tested on the host and on OVMF in QEMU (TestUpdateOnUEFIBoard), not on
-//     a real board's firmware.
+//   - Tested on the host, and in QEMU on OVMF (TestUpdateOnUEFIBoard) and
+//     on arm64's AAVMF (TestRunUEFIUpdateArm64), not on a real board's
+//     firmware.
 package efivar

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,10 +33,12 @@ the card with 'nvboot flash' (measure and powercut refuse it too).
 
 -firmware uefi boots DIR as a board boots it, which an image built with
 Slots 2 needs for 'nvboot update': UEFI firmware (OVMF, Debian package
-ovmf) runs the unified kernel image on disk.img (with Slots 2, the slot its
-boot variables choose), the board has an i6300esb watchdog, and the pmem
-images are emulated NVDIMMs (the disk's command line has no memmap= for
-e820 regions: -pmem e820 and -append are refused). The firmware's
+ovmf; for an arm64 image AAVMF, Debian package qemu-efi-aarch64) runs the
+unified kernel image on disk.img (with Slots 2, the slot its boot
+variables choose), the board has an i6300esb watchdog, and the pmem images
+are emulated NVDIMMs described by the firmware's ACPI tables (the disk's
+command line has no memmap= for e820 regions, and the firmware gives an
+arm64 kernel no device tree: -pmem e820 and -append are refused). The firmware's
 variables (BootOrder, BootNext, the slots' entries) are DIR/uefi-vars.fd,
 made blank on the first such run and kept, as disk.img is: what an update
 writes to the disk and the variables stays for the next run, as on a
@@ -82,7 +83,7 @@ const runExamples = `  nvboot run out/demo
 func runCmd(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot run", "nvboot run [-firmware F] [-storage P] [-port H:G ...] DIR", runDescription, runExamples)
 	storage := fs.String("storage", "host", "disk speed model: "+strings.Join(vm.ProfileNames(), ", "))
-	firmware := fs.String("firmware", firmwareDirect, "how the board boots: `direct` (QEMU hands the image's kernel over; a reboot ends the run) or uefi (OVMF boots disk.img as a board does, its variables kept in DIR/"+outdir.UEFIVarsFile+", resets restart the board: what nvboot update of a Slots 2 image needs)")
+	firmware := fs.String("firmware", firmwareDirect, "how the board boots: `direct` (QEMU hands the image's kernel over; a reboot ends the run) or uefi (OVMF, arm64: AAVMF, boots disk.img as a board does, its variables kept in DIR/"+outdir.UEFIVarsFile+", resets restart the board: what nvboot update of a Slots 2 image needs)")
 	var ports portList
 	fs.Var(&ports, "port", "forward host TCP port H to guest port G (`H:G`, repeatable); default: every ForwardPort")
 	mf := addMachineFlags(fs, vm.ClockWall)
@@ -152,7 +153,7 @@ func runCmd(ctx context.Context, c *cli.Context) error {
 		fmt.Fprintf(c.Stderr, "nvboot run: host 127.0.0.1:%d -> guest :%d\n", f.Host, f.Guest)
 	}
 	if uefi {
-		fmt.Fprintf(c.Stderr, "nvboot run: UEFI firmware (OVMF) boots %s, its variables in %s; a reboot restarts the board\n", cfg.Disks[0].Path, cfg.FirmwareVars)
+		fmt.Fprintf(c.Stderr, "nvboot run: UEFI firmware (%s) boots %s, its variables in %s; a reboot restarts the board\n", vm.UEFIOf(cfg.Arch).Name, cfg.Disks[0].Path, cfg.FirmwareVars)
 	} else if k, err := appliance.BootKernelOf(dir, im, opts); err == nil {
 		fmt.Fprintf(c.Stderr, "nvboot run: %s\n", k.Describe())
 	}
@@ -205,16 +206,14 @@ func checkFirmware(name string, fs *flag.FlagSet) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, err := os.Stat(vm.OVMFCode); err != nil {
-		return false, fmt.Errorf("-firmware uefi: no UEFI firmware for QEMU: %w (install Debian package ovmf)", err)
-	}
 	return true, nil
 }
 
 // runVMConfig is the machine nvboot run boots the image in dir on: with
-// uefi a UEFI board (uefiBoard) booting the image's own disk.img, its
-// variable store beside it (made blank the first time), and resets that
-// restart it; else what VMConfig makes of o.
+// uefi a UEFI board (uefiBoard: the image's board's firmware, which must
+// be installed) booting the image's own disk.img, its variable store
+// beside it (made blank the first time), and resets that restart it; else
+// what VMConfig makes of o.
 func runVMConfig(dir string, im *appliance.Image, o appliance.BootOptions, uefi bool) (vm.Config, error) {
 	if !uefi {
 		return appliance.VMConfig(dir, im, o)
@@ -226,8 +225,11 @@ func runVMConfig(dir string, im *appliance.Image, o appliance.BootOptions, uefi 
 	if err != nil {
 		return vm.Config{}, err
 	}
+	if err := vm.UEFIOf(c.Arch).Installed(); err != nil {
+		return vm.Config{}, fmt.Errorf("-firmware uefi: %w", err)
+	}
 	vars := filepath.Join(dir, outdir.UEFIVarsFile)
-	if _, err := vm.NewFirmwareVars(vars); err != nil {
+	if _, err := vm.NewFirmwareVars(c.Arch, vars); err != nil {
 		return vm.Config{}, fmt.Errorf("image %s: %w", dir, err)
 	}
 	uefiBoard(&c, vars)
@@ -235,12 +237,13 @@ func runVMConfig(dir string, im *appliance.Image, o appliance.BootOptions, uefi 
 	return c, nil
 }
 
-// uefiBoard makes c the UEFI board an A/B image expects: OVMF's code and
-// the variable store vars (a copy of vm.OVMFVars) as its flash, so the
+// uefiBoard makes c the UEFI board an A/B image expects: its board's
+// firmware code (OVMF's; the arm64 board's AAVMF's) and the variable store
+// vars (a copy of the blank one: vm.NewFirmwareVars) as its flash, so the
 // boot variables persist, and the i6300esb watchdog nvinit arms on a
 // slotted boot.
 func uefiBoard(c *vm.Config, vars string) {
-	c.Firmware, c.FirmwareVars, c.Watchdog = vm.OVMFCode, vars, true
+	c.Firmware, c.FirmwareVars, c.Watchdog = vm.UEFIOf(c.Arch).Code, vars, true
 }
 
 // consoleText says what the console of an image with this userland takes.

@@ -17,6 +17,7 @@ import (
 	"github.com/nvboot/nvboot/format/gpt"
 	"github.com/nvboot/nvboot/host/deploy"
 	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/image/outdir"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/internal/cli"
@@ -62,11 +63,13 @@ func TestRunUEFIConfig(t *testing.T) {
 		t.Errorf("uefi forwards %v, want %v", c.Forwards, fwd)
 	}
 	// The variable store is the board's NVRAM: made blank once, then kept.
-	os.WriteFile(vars, []byte("the board's variables"), 0o644)
+	written, _ := os.ReadFile(vars)
+	written[0] ^= 1
+	os.WriteFile(vars, written, 0o644)
 	if _, err := runVMConfig(dir, im, o, true); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(vars); string(b) != "the board's variables" {
+	if b, _ := os.ReadFile(vars); string(b) != string(written) {
 		t.Error("a second run replaced the variable store")
 	}
 
@@ -94,6 +97,42 @@ func TestRunUEFIConfig(t *testing.T) {
 		if strings.Contains(stderr, "poweroff") {
 			t.Errorf("run %q: QEMU started:\n%s", tc.args, stderr)
 		}
+	}
+}
+
+// run -firmware uefi of an arm64 image: the virt board with AAVMF's code
+// and the image's own variable store as flash, the pmem as NVDIMMs (the
+// firmware describes the board by ACPI), the watchdog and resets; a
+// variable store another board's firmware left is refused, naming AAVMF.
+func TestRunUEFIConfigArm64(t *testing.T) {
+	if err := vm.UEFIOf(vm.ArchArm64).Installed(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "img")
+	os.Mkdir(dir, 0o755)
+	part := filepath.Join(t.TempDir(), "root")
+	os.WriteFile(part, make([]byte, 1<<20), 0o644)
+	if _, err := gpt.Write(filepath.Join(dir, outdir.DiskFile), "t", []gpt.Partition{{Name: "root", Type: gpt.TypeRootArm64, Src: part}}); err != nil {
+		t.Fatal(err)
+	}
+	im := fakeImage(t, dir)
+	im.Arch, im.Target, im.Kernel = "arm64", config.TargetVirt, outdir.KernelFileArm64
+	os.WriteFile(filepath.Join(dir, im.Kernel), nil, 0o644)
+	c, err := runVMConfig(dir, im, appliance.BootOptions{PmemAs: vm.PmemE820}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := filepath.Join(dir, outdir.UEFIVarsFile)
+	if c.Arch != vm.ArchArm64 || !c.BootDisk || c.Kernel != "" || c.Firmware != vm.AAVMFCode || c.FirmwareVars != vars || !c.Watchdog || !c.Reboot ||
+		c.PmemAs != vm.PmemNVDIMM || len(c.NVDIMMs) != 2 {
+		t.Errorf("arm64 uefi: %+v; want the virt board booting its disk through AAVMF, %s its NVRAM, NVDIMMs, a watchdog and resets", c, vars)
+	}
+	if st, err := os.Stat(vars); err != nil || st.Size() != 64<<20 {
+		t.Errorf("the board's variable store: %v; want a copy of AAVMF's 64 MiB blank one", err)
+	}
+	os.WriteFile(vars, make([]byte, 540672), 0o644) // OVMF's size
+	if _, err := runVMConfig(dir, im, appliance.BootOptions{}, true); err == nil || !strings.Contains(err.Error(), "AAVMF") || !strings.Contains(err.Error(), vars) {
+		t.Errorf("another firmware's variable store: %v, want a refusal naming it and AAVMF", err)
 	}
 }
 

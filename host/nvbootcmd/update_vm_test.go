@@ -73,23 +73,37 @@ type slotImages struct {
 // QEMU or kernel, no split OVMF, missing tools) and builds the two images.
 func newSlotImages(t *testing.T) *slotImages {
 	t.Helper()
+	return newSlotImagesFor(t, vm.ArchX86_64)
+}
+
+// newSlotImagesFor is newSlotImages for arch's board: the arm64 images
+// are built with GOARCH=arm64 in their configs (target arm64-virt) for
+// the virt board and its UEFI firmware, AAVMF.
+func newSlotImagesFor(t *testing.T, arch string) *slotImages {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
 	buildtest.NeedTools(t, "fsck.erofs")
-	s := &slotImages{kernel: vmtest.Kernel(t), cfgDir: t.TempDir()}
-	for _, f := range []string{vm.OVMFCode, vm.OVMFVars} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no split OVMF for QEMU: %v (Debian package ovmf)", err)
-		}
+	s := &slotImages{cfgDir: t.TempDir()}
+	goarch := func(*config.Config) {}
+	if arch == vm.ArchArm64 {
+		s.kernel = vmtest.KernelArm64(t, "qemu-system-aarch64")
+		goarch = func(c *config.Config) { c.Environment = []string{"GOARCH=arm64"} }
+	} else {
+		s.kernel = vmtest.Kernel(t)
+	}
+	if err := vm.UEFIOf(arch).Installed(); err != nil {
+		t.Skip(err)
 	}
 	var err error
 	if s.root, err = checkout.Root(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
-	s.v1 = slotConfig(t, s.cfgDir, "v1", nil)
+	s.v1 = slotConfig(t, s.cfgDir, "v1", func(c *config.Config, _ *config.PackageConfig) { goarch(c) })
 	s.v1Dir, s.v1Im = buildSlotImage(t, s.v1, s.root, s.kernel)
 	s.v2 = slotConfig(t, s.cfgDir, "v2", func(c *config.Config, pc *config.PackageConfig) {
+		goarch(c)
 		pc.GoBuildFlags = []string{"-ldflags=-s -w -buildid= -X=main.version=2"}
 	})
 	s.v2Dir, s.v2Im = buildSlotImage(t, s.v2, s.root, s.kernel)
@@ -115,9 +129,6 @@ func newBoard(t *testing.T, imgDir string, im *appliance.Image) *board {
 	if out, err := exec.Command("cp", "--sparse=always", filepath.Join(imgDir, im.Disk), filepath.Join(b.dir, im.Disk)).CombinedOutput(); err != nil {
 		t.Fatalf("cp %s: %v %s", im.Disk, err, out)
 	}
-	if _, err := vm.NewFirmwareVars(b.vars()); err != nil {
-		t.Fatal(err)
-	}
 	if err := appliance.CopyPmem(imgDir, im, b.dir); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +148,10 @@ func (b *board) boot() *vm.Machine {
 	vc, err := appliance.VMConfig(b.dir, b.im, appliance.BootOptions{PmemDir: b.dir, BootDisk: true,
 		Forwards: []vm.Forward{{Host: b.kvPort, Guest: 8080}, {Host: b.upPort, Guest: contract.DefaultUpdatePort}}})
 	if err != nil {
+		b.t.Fatal(err)
+	}
+	// The board's NVRAM: blank at its first power-on, then kept.
+	if _, err := vm.NewFirmwareVars(vc.Arch, b.vars()); err != nil {
 		b.t.Fatal(err)
 	}
 	// A reset ends QEMU (no vm.Config.Reboot): the test sees each boot end

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvboot/nvboot/format/fsdax"
+	"github.com/nvboot/nvboot/format/gpt"
 	"github.com/nvboot/nvboot/format/initramfs"
 	"github.com/nvboot/nvboot/host/vm/vmtest"
 )
@@ -72,7 +73,8 @@ func TestArgsArm64(t *testing.T) {
 		"e820":             {Config{Arch: ArchArm64, Kernel: "Image", PmemAs: PmemE820, NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}}, "tcg", "no e820"},
 		"RAM off sections": {Config{Arch: ArchArm64, Kernel: "Image", MemMiB: 200, NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}}, "tcg", "multiple of 128 MiB"},
 		"odd region":       {Config{Arch: ArchArm64, Kernel: "Image", NVDIMMs: []NVDIMM{{Path: "p", Size: 3 << 20}}}, "tcg", "multiple of 2 MiB"},
-		"UEFI":             {Config{Arch: ArchArm64, BootDisk: true}, "tcg", "no UEFI firmware"},
+		"UEFI, no disk":    {Config{Arch: ArchArm64, BootDisk: true}, "tcg", "no disk to boot"},
+		"UEFI and -kernel": {Config{Arch: ArchArm64, Kernel: "Image", Firmware: AAVMFCode}, "tcg", "boots its disk (BootDisk)"},
 		"NoACPI":           {Config{Arch: ArchArm64, Kernel: "Image", NoACPI: true}, "tcg", "pc board's"},
 		"initrd onto pmem": {Config{Arch: ArchArm64, Kernel: "Image", Initrd: big, NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}}, "tcg", "onto the pmem"},
 		"other arch":       {Config{Arch: "riscv64", Kernel: "Image"}, "tcg", `arch "riscv64"`},
@@ -89,6 +91,69 @@ func TestArgsArm64(t *testing.T) {
 	t.Setenv(QEMUEnv, "/opt/qemu-x86")
 	if a, x := (Config{Arch: ArchArm64}).qemu(), (Config{}).qemu(); a != "/opt/qemu-aarch64" || x != "/opt/qemu-x86" {
 		t.Errorf("QEMU from the environment: arm64 %q, x86 %q", a, x)
+	}
+}
+
+// The arm64 UEFI board: AAVMF's code and the board's variable store as
+// the two flash chips (or the code alone as -bios), its boot-menu wait
+// off, no -kernel and no device-tree memory layout, the pmem as NVDIMMs
+// (ACPI NFIT), the watchdog and resets as on the pc board; what it
+// cannot be is refused, saying why.
+func TestArgsArm64UEFI(t *testing.T) {
+	dir := t.TempDir()
+	disk, vars := filepath.Join(dir, "disk.img"), filepath.Join(dir, "vars.fd")
+	os.WriteFile(disk, make([]byte, 4096), 0o644)
+	os.WriteFile(vars, make([]byte, 4096), 0o644)
+	board := Config{Arch: ArchArm64, BootDisk: true, Firmware: AAVMFCode, FirmwareVars: vars, Watchdog: true, Reboot: true,
+		Disks: []Disk{{Path: disk}}, NVDIMMs: []NVDIMM{{Path: "t", Size: 64 << 20}, {Path: "s", Size: 32 << 20}}, CPURate: DefaultCPURate}
+	a, err := board.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := " " + strings.Join(a, " ") + " "
+	for _, want := range []string{
+		"-machine virt,gic-version=2,nvdimm=on -accel tcg -cpu cortex-a76 -smp 1 -icount shift=0,sleep=on",
+		"-boot menu=on,splash-time=0",
+		"-drive if=pflash,format=raw,unit=0,readonly=on,file=" + AAVMFCode + " -drive if=pflash,format=raw,unit=1,file=" + vars,
+		"-object memory-backend-file,id=pm0,share=on,mem-path=t,size=67108864 -device nvdimm,id=nv0,memdev=pm0",
+		"-m 256M,slots=3,maxmem=1376M",
+		"-device i6300esb",
+		"virtio-blk-pci,drive=d0",
+	} {
+		if !strings.Contains(s, " "+want+" ") {
+			t.Errorf("args lack %q:\n%s", want, s)
+		}
+	}
+	for _, not := range []string{"-kernel", "-append", "-numa", "-no-reboot", "-bios", "mem="} {
+		if strings.Contains(s, " "+not+" ") || strings.Contains(s, not+"=") {
+			t.Errorf("args hold %q:\n%s", not, s)
+		}
+	}
+	// The firmware alone, its variables not kept: AAVMF as -bios, the
+	// default with BootDisk.
+	a, err = Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}}.args("tcg")
+	if s := strings.Join(a, " "); err != nil || !strings.Contains(s, "-bios "+AAVMFCode) || strings.Contains(s, "pflash") {
+		t.Errorf("BootDisk alone: %v\n%s", err, s)
+	}
+	for name, tc := range map[string]struct {
+		c    Config
+		want string
+	}{
+		"device-tree pmem": {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, PmemAs: PmemDeviceTree, NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}}, "ACPI tables, not the board's device tree"},
+		"e820 pmem":        {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, PmemAs: PmemE820, NVDIMMs: []NVDIMM{{Path: "p", Size: 2 << 20}}}, "want nvdimm"},
+		"SeaBIOS":          {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, Firmware: "seabios"}, "the pc board's"},
+		"a kernel too":     {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, Kernel: "Image"}, "must be empty"},
+		"missing firmware": {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, Firmware: filepath.Join(dir, "none.fd")}, "qemu-efi-aarch64"},
+		"missing vars":     {Config{Arch: ArchArm64, BootDisk: true, Disks: []Disk{{Path: disk}}, FirmwareVars: filepath.Join(dir, "none.fd")}, "none.fd"},
+		"kvm":              {board, "runs under TCG"},
+	} {
+		accel := "tcg"
+		if name == "kvm" {
+			accel = "kvm"
+		}
+		if _, err := tc.c.args(accel); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
 	}
 }
 
@@ -111,6 +176,14 @@ func TestEntryImageArm64(t *testing.T) {
 	}
 	if _, err := entryImageArm64([]byte(strings.Repeat("x", 4096))); err == nil || !strings.Contains(err.Error(), "not an arm64 Image") {
 		t.Errorf("not an Image: %v", err)
+	}
+	// The EFI entry's probe needs the stub's PE header (TestArm64UEFIEntry
+	// boots the real one).
+	if _, err := entryImageArm64EFI(img); err == nil || !strings.Contains(err.Error(), "no PE header") {
+		t.Errorf("an Image without the EFI stub: %v", err)
+	}
+	if _, err := entryImageArm64EFI([]byte(strings.Repeat("x", 4096))); err == nil || !strings.Contains(err.Error(), "not an arm64 Image") {
+		t.Errorf("EFI probe of no Image: %v", err)
 	}
 	if d := counterDuration(62_500_000*3+625, 62_500_000); d != 3*time.Second+10*time.Microsecond {
 		t.Errorf("counterDuration = %v", d)
@@ -242,4 +315,58 @@ func TestArm64DeviceClockRepeats(t *testing.T) {
 		t.Fatalf("no init line:\n%s", cons[0])
 	}
 	t.Logf("device clock, 1 GIPS: kernel entry %v after power-on, init at %v: kernel entry to init %v", entry, time.Duration(at), time.Duration(at)-entry)
+}
+
+// The arm64 UEFI board boots its disk: AAVMF, from its two flash chips,
+// finds the EFI system partition's EFI/BOOT/BOOTAA64.EFI (here the Image
+// itself, an EFI application by its stub, with the probe at its EFI
+// entry) and starts it. On the device clock that gives when the firmware
+// hands over to the kernel: well under the 5 s AAVMF would wait for a key
+// without -boot menu=on,splash-time=0. The first boot formats the blank
+// variable store; the second boots with it as the first left it.
+func TestArm64UEFIEntry(t *testing.T) {
+	k := vmtest.KernelArm64(t, "qemu-system-aarch64", "mkfs.vfat", "mcopy")
+	if err := UEFIOf(ArchArm64).Installed(); err != nil {
+		t.Skip(err)
+	}
+	kernel, err := os.ReadFile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := entryImageArm64EFI(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	efi := filepath.Join(dir, "esp", "EFI", "BOOT")
+	os.MkdirAll(efi, 0o755)
+	if err := os.WriteFile(filepath.Join(efi, "BOOTAA64.EFI"), probe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	esp := filepath.Join(dir, "esp.img")
+	for _, cmd := range [][]string{{"mkfs.vfat", "-C", esp, "16384"}, {"mcopy", "-i", esp, "-s", filepath.Join(dir, "esp", "EFI"), "::/"}} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cmd[0], err, out)
+		}
+	}
+	disk := filepath.Join(dir, "disk.img")
+	if _, err := gpt.Write(disk, "uefi-entry", []gpt.Partition{{Name: "esp", Type: gpt.TypeESP, Src: esp}}); err != nil {
+		t.Fatal(err)
+	}
+	vars := filepath.Join(dir, "vars.fd")
+	if _, err := NewFirmwareVars(ArchArm64, vars); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Arch: ArchArm64, BootDisk: true, FirmwareVars: vars, Disks: []Disk{{Path: disk, ReadOnly: true}},
+		CPURate: DefaultCPURate, Deterministic: true}
+	for _, boot := range []string{"blank variables", "kept variables"} {
+		entry, err := readEntryArm64(ctxFor(t, 5*time.Minute), c, "")
+		if err != nil {
+			t.Fatalf("%s: %v", boot, err)
+		}
+		if entry <= 0 || entry > 2*time.Second {
+			t.Errorf("%s: the kernel's EFI entry %v after power-on: want the firmware's work, without its 5 s boot-menu wait", boot, entry)
+		}
+		t.Logf("device clock, 1 GIPS, %s: AAVMF hands over to the kernel's EFI entry %v after power-on", boot, entry)
+	}
 }

@@ -134,6 +134,9 @@ func KernelEntry(ctx context.Context, c Config) (time.Duration, error) {
 	if c.CPURate == 0 {
 		return 0, errors.New("vm: the kernel's entry is measured on the device clock (a CPU rate)")
 	}
+	if c.BootDisk {
+		return 0, errors.New("vm: the kernel entry probe replaces a directly booted kernel (Kernel); with BootDisk the firmware boots the disk's own")
+	}
 	kernel, err := os.ReadFile(c.Kernel)
 	if err != nil {
 		return 0, fmt.Errorf("vm: kernel entry probe: %w", err)

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,6 +78,9 @@ func TestDeviceClockArgs(t *testing.T) {
 func TestEntryKernelRefusesOtherFiles(t *testing.T) {
 	if _, err := entryKernel([]byte("#!/bin/sh\necho not a kernel\n")); err == nil || !strings.Contains(err.Error(), "neither") {
 		t.Errorf("a script: %v", err)
+	}
+	if _, err := KernelEntry(context.Background(), Config{Arch: ArchArm64, BootDisk: true, CPURate: DefaultCPURate}); err == nil || !strings.Contains(err.Error(), "BootDisk") {
+		t.Errorf("a board booting its disk: %v, want a refusal naming BootDisk", err)
 	}
 }
 

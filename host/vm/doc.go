@@ -19,9 +19,10 @@
 // firmware (Config.Firmware); with Config.BootDisk no -kernel at all: the
 // firmware boots the first disk (OVMF: the disk's UKI). A UEFI board
 // (Config.FirmwareVars) has its firmware as two pflash chips, OVMFCode
-// read-only and its own copy of OVMFVars (NewFirmwareVars) writable, so
-// the boot variables persist from boot to boot; Config.Watchdog adds an
-// i6300esb. virtio-blk disks
+// read-only and its own copy of OVMFVars (NewFirmwareVars; UEFIOf names
+// each board's firmware) writable, so the boot variables persist from
+// boot to boot; a store of another firmware's size is refused.
+// Config.Watchdog adds an i6300esb. virtio-blk disks
 // with the storage model's throttling, user networking with host ports
 // forwarded on 127.0.0.1, virtio-rng (Go's runtime wants getrandom
 // early). CPU model host under KVM and max under TCG, which emulates CLWB
@@ -82,6 +83,7 @@
 // KVM), the console on the PL011 (console=ttyAMA0), and no firmware: QEMU's
 // boot stub enters the Image at power-on (KernelEntry reads the virtual
 // counter there: 0 ns), with a device tree; PSCI powers off and resets.
+// With BootDisk it is a UEFI board instead (below).
 // The Cortex-A76 (the Pi 5's core) over QEMU's max, which adds features no
 // board of ours has and TCG emulates slowly (pointer authentication, SVE,
 // MTE), and over the Pi 3's Cortex-A53, whose ARMv8.0 lacks DC CVAP: the
@@ -115,7 +117,8 @@
 //     Measured on the device clock at 1 GIPS (a 64 MiB region, init
 //     mounting it dax=always, no disk or network): init starts 38.0 ms after power-on with the
 //     device-tree region, 448.1 ms through UEFI with the NVDIMM (414.5 ms
-//     through UEFI without pmem: 33.6 ms are the NFIT's).
+//     through UEFI without pmem: 33.6 ms are the NFIT's). They are the
+//     UEFI board's pmem (below), and refused on a direct boot.
 //
 // A device-tree region is synchronous, as the pc board's e820 regions are:
 // MAP_SYNC is accepted, pheap runs in mode dax and flushes with DC CVAP.
@@ -123,6 +126,27 @@
 // QEMU counts the regions as RAM when it places the initramfs and the
 // tree (at half the RAM, at most 128 MiB in): vm refuses an initramfs
 // that would reach the pmem.
+//
+// The arm64 UEFI board (BootDisk; Firmware AAVMFCode, the default, and
+// FirmwareVars a copy of AAVMFVars) is what an A/B update needs, as the
+// pc board with OVMF is: AAVMF (EDK II for the virt machine) from two 64
+// MiB pflash chips boots the disk's EFI/BOOT/BOOTAA64.EFI or the Boot####
+// entry its variables choose; no -kernel, no -dtb. The firmware hands the
+// kernel ACPI tables and no device tree, so its pmem are NVDIMMs
+// (PmemNVDIMM, virt's nvdimm=on; device-tree regions are refused there):
+// the kernel's NFIT driver finds them, /dev/pmem0 and pmem1 in order with
+// the fsdax personality from format/fsdax's info blocks, MAP_SYNC is
+// accepted, pheap runs in mode dax (TestRunUEFIUpdateArm64, kv's /stats).
+// -boot menu=on,splash-time=0, because without it AAVMF waits 5 s for a
+// key before it boots a disk (QEMU 7.2 gives it the wait to use only with
+// menu=on). Measured on the device clock at 1 GIPS: AAVMF enters the
+// kernel's EFI stub 0.42 s after power-on (0.43 s at the first boot,
+// which formats the blank store; 5.43 s with the wait: TestArm64UEFIEntry,
+// the Image itself as BOOTAA64.EFI with the probe at its EFI entry), and
+// the appliance's init starts 0.66 s after power-on, against 0.14 s
+// booted directly (a Slots 2 image, nvboot run -clock device). The
+// counter counts from power-on, firmware included, so the device clock
+// places every mark as on the direct boot.
 //
 // Storage models (storage.go), QEMU block throttling: sd (UHS-I A1:
 // 40 MiB/s and 1500 IOPS read, 15 MiB/s and 500 IOPS write), emmc, nvme,
@@ -179,6 +203,9 @@
 //     when the rate halves), TestEntryKernelRefusesOtherFiles,
 //     TestStorageModelUnderDeviceClock (how far QEMU's throttle alone is from
 //     the model on guest time).
+//   - The arm64 UEFI board: its command line and refusals,
+//     TestArgsArm64UEFI; AAVMF boots the disk's EFI application and hands
+//     over without its boot-menu wait, TestArm64UEFIEntry.
 //   - The arm64 board: its command line and refusals, TestArgsArm64; the
 //     device tree's pmem nodes, read back by dtc, TestFDTAddPmem,
 //     TestFDTAddPmemRefuses, FuzzFDTAddPmem; the kernel mounts the
@@ -201,7 +228,8 @@
 //     and wait on the host's clock (docs/DEVICE-CLOCK.md for what that costs
 //     under -icount).
 //   - Timer and idle behaviour is QEMU's pc and virt machines', not a board's.
-//   - The arm64 board has no UEFI firmware yet (BootDisk, Firmware and
-//     FirmwareVars are the pc board's), no KVM, and no pmem but device-tree
-//     regions.
+//   - The arm64 board has no KVM; its UEFI firmware boots only the disk
+//     (no -kernel handed to the firmware), so KernelEntry's probe measures
+//     direct boots only (TestArm64UEFIEntry measures AAVMF's handover on a
+//     disk of its own).
 package vm

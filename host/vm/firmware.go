@@ -20,6 +20,12 @@ const (
 	// board (Config.FirmwareVars, NewFirmwareVars).
 	OVMFCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 	OVMFVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	// AAVMFCode and AAVMFVars are EDK II's UEFI firmware for QEMU's arm64
+	// virt board (Debian package qemu-efi-aarch64), split alike: each a
+	// 64 MiB image, the size of the board's two flash chips. With BootDisk
+	// it boots the first disk's EFI/BOOT/BOOTAA64.EFI.
+	AAVMFCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
+	AAVMFVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
 	// QBoot is qboot (package qemu-system-data): no option ROMs, no boot
 	// menu, straight to the -kernel QEMU hands it.
 	QBoot = "/usr/share/qemu/qboot.rom"
@@ -93,18 +99,56 @@ func flashArgs(code, vars string) ([]string, error) {
 		"-drive", "if=pflash,format=raw,unit=1,file=" + vars}, nil
 }
 
-// NewFirmwareVars makes path a blank UEFI variable store (a copy of
-// OVMFVars), a new board's NVRAM, unless path already is one: a board
-// keeps its variables from boot to boot. It says whether it made one.
-func NewFirmwareVars(path string) (bool, error) {
-	if _, err := os.Stat(path); err == nil {
+// UEFI is a board's UEFI firmware split as the board's flash holds it.
+type UEFI struct {
+	Name    string // OVMF, AAVMF
+	Code    string // the code image (Config.Firmware)
+	Vars    string // the blank variable store each board's copy starts as (Config.FirmwareVars)
+	Package string // the Debian package that installs both
+}
+
+// UEFIOf is the UEFI firmware of arch's board (Config.Arch): OVMF on the
+// pc board, AAVMF on the virt board.
+func UEFIOf(arch string) UEFI {
+	if arch == ArchArm64 {
+		return UEFI{"AAVMF", AAVMFCode, AAVMFVars, "qemu-efi-aarch64"}
+	}
+	return UEFI{"OVMF", OVMFCode, OVMFVars, "ovmf"}
+}
+
+// Installed says whether both of u's images are there, naming the
+// package that installs them when not.
+func (u UEFI) Installed() error {
+	for _, p := range []string{u.Code, u.Vars} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("no %s (UEFI firmware for QEMU): %w (install Debian package %s)", u.Name, err, u.Package)
+		}
+	}
+	return nil
+}
+
+// NewFirmwareVars makes path a blank UEFI variable store for arch's board
+// (a copy of UEFIOf(arch).Vars), a new board's NVRAM, unless path already
+// is one: a board keeps its variables from boot to boot. A store of
+// another size is another firmware's (OVMF's is 528 KiB, AAVMF's 64 MiB)
+// and is refused, not replaced. It says whether it made one.
+func NewFirmwareVars(arch, path string) (bool, error) {
+	u := UEFIOf(arch)
+	blank, err := os.Stat(u.Vars)
+	if err != nil {
+		return false, fmt.Errorf("vm: the blank UEFI variable store: %w (Debian package %s)", err, u.Package)
+	}
+	if st, err := os.Stat(path); err == nil {
+		if st.Size() != blank.Size() {
+			return false, fmt.Errorf("vm: firmware variable store %s is %d bytes, %s's is %d: the store of another board's firmware (remove it, and the board starts with blank variables)", path, st.Size(), u.Name, blank.Size())
+		}
 		return false, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return false, fmt.Errorf("vm: firmware variable store: %w", err)
 	}
-	b, err := os.ReadFile(OVMFVars)
+	b, err := os.ReadFile(u.Vars)
 	if err != nil {
-		return false, fmt.Errorf("vm: the blank UEFI variable store: %w (Debian package ovmf)", err)
+		return false, fmt.Errorf("vm: the blank UEFI variable store: %w (Debian package %s)", err, u.Package)
 	}
 	// Whole or not at all: a store cut short would not be the firmware's.
 	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {

@@ -70,25 +70,42 @@ func TestBootArgs(t *testing.T) {
 	}
 }
 
-// NewFirmwareVars makes a blank store once and then keeps it: a board's
-// variables persist.
+// NewFirmwareVars makes a blank store once, the board's firmware's, and
+// then keeps it: a board's variables persist. A store of another
+// firmware's size is refused, named, and left as it is.
 func TestNewFirmwareVars(t *testing.T) {
-	if _, err := os.Stat(OVMFVars); err != nil {
-		t.Skipf("no split OVMF: %v", err)
+	for _, arch := range []string{ArchX86_64, ArchArm64} {
+		u := UEFIOf(arch)
+		if err := u.Installed(); err != nil {
+			t.Logf("%s: %v", arch, err)
+			continue
+		}
+		p := filepath.Join(t.TempDir(), "vars.fd")
+		if made, err := NewFirmwareVars(arch, p); err != nil || !made {
+			t.Fatalf("%s, first: %v, %v; want made", arch, made, err)
+		}
+		want, _ := os.ReadFile(u.Vars)
+		got, _ := os.ReadFile(p)
+		if string(got) != string(want) {
+			t.Fatalf("%s: not a copy of %s", arch, u.Vars)
+		}
+		got[len(got)-1] ^= 1 // what the board wrote
+		os.WriteFile(p, got, 0o644)
+		if made, err := NewFirmwareVars(arch, p); err != nil || made {
+			t.Fatalf("%s, second: %v, %v; want kept", arch, made, err)
+		}
+		if now, _ := os.ReadFile(p); string(now) != string(got) {
+			t.Errorf("%s: an existing store was replaced", arch)
+		}
+		os.WriteFile(p, []byte("another firmware's variables"), 0o644)
+		if _, err := NewFirmwareVars(arch, p); err == nil || !strings.Contains(err.Error(), "another board's firmware") || !strings.Contains(err.Error(), u.Name) {
+			t.Errorf("%s, a store of another size: %v, want a refusal naming %s", arch, err, u.Name)
+		}
+		if now, _ := os.ReadFile(p); string(now) != "another firmware's variables" {
+			t.Errorf("%s: a refused store was changed", arch)
+		}
 	}
-	p := filepath.Join(t.TempDir(), "vars.fd")
-	if made, err := NewFirmwareVars(p); err != nil || !made {
-		t.Fatalf("first: %v, %v; want made", made, err)
-	}
-	want, _ := os.ReadFile(OVMFVars)
-	if got, _ := os.ReadFile(p); string(got) != string(want) {
-		t.Fatal("not a copy of the blank store")
-	}
-	os.WriteFile(p, []byte("the board's variables"), 0o644)
-	if made, err := NewFirmwareVars(p); err != nil || made {
-		t.Fatalf("second: %v, %v; want kept", made, err)
-	}
-	if got, _ := os.ReadFile(p); string(got) != "the board's variables" {
-		t.Error("an existing store was replaced")
+	if u := (UEFI{Name: "X", Code: "/nonexistent/code.fd", Vars: "/nonexistent/vars.fd", Package: "pkg-x"}); u.Installed() == nil || !strings.Contains(u.Installed().Error(), "pkg-x") {
+		t.Errorf("missing firmware: %v, want the package named", u.Installed())
 	}
 }

@@ -53,18 +53,20 @@ type Config struct {
 	// Stdin, when set, is fed to the serial console (nvboot run's terminal).
 	Stdin io.Reader
 	// PmemAs is how the NVDIMMs reach the guest: PmemE820 or PmemNVDIMM
-	// (the default); on arm64 PmemDeviceTree, the only one there.
+	// (the default); on arm64 PmemDeviceTree (the default), or PmemNVDIMM
+	// with UEFI firmware, which describes the board by ACPI.
 	PmemAs string
 	Extra  []string // more QEMU arguments, appended last
 	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
 	// OVMF). "": qboot where it is installed and the kernel is booted
 	// directly (it hands over to a -kernel in 0.4-0.6 ms of guest time at
 	// 1 GIPS, SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS).
-	// "seabios": QEMU's default.
+	// "seabios": QEMU's default. On arm64 only UEFI firmware, and only
+	// to boot the disk (BootDisk; "" is then AAVMFCode).
 	Firmware string
 	// BootDisk boots the machine as a board boots: no -kernel, the
 	// firmware loads what the disks hold (UEFI firmware: the first disk's
-	// EFI/BOOT/BOOTX64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
+	// EFI/BOOT/BOOTX64.EFI, on arm64 BOOTAA64.EFI). Kernel, Initrd and Cmdline stay empty, and vm
 	// adds no console settings: the command line is the disk's.
 	BootDisk bool
 	// NoACPI gives the board no ACPI tables (-machine acpi=off), as on an
@@ -75,9 +77,9 @@ type Config struct {
 	// ends it with a reset, which -no-reboot turns into QEMU's exit.
 	// NVDIMMs (found through ACPI's NFIT) and BootDisk (UEFI) need ACPI.
 	NoACPI bool
-	// FirmwareVars, with Firmware a UEFI code image (OVMFCode), runs the
-	// firmware from two flash chips as a board holds it: Firmware
-	// read-only, FirmwareVars (a copy of OVMFVars: NewFirmwareVars) the
+	// FirmwareVars, with Firmware a UEFI code image (OVMFCode, AAVMFCode),
+	// runs the firmware from two flash chips as a board holds it: Firmware
+	// read-only, FirmwareVars (a copy of OVMFVars or AAVMFVars: NewFirmwareVars) the
 	// writable variable store, where BootOrder, BootNext and the Boot####
 	// entries persist from boot to boot. "": Firmware is one -bios image.
 	FirmwareVars string
@@ -375,9 +377,10 @@ func Start(ctx context.Context, c Config) (*Machine, error) {
 		return nil, err
 	}
 	// The arm64 board's device tree: QEMU's for this machine, compacted,
-	// its pmem regions added (arm64.go).
+	// its pmem regions added (arm64.go). Not with UEFI firmware, which
+	// gives the kernel ACPI tables instead.
 	var tmp string
-	if c.Arch == ArchArm64 {
+	if c.Arch == ArchArm64 && !c.uefiArm64() {
 		if tmp, err = os.MkdirTemp("", "nvboot-dtb-"); err != nil {
 			return nil, fmt.Errorf("vm: %w", err)
 		}

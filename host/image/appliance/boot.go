@@ -161,29 +161,38 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 	return c, nil
 }
 
-// armBoard makes c QEMU's virt board for an arm64-virt image: the Image
-// booted directly by QEMU's boot stub (no firmware runs, so no Firmware
-// and no BootDisk: the arm64 UEFI boot is not built yet), the pmem regions
-// described by the device tree (vm.PmemDeviceTree: the virt board has no
-// e820, and plugs NVDIMMs only with ACPI, which it gives a guest only
-// through UEFI firmware), the console on the PL011 (vm adds
-// console=ttyAMA0) and power-off through PSCI, so nvinit powers off as it
-// does on a board with ACPI (no nvboot.off=reset). PmemAs e820, the
-// default of nvboot's -pmem flag, means a board's persistent-RAM regions,
-// which on this board are the device tree's.
+// armBoard makes c QEMU's virt board for an arm64-virt image. Booted
+// directly: the Image entered by QEMU's boot stub (no firmware runs, so no
+// Firmware), the pmem regions described by the device tree
+// (vm.PmemDeviceTree: the virt board has no e820, and plugs NVDIMMs only
+// with ACPI, which it gives a guest only through UEFI firmware), the
+// console on the PL011 (vm adds console=ttyAMA0) and power-off through
+// PSCI, so nvinit powers off as it does on a board with ACPI (no
+// nvboot.off=reset). PmemAs e820, the default of nvboot's -pmem flag,
+// means a board's persistent-RAM regions, which on this board are the
+// device tree's. With BootDisk: UEFI firmware (AAVMF, or o.Firmware)
+// boots the disk's UKI, and the pmem are NVDIMMs the firmware's ACPI
+// tables describe (vm.PmemNVDIMM), as on the pc board.
 func armBoard(dir string, c *vm.Config, o BootOptions) error {
-	switch {
-	case o.BootDisk:
-		return fmt.Errorf("image %s: an arm64 image boots from its disk through UEFI firmware (QEMU_EFI.fd), which nvboot does not run for the virt board yet: boot its kernel directly (nvboot run -firmware direct)", dir)
-	case o.Firmware != "":
-		return fmt.Errorf("image %s: firmware %q: QEMU's boot stub enters an arm64 image's kernel directly; no firmware runs", dir, o.Firmware)
+	c.Arch = vm.ArchArm64
+	if o.BootDisk {
+		switch o.PmemAs {
+		case "", vm.PmemNVDIMM:
+		default:
+			return fmt.Errorf("image %s: pmem as %s with its disk booted through UEFI: the arm64 board's UEFI firmware describes it by ACPI, its pmem as NVDIMMs (leave PmemAs empty)", dir, o.PmemAs)
+		}
+		c.Firmware, c.PmemAs = cmp.Or(o.Firmware, vm.AAVMFCode), vm.PmemNVDIMM
+		return nil
+	}
+	if o.Firmware != "" {
+		return fmt.Errorf("image %s: firmware %q: QEMU's boot stub enters an arm64 image's kernel directly, and no firmware runs; UEFI firmware boots the disk (BootDisk: nvboot run -firmware uefi)", dir, o.Firmware)
 	}
 	switch o.PmemAs {
 	case "", vm.PmemE820, vm.PmemDeviceTree:
 	default:
-		return fmt.Errorf("image %s: pmem as %s: the arm64 board (QEMU's virt) gives its pmem as device-tree regions only (it plugs NVDIMMs only with ACPI, which it gives a guest only through UEFI firmware)", dir, o.PmemAs)
+		return fmt.Errorf("image %s: pmem as %s: the arm64 board (QEMU's virt) booting its kernel directly gives its pmem as device-tree regions only (it plugs NVDIMMs only with ACPI, which it gives a guest only through UEFI firmware: nvboot run -firmware uefi)", dir, o.PmemAs)
 	}
-	c.Arch, c.PmemAs = vm.ArchArm64, vm.PmemDeviceTree
+	c.PmemAs = vm.PmemDeviceTree
 	return nil
 }
 

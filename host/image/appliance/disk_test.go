@@ -240,8 +240,11 @@ func TestVMConfigDiskAsPmem(t *testing.T) {
 // Image entered directly, the text store and the state as device-tree pmem
 // regions (the default PmemAs, e820, standing for them), no ACPI to turn
 // off and no nvboot.off=reset (PSCI powers off), no kernel region; under
-// the device clock the disk is one more region, as on the pc board. UEFI,
-// firmware and NVDIMMs are refused by name, and so is a Pi image.
+// the device clock the disk is one more region, as on the pc board. With
+// BootDisk, AAVMF boots the disk's UKI, the pmem as NVDIMMs (ACPI NFIT),
+// no kernel or command line of the runner's. Firmware without BootDisk,
+// NVDIMMs on a direct boot and device-tree regions through UEFI are
+// refused by name, and so is a Pi image.
 func TestVMConfigArm64(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "img")
 	im := diskImage(t, dir)
@@ -277,13 +280,25 @@ func TestVMConfigArm64(t *testing.T) {
 	if len(c.NVDIMMs) != 3 || len(c.Disks) != 0 || !c.Deterministic || !strings.Contains(c.Cmdline, " root=/dev/pmem2p2") || c.Arch != vm.ArchArm64 {
 		t.Errorf("the disk as pmem on arm64: %+v", c)
 	}
+	for _, pm := range []string{"", vm.PmemNVDIMM} {
+		c, err = VMConfig(dir, im, BootOptions{BootDisk: true, PmemAs: pm})
+		if err != nil {
+			t.Fatalf("UEFI, PmemAs %q: %v", pm, err)
+		}
+		if c.Arch != vm.ArchArm64 || !c.BootDisk || c.Firmware != vm.AAVMFCode || c.PmemAs != vm.PmemNVDIMM || c.Kernel != "" || c.Cmdline != "" ||
+			len(c.NVDIMMs) != 2 || len(c.Disks) != 1 || c.Disks[0].Path != filepath.Join(dir, im.Disk) {
+			t.Errorf("UEFI, PmemAs %q: %+v", pm, c)
+		}
+	}
 	for name, tc := range map[string]struct {
 		o    BootOptions
 		want string
 	}{
-		"UEFI":     {BootOptions{BootDisk: true}, "UEFI firmware"},
-		"firmware": {BootOptions{Firmware: "seabios"}, `firmware "seabios"`},
-		"NVDIMMs":  {BootOptions{PmemAs: vm.PmemNVDIMM}, "device-tree regions only"},
+		"firmware":         {BootOptions{Firmware: "seabios"}, `firmware "seabios"`},
+		"firmware, kernel": {BootOptions{Firmware: vm.AAVMFCode}, "UEFI firmware boots the disk (BootDisk"},
+		"NVDIMMs":          {BootOptions{PmemAs: vm.PmemNVDIMM}, "device-tree regions only"},
+		"UEFI, regions":    {BootOptions{BootDisk: true, PmemAs: vm.PmemDeviceTree}, "its pmem as NVDIMMs"},
+		"UEFI, e820":       {BootOptions{BootDisk: true, PmemAs: vm.PmemE820}, "describes it by ACPI"},
 	} {
 		if _, err := VMConfig(dir, im, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("%s: %v, want an error naming the image and %q", name, err, tc.want)

@@ -162,10 +162,11 @@
 // # Boot path
 //
 // UEFI firmware boots the disk's removable-media path EFI/BOOT/BOOTX64.EFI
-// with no arguments. That file is a unified kernel image: systemd's EFI stub
-// (Debian's systemd-boot-efi) with sections added by objcopy: .osrel
-// (NAME=nvboot, the hostname), .cmdline, .initrd (initramfs layout), .linux
-// (the bzImage), each on a page after the stub's last one.
+// (arm64: BOOTAA64.EFI) with no arguments. That file is a unified kernel
+// image: systemd's EFI stub (Debian's systemd-boot-efi) with sections
+// added by objcopy: .osrel (NAME=nvboot, the hostname), .cmdline, .initrd
+// (initramfs layout), .linux (the bzImage or Image), each on a page after
+// the stub's last one.
 //
 //   - A UKI over the bare EFI-stub kernel: the kernel's stub takes its
 //     command line only from the firmware's load options, and firmware
@@ -192,7 +193,7 @@
 //
 // An arm64-virt image boots on QEMU's virt board (armBoard): QEMU's boot
 // stub enters the Image directly with the image's command line (no
-// firmware runs; the arm64 UEFI boot, BootDisk, is refused), vm adds
+// firmware runs; Firmware without BootDisk is refused), vm adds
 // console=ttyAMA0 (the PL011), and the text store, the state, the kernel
 // region and, under DiskAsPmem, the disk are device-tree pmem-region nodes
 // after the RAM
@@ -203,6 +204,12 @@
 // powers off through PSCI (no nvboot.off=reset). The kernel region holds
 // the Image itself (already uncompressed; the root's copy is
 // /lib/nvboot/Image), booted and charged as on the pc board (below).
+// With BootDisk the virt board is a UEFI board: AAVMF (vm.AAVMFCode, or
+// BootOptions.Firmware) boots disk.img's UKI, and the text store and
+// state are NVDIMMs its ACPI tables describe (vm.PmemNVDIMM; the firmware
+// gives the kernel no device tree, so device-tree regions and e820 are
+// refused): what nvboot run -firmware uefi and the A/B update run on
+// (docs/UPDATE.md).
 //
 // # Kernel on pmem
 //
@@ -335,10 +342,11 @@
 //     UEFI disk, reproducibly; kv runs under qemu-aarch64-static:
 //     TestBuildArm64. Its board: TestVMConfigArm64; booted by nvboot run,
 //     kv keeps a key in pheap's dax mode across a power-off: TestRunArm64
-//     (host/nvbootcmd). Another machine's service, an x86 kernel, a Pi
-//     card with a layout that needs pmem or a kernel of its own, and the
-//     Pi's board with another target are refused before anything is
-//     built: TestBuildRefusesMixedMachines. The UKI of each machine:
+//     (host/nvbootcmd); through AAVMF, updated A/B and deployed to:
+//     TestRunUEFIUpdateArm64 (host/nvbootcmd). Another machine's service,
+//     an x86 kernel, a Pi card with a layout that needs pmem or a kernel of
+//     its own, and the Pi's board with another target are refused before
+//     anything is built: TestBuildRefusesMixedMachines. The UKI of each machine:
 //     TestWriteUKI, TestPEChecksumMatchesTheToolchain.
 //   - The base leaves out what a service's change makes differ and
 //     changes with anything else on the root: TestBase.
@@ -379,16 +387,15 @@
 //
 // # Limits
 //
-//   - amd64-pc, arm64-virt and arm64-rpi. An arm64-virt image boots in
-//     QEMU only directly (-kernel): the virt board's UEFI boot of its disk
-//     is not run yet. A Pi card (elf layout, the kernel package's kernel)
-//     boots in QEMU's raspi3b in tests only, with the firmware played
-//     (internal/testutil/raspi); no real Pi has booted one.
+//   - amd64-pc, arm64-virt and arm64-rpi. A Pi card (elf layout, the
+//     kernel package's kernel) boots in QEMU's raspi3b in tests only, with
+//     the firmware played (internal/testutil/raspi); no real Pi has booted
+//     one.
 //   - The Buildroot and Yocto trees (Assemble) are amd64's.
 //   - The board firmware that boots the kernel region is modelled, not
 //     shipped: a real board boots the card's UKI.
-//   - The UKI is unsigned (no Secure Boot); only OVMF in QEMU is tested,
-//     not a real board's firmware.
+//   - The UKI is unsigned (no Secure Boot); only OVMF and AAVMF in QEMU
+//     are tested, not a real board's firmware.
 //   - The disk's data partition has no use yet.
 //   - With a u-root userland, nvboot run's Ctrl-C goes to nvboot, which
 //     powers off, so a command in the guest shell cannot be interrupted
