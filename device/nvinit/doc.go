@@ -35,7 +35,9 @@
 //	probeFirstAnswer  as PID 1: the answered mark, when asked
 //	startSlots        as PID 1 on a slotted image: watchdog, boot entries,
 //	                  the test boot (update.SlotBoot)
-//	supervise         the services, the update endpoint, the shell; until
+//	supervise         the services (and nvpull, with the config's Pull:
+//	                  pull.go), the update endpoint (on the network with
+//	                  Update, on a local socket for nvpull), the shell; until
 //	                  SIGTERM (power off) or SIGINT (reboot, Ctrl-Alt-Del),
 //	                  poweroff or reboot typed on the console, or, with
 //	                  Poweroff, every service gone for good; mark shutdown
