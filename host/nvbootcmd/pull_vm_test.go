@@ -1,0 +1,173 @@
+package nvbootcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/appliance"
+	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/vm"
+	"github.com/nvboot/nvboot/host/vm/vmtest"
+	"github.com/nvboot/nvboot/internal/testutil/buildtest"
+	"github.com/nvboot/nvboot/internal/testutil/registry"
+)
+
+// pullConfig writes the demo's config pulling from reg (as a QEMU guest
+// reaches it) every poll, kv built with flags, at version, into dir: the
+// same file each time, as a user edits theirs.
+func pullConfig(t *testing.T, dir string, reg *registry.Registry, poll, version string, flags ...string) string {
+	t.Helper()
+	c := config.Demo()
+	pc := c.PackageConfig[kvPackage]
+	pc.GoBuildFlags = flags
+	c.PackageConfig[kvPackage] = pc
+	c.Version = version
+	c.Update = &config.Update{HTTPPassword: "test", Registry: &config.Registry{Repository: reg.GuestHost() + "/fleet/kv", Tag: "stable",
+		PollInterval: poll, Credentials: reg.DockerConfigFor(t, reg.GuestHost()), CACert: reg.CAFile}}
+	p := filepath.Join(dir, "appliance.json")
+	if err := c.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// pullStatus asks the appliance what its puller says, through nvboot
+// status -json.
+func pullStatus(t *testing.T, cfg, url string) (*statusReport, error) {
+	t.Helper()
+	stdout, stderr, err := execute("status", "-json", "-config", cfg, url)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, stderr)
+	}
+	var r statusReport
+	return &r, json.Unmarshal([]byte(stdout), &r)
+}
+
+// waitRunning polls nvboot status until the puller says the appliance runs
+// digest, or fails the test after d.
+func waitRunning(t *testing.T, m *vm.Machine, cfg, url, digest string, d time.Duration) *contract.PullStatus {
+	t.Helper()
+	var last *statusReport
+	var lastErr error
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		last, lastErr = pullStatus(t, cfg, url)
+		if lastErr == nil && last.Pull != nil && last.Pull.Running != nil && last.Pull.Running.Digest == digest {
+			return last.Pull
+		}
+	}
+	b, _ := json.MarshalIndent(last, "", "  ")
+	t.Fatalf("the appliance does not run %s after %v: %v\n%s\nconsole:\n%s", digest, d, lastErr, b, m.Console())
+	return nil
+}
+
+// TestPullConverges pushes the demo (kv) to a real registry (CNCF
+// Distribution, htpasswd and TLS, on the host's loopback: 10.0.2.2 for the
+// guest), boots it pulling from there, and writes to kv. The puller finds
+// it runs what the tag names, fetching no blob. Then kv changed is pushed:
+// the appliance converges through the deploy path (no reboot), fetching
+// from the registry exactly kv's header file and text (by the registry's
+// access log and by nvpull's status), kv answers with its new version, and
+// the acknowledged write reads back.
+func TestPullConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU, builds two images")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	kernel := vmtest.Kernel(t)
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	cfgDir := t.TempDir()
+	ref := reg.Host + "/fleet/kv:stable"
+	const poll = "2s"
+	img := filepath.Join(t.TempDir(), "img")
+	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
+	im, err := appliance.ReadImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, kvURL, upURL := bootDeployable(t, img, im, false)
+	cfg := filepath.Join(cfgDir, "appliance.json")
+	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the pull"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT: %v %v", resp, err)
+	}
+	st := waitRunning(t, m, cfg, upURL, res1.Digest, 3*time.Minute)
+	if st.LastInstall != nil {
+		t.Errorf("the image it booted was installed again: %+v", st.LastInstall)
+	}
+	for _, g := range reg.BlobGets() {
+		t.Logf("before v2 the registry served %s (%d, %d bytes)", g.Digest, g.Status, g.Bytes)
+	}
+
+	// kv changed, pushed: converges by deploy.
+	mark := len(reg.BlobGets())
+	start := time.Now()
+	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	pushedAt := time.Since(start)
+	st = waitRunning(t, m, cfg, upURL, res2.Digest, 3*time.Minute)
+	converged := time.Since(start)
+	li := st.LastInstall
+	if st.Running.Path != contract.PullDeploy || li == nil || li.Result != contract.PullInstalled || len(li.Services) != 1 ||
+		li.Services[0].Service != "kv" || li.Services[0].Result != contract.DeployKept {
+		t.Fatalf("v2 installed: %+v, %+v", st.Running, li)
+	}
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
+		t.Fatalf("after the pull kv answers %d, version %q; want version 2\n%s", code, ver, m.Console())
+	}
+	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the pull" {
+		t.Fatalf("the acknowledged write after the pull: %d %q", code, v)
+	}
+	// What changed is kv's header file and text: exactly what came.
+	repo := readBack(t, reg, "fleet/kv")
+	var man ocispec.Manifest
+	desc, err := repo.Resolve(context.Background(), "stable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(fetch(t, repo, desc), &man); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	var wantBytes int64
+	for _, l := range man.Layers {
+		if l.Annotations[contract.AnnotationProgram] == "kv" {
+			want = append(want, l.Digest.String())
+			wantBytes += l.Size
+			for _, t2 := range man.Layers {
+				if t2.Digest.Encoded() == l.Annotations[contract.AnnotationText] {
+					want = append(want, t2.Digest.String())
+					wantBytes += t2.Size
+				}
+			}
+		}
+	}
+	if !slices.Equal(li.Blobs, want) || li.Downloaded != wantBytes {
+		t.Errorf("nvpull downloaded %v (%d bytes); want kv's header file and text %v (%d bytes)", li.Blobs, li.Downloaded, want, wantBytes)
+	}
+	var served []string
+	image := map[string]bool{}
+	for _, l := range append(man.Layers, man.Config) {
+		image[l.Digest.String()] = true
+	}
+	for _, g := range reg.BlobGets()[mark:] {
+		if image[g.Digest] {
+			served = append(served, g.Digest)
+		}
+	}
+	if !slices.Equal(served, want) {
+		t.Errorf("the registry served %v of the image; want %v", served, want)
+	}
+	t.Logf("figures: poll %s; push of v2 %v, converged %v after the push began; pulled %d bytes of a %d-byte image (%.4f); kv down %v, ready %v; %s",
+		poll, pushedAt.Round(time.Millisecond), converged.Round(time.Millisecond), li.Downloaded, res2.Bytes, float64(li.Downloaded)/float64(res2.Bytes),
+		li.Services[0].Downtime, li.Services[0].Ready, m.Accel)
+}
