@@ -81,6 +81,9 @@
 //     while the tag names it.
 //   - Every service runs its old program or a new one that became ready
 //     (the endpoint's trial); a rolled-back service refuses the image.
+//   - An A/B update is recorded running only once the new slot's boot is
+//     committed; the old slot booted again refuses it (TestPullABUpdate,
+//     device/update).
 //
 // # Limits
 //
