@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -170,4 +171,101 @@ func TestPullConverges(t *testing.T) {
 	t.Logf("figures: poll %s; push of v2 %v, converged %v after the push began; pulled %d bytes of a %d-byte image (%.4f); kv down %v, ready %v; %s",
 		poll, pushedAt.Round(time.Millisecond), converged.Round(time.Millisecond), li.Downloaded, res2.Bytes, float64(li.Downloaded)/float64(res2.Bytes),
 		li.Services[0].Downtime, li.Services[0].Ready, m.Accel)
+}
+
+// fleetSize is the fleet TestPullFleet boots.
+const fleetSize = 4
+
+// TestPullFleet boots four appliances of one image on the device clock,
+// each its own copy of the disk and pmem, all following one tag; kv
+// changed is pushed, and every appliance converges through the deploy
+// path, each fetching kv's header file and text alone (by its status; the
+// registry served each of the two four times). The figures: the
+// poll interval, the wall time from the push's end to the last appliance
+// serving v2, and each appliance's install on its own clock.
+func TestPullFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots four QEMUs, builds two images")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	kernel := vmtest.Kernel(t)
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	cfgDir := t.TempDir()
+	ref := reg.Host + "/fleet/kv:stable"
+	const poll = "5s"
+	img := filepath.Join(t.TempDir(), "img")
+	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
+	cfg := filepath.Join(cfgDir, "appliance.json")
+	type box struct {
+		m            *vm.Machine
+		kvURL, upURL string
+	}
+	fleet := make([]box, fleetSize)
+	for i := range fleet {
+		dir := filepath.Join(t.TempDir(), "img")
+		if out, err := exec.Command("cp", "-a", "--sparse=always", img, dir).CombinedOutput(); err != nil {
+			t.Fatalf("copying the image: %v\n%s", err, out)
+		}
+		im, err := appliance.ReadImage(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvPort, upPort := freePort(t), freePort(t)
+		vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{CPURate: vm.DefaultCPURate,
+			Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: contract.DefaultUpdatePort}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		t.Cleanup(cancel)
+		m, err := vm.Start(ctx, vc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Kill)
+		fleet[i] = box{m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)}
+	}
+	for i, b := range fleet {
+		waitRunning(t, b.m, cfg, b.upURL, res1.Digest, 8*time.Minute)
+		req, _ := http.NewRequest(http.MethodPut, b.kvURL+"/kv/box", strings.NewReader(fmt.Sprint(i)))
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("appliance %d: PUT: %v %v", i, resp, err)
+		}
+	}
+	mark := len(reg.BlobGets())
+	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	pushedAt := time.Now()
+	var want []string
+	for i, b := range fleet {
+		st := waitRunning(t, b.m, cfg, b.upURL, res2.Digest, 5*time.Minute)
+		li := st.LastInstall
+		if li == nil || li.Path != contract.PullDeploy || li.Result != contract.PullInstalled || len(li.Blobs) != 2 {
+			t.Fatalf("appliance %d: %+v", i, li)
+		}
+		if want == nil {
+			want = li.Blobs
+		} else if !slices.Equal(li.Blobs, want) {
+			t.Errorf("appliance %d fetched %v, appliance 0 %v", i, li.Blobs, want)
+		}
+		if code, _, ver := kvGet(t, b.kvURL, "/healthz"); code != 200 || ver != "2" {
+			t.Errorf("appliance %d: kv answers %d, version %q", i, code, ver)
+		}
+		if code, v, _ := kvGet(t, b.kvURL, "/kv/box"); code != 200 || v != fmt.Sprint(i) {
+			t.Errorf("appliance %d: the acknowledged write reads %d %q", i, code, v)
+		}
+		t.Logf("appliance %d: installed on its clock in %v (polled at %s), pulled %d bytes, kv down %v", i, li.Ended.Sub(li.Started).Round(time.Millisecond),
+			li.Started.UTC().Format(time.RFC3339), li.Downloaded, li.Services[0].Downtime)
+	}
+	converged := time.Since(pushedAt)
+	served := map[string]int{}
+	for _, g := range reg.BlobGets()[mark:] {
+		served[g.Digest]++
+	}
+	for _, d := range want {
+		if served[d] != fleetSize {
+			t.Errorf("the registry served %s %d times, want once per appliance (%d)", d, served[d], fleetSize)
+		}
+	}
+	t.Logf("figures: %d appliances, poll %s; every one served v2 %v after the push ended (wall clock, all four on the device clock under TCG)", fleetSize, poll, converged.Round(time.Millisecond))
 }
