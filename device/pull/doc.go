@@ -29,7 +29,8 @@
 //     an A/B update the root filesystem and the inactive slot's boot
 //     partition. Each blob is hashed as it streams and kept only when it
 //     matches its digest.
-//  5. Install through the endpoint on the local socket: each service's
+//  5. Install through the endpoint on the local socket (never during a
+//     test boot: the committed slot is the way back): each service's
 //     deploy with its trial (kept only if ready, else rolled back and the
 //     image refused); or the slot writes, read back, the test boot, the
 //     reboot, and at the next start the commit awaited (or the old slot

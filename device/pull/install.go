@@ -24,9 +24,19 @@ func (p *Puller) install(ctx context.Context, im *Image, dec Decision) error {
 	s.LastInstall = inst
 	p.saveOrLog()
 	var err error
-	if dec.Path == contract.PullDeploy {
+	if p.Init.Slots != nil {
+		// Nothing changes during a test boot (one nvboot update started,
+		// say): the committed slot is the way back, and what it runs.
+		var f *contract.Features
+		if f, err = p.Endpoint.Features(ctx); err == nil && f.Slot != "" && !f.Committed {
+			err = errors.New("a test boot is under way: the install waits for its commit")
+		}
+	}
+	switch {
+	case err != nil:
+	case dec.Path == contract.PullDeploy:
 		err = p.deploy(ctx, im, dec, inst)
-	} else {
+	default:
 		err = p.update(ctx, im, inst)
 	}
 	if inst.Result != contract.PullTestBoot {
@@ -37,6 +47,14 @@ func (p *Puller) install(ctx context.Context, im *Image, dec Decision) error {
 			inst.Result = contract.PullFailed
 		}
 		inst.Reason, inst.Ended = err.Error(), p.now()
+		var r *RefusedError
+		if errors.As(err, &r) {
+			// Not tried again: what it downloaded goes. (A download cut
+			// short, or damaged, stays to resume.)
+			if kerr := p.blobs.Keep(nil); kerr != nil {
+				p.logf("removing the downloaded blobs: %v", kerr)
+			}
+		}
 		return p.refused(im.Digest, im.Version, err)
 	}
 	return nil
@@ -152,9 +170,6 @@ func (p *Puller) update(ctx context.Context, im *Image, inst *contract.PullInsta
 	}
 	if !slices.Contains(f.Features, "update") {
 		return &RefusedError{fmt.Sprintf("image %s needs an A/B update, and this boot serves none (booted without UEFI on its slots?)", short(im.Digest))}
-	}
-	if !f.Committed {
-		return errors.New("a test boot is under way: the update waits for its end")
 	}
 	slot := "a"
 	if f.Slot == "a" {
