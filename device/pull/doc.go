@@ -74,7 +74,8 @@
 //     (TestPullRefuses, TestPullFaults, TestBlobsDigestMismatch).
 //   - A blob is in blobs/ only whole and matching its digest; a download
 //     cut short resumes at its last checkpoint, fetching only the rest
-//     (TestBlobsResume), and one without room is refused before it starts
+//     (TestBlobsResume; in QEMU, a power cut: TestPullPowerCutResumes,
+//     host/nvbootcmd), and one without room is refused before it starts
 //     (TestBlobsNoRoom).
 //   - Only what the appliance lacks is fetched: a deploy's header files
 //     and the texts the store lacks, nothing for the image it runs
