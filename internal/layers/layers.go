@@ -116,7 +116,6 @@ var owner = map[string]string{
 	"host/nvbootcmd": "cmd/nvboot",
 	"host/off2fcmd":  "cmd/off2f",
 	"device/poolctl": "cmd/poolctl",
-	"device/pull":    "cmd/nvpull",
 }
 
 // Allowed says whether package from may import package to; test says the
