@@ -3,6 +3,7 @@ package appliance
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -50,6 +51,17 @@ func (b *builder) base(st staging, im *Image) error {
 	skip := []string{contract.FallbackDir, contract.Manifest, contract.StoreImage, contract.ImageIDPath, contract.VersionPath, contract.BasePath}
 	for _, s := range im.Services {
 		skip = append(skip, s.Path)
+	}
+	// And the services nvinit's config in the tree names: an assembled
+	// tree's image knows its services only from there, and its base must
+	// be nvboot build's for the same tree.
+	if raw, err := os.ReadFile(filepath.Join(st.root, contract.InitConfigPath[1:])); err == nil {
+		var ic contract.InitConfig
+		if json.Unmarshal(raw, &ic) == nil {
+			for _, s := range ic.Services {
+				skip = append(skip, s.Path)
+			}
+		}
 	}
 	h := sha256.New()
 	err := filepath.WalkDir(st.root, func(p string, d fs.DirEntry, err error) error {

@@ -121,3 +121,25 @@ func TestBaseCoversTheKernel(t *testing.T) {
 		t.Error("another command line, the same base")
 	}
 }
+
+// TestBaseOfAnAssembledTree: the services nvinit's config in the tree
+// names are left out even when the image does not list them (nvboot
+// assemble's), so an assembled tree has nvboot build's base.
+func TestBaseOfAnAssembledTree(t *testing.T) {
+	root := t.TempDir()
+	for p, data := range map[string]string{contract.InitConfigPath: `{"Services":[{"Name":"svc","Path":"/bin/svc"}]}`, "/bin/svc": "svc 1"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(p)[1:]), 0o755)
+		if err := os.WriteFile(filepath.Join(root, p[1:]), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, im := &builder{}, &Image{}
+	if err := b.base(staging{root: root}, im); err != nil {
+		t.Fatal(err)
+	}
+	first := im.BaseSHA256
+	os.WriteFile(filepath.Join(root, "bin", "svc"), []byte("svc 2"), 0o644)
+	if err := b.base(staging{root: root}, im); err != nil || im.BaseSHA256 != first {
+		t.Errorf("the base changed with a service's program the tree's config names: %s, was %s (%v)", im.BaseSHA256, first, err)
+	}
+}
