@@ -180,6 +180,9 @@
 //
 //   - Every change to a service (start, restart, stop, trial, text repair,
 //     a deploy's store step) happens on the supervisor's goroutine.
+//   - nvpull runs only with the config's Pull, after the services, with a
+//     token new at each boot, and is never among the deployable services
+//     (TestWithPuller).
 //   - A ready mark never follows its run's exit line nor the supervisor's
 //     return, and is never printed for a process that has exited.
 //   - No text is read at boot (nvinit's loader reads nvinit's, for its
