@@ -84,6 +84,7 @@ fuzz: build
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./off2f -run '^$$' -fuzz '^FuzzTextFromHashed$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/contract -run '^$$' -fuzz '^FuzzParseSignature$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/pull -run '^$$' -fuzz '^FuzzParseImage$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/fsdax -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./host/image/config -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/bootmark -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)

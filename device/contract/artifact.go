@@ -82,11 +82,13 @@ const (
 	AnnotationKeyID    = "org.nvboot.key.id"        // KeyID of the key a signature verifies with
 )
 
-// Roles of a program (AnnotationRole).
+// Roles of a program (AnnotationRole). RoleSystem is a program of the
+// image that is neither init, a service nor the userland: nvpull.
 const (
 	RoleInit     = "init"
 	RoleService  = "service"
 	RoleUserland = "userland"
+	RoleSystem   = "system"
 )
 
 // Where an image built with a signing key and a version keeps them.

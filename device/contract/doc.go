@@ -38,6 +38,11 @@
 //	/etc/nvboot/image-key.pem    the key pulled images are signed with
 //	                             (ImageKeyPath), in images built with one
 //	/etc/nvboot/version          the image's version (VersionPath), if any
+//	/etc/nvboot/base             the image's base (BasePath): what a pulled
+//	                             image's base annotation is compared with
+//	/etc/nvboot/registry-auth.json, registry-ca.pem  the registry's
+//	                             credentials and CA, for nvpull (pull.go)
+//	/sbin/nvpull                 the puller, with Update.Registry (PullProgram)
 //	/lib/nvboot/textstore.ext4   the store image, for provisioning (StoreImage)
 //	/lib/nvboot/state.ext4.gz    the state template (StateImage)
 //	/lib/nvboot/vmlinux          the uncompressed kernel (KernelImage)
@@ -47,6 +52,8 @@
 //	/dev/pmem1 on /nv/state      state, rw, dax=always (StateDevice, StateDir)
 //	/nv/state/nvboot/off2f/<hash>  clean copies of deployed texts the image
 //	                             lacks (device/update's CleanSubdir)
+//	/nv/state/nvboot/pull        nvpull's state, status and downloads (PullDir)
+//	/run/nvboot/update.sock      the update endpoint for nvpull (PullSocket)
 //	/dev/pmem2                   the kernel region, raw (KernelRegionDevice)
 //	/dev/vda2                    the root partition (RootDevice)
 //	/dev/mmcblk0p1...7           a Raspberry Pi card's partitions, the
@@ -74,7 +81,10 @@
 // the tryboot reboot argument. docs/UPDATE.md describes both protocols.
 // artifact.go is the OCI artifact nvboot push publishes for appliances to
 // pull: media types, annotations, the signature and the image version's
-// order (docs/UPDATE.md#the-oci-artifact).
+// order (docs/UPDATE.md#the-oci-artifact). pull.go is the puller's side:
+// its setting (Pull, in InitConfig), its paths, the local socket and token
+// it reaches the endpoint with, and the status the endpoint serves
+// (PullStatus, PathPull).
 //
 // # Invariants
 //
@@ -89,7 +99,8 @@
 //     another key, another manifest or without the domain line:
 //     TestSignature; a malformed blob is refused, naming why:
 //     TestParseSignatureRejects, FuzzParseSignature. Versions order as
-//     numbers: TestVersions.
+//     numbers: TestVersions. Pull's fields are named when wrong, and it
+//     needs a state: TestPullValidate, TestParsePullStatusStrict.
 //   - Every rlimit name the contract accepts is one poold sets:
 //     TestRlimitNamesMatchContract (device/poold). The host's configs
 //     satisfy it: TestFromImage, TestFromImageValidates (host/image/derive).

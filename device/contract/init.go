@@ -44,6 +44,10 @@ type InitConfig struct {
 	// runs the test boot (mounts efivarfs, arms the watchdog, commits or
 	// reboots); nil: one root.
 	Slots *Slots `json:",omitempty"`
+	// Pull makes nvinit start nvpull (PullProgram), which polls a
+	// registry for the image's updates and installs them through the
+	// update endpoint; nil: none.
+	Pull *Pull `json:",omitempty"`
 	// Shell is run on the console, restarted when it exits, in images
 	// with a userland (the image config's Userland); nvinit then takes its
 	// own commands (poweroff, reboot, start NAME) from CommandFIFO, which
@@ -367,6 +371,17 @@ func (c *InitConfig) Validate() error {
 	if c.Slots != nil {
 		if err := c.Slots.Validate(); err != nil {
 			v.errs = append(v.errs, err)
+		}
+	}
+	if c.Pull != nil {
+		if err := c.Pull.Validate(); err != nil {
+			v.errs = append(v.errs, err)
+		}
+		if s.Device == "" {
+			v.badf("Pull: the config has no State: nvpull keeps its downloads and its state there")
+		}
+		if j, dup := names[PullService]; dup {
+			v.badf("Services[%d].Name %q: the name is nvpull's (Pull is set)", j, PullService)
 		}
 	}
 	return v.err()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -439,7 +440,8 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 		case <-sctx.Done():
 		}
 	}()
-	s := &supervisor{Services: cfg.Services, Console: b.Console, Reaper: rp,
+	services, pullToken := b.withPuller(cfg.Services) // pull.go
+	s := &supervisor{Services: services, Console: b.Console, Reaper: rp,
 		Poweroff: cfg.Poweroff, Grace: b.Grace, Texts: b.texts, Starts: starts}
 	if b.PID1 {
 		s.Homes = serviceHomes // home.go
@@ -458,8 +460,8 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 		s.AllReady = calls(commit, allReady, shellReady)
 	}
 	s.prepare()
-	if cfg.Update != nil {
-		go b.serveUpdate(sctx, s)
+	if cfg.Update != nil || pullToken != "" {
+		go b.serveUpdate(sctx, s, pullToken)
 	}
 	b.steps.Step("supervise")
 	err := s.Run(sctx)
@@ -474,19 +476,23 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 	return action
 }
 
-// serveUpdate serves the update endpoint until ctx ends; without a text
-// store there is nothing to deploy into, and it says so (a slotted boot
-// still serves the A/B update).
-func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
+// serveUpdate serves the update endpoint until ctx ends: on the network
+// with the config's Update, on the local socket for nvpull with pullToken
+// ("": none), one Server for both (one deploy, gc or slot write at a
+// time, whoever asks). Without a text store there is nothing to deploy
+// into, and it says so (a slotted boot still serves the A/B update).
+func (b *boot) serveUpdate(ctx context.Context, s *supervisor, pullToken string) {
 	up := b.cfg.Update
 	if b.programs == nil && b.slots == nil {
 		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
-		return
+		if pullToken == "" {
+			return
+		}
 	}
-	u := &update.Server{Password: up.Password, Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots, InitText: b.ownText}
+	u := &update.Server{Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots, InitText: b.ownText}
 	if b.programs != nil {
 		u.Images = b.programs.Images
-	} else {
+	} else if b.slots != nil {
 		// A slotted boot still takes a whole image: the way to mend a
 		// store that does not mount.
 		b.Console.Logf("update endpoint: no text store is mounted; serving the A/B update only, no deploys")
@@ -496,6 +502,22 @@ func (b *boot) serveUpdate(ctx context.Context, s *supervisor) {
 	}
 	if b.cfg.Slots != nil && b.cfg.Slots.FirmwareOrDefault() == contract.FirmwareTryboot {
 		u.SlotDevice = func(part string) string { return contract.RPiDevice(2, part) }
+	}
+	if up != nil {
+		u.Password = up.Password
+	}
+	if pullToken != "" {
+		// The status is served even when nothing can be installed: it
+		// says why.
+		u.PullToken, u.PullStatus = pullToken, filepath.Join(contract.PullDir, contract.PullStatusFile)
+		go func() {
+			if err := u.ServeLocal(ctx, contract.PullSocket); err != nil {
+				b.Console.Logf("update endpoint for nvpull: %v", err)
+			}
+		}()
+	}
+	if up == nil {
+		return
 	}
 	scheme := "http"
 	if up.TLSCert != "" {

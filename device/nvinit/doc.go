@@ -35,7 +35,9 @@
 //	probeFirstAnswer  as PID 1: the answered mark, when asked
 //	startSlots        as PID 1 on a slotted image: watchdog, boot entries
 //	                  or a Pi's autoboot.txt, the test boot (update.SlotBoot)
-//	supervise         the services, the update endpoint, the shell; until
+//	supervise         the services (and nvpull, with the config's Pull:
+//	                  pull.go), the update endpoint (on the network with
+//	                  Update, on a local socket for nvpull), the shell; until
 //	                  SIGTERM (power off) or SIGINT (reboot, Ctrl-Alt-Del),
 //	                  poweroff or reboot typed on the console, or, with
 //	                  Poweroff, every service gone for good; mark shutdown
@@ -180,6 +182,9 @@
 //
 //   - Every change to a service (start, restart, stop, trial, text repair,
 //     a deploy's store step) happens on the supervisor's goroutine.
+//   - nvpull runs only with the config's Pull, after the services, with a
+//     token new at each boot, and is never among the deployable services
+//     (TestWithPuller).
 //   - A ready mark never follows its run's exit line nor the supervisor's
 //     return, and is never printed for a process that has exited.
 //   - No text is read at boot (nvinit's loader reads nvinit's, for its

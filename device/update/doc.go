@@ -33,9 +33,17 @@
 //	POST /update/testboot     BootNext to the inactive slot, for the hashes
 //	                          named
 //	POST /reboot              answered, then the reboot
+//	GET  /update/pull         what nvpull last wrote of its status
 //
 // At most one deploy, gc or slot write runs at a time: another gets 409,
 // before its body is read.
+//
+// For nvpull (the appliance's puller, device/pull) the same Server is
+// served on a unix socket (ServeLocal: contract.PullSocket, 0600, plain
+// HTTP), where the one password is the token nvinit gives nvpull
+// (PullToken, user contract.PullUser); the token is refused on the
+// network, the network's password on the socket. GET /update/pull serves
+// the status nvpull writes (PullStatus), what nvboot status shows.
 //
 // # Connections
 //

@@ -8,11 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
@@ -44,6 +48,12 @@ type Server struct {
 	// InitText is how nvinit's own text came up at this boot, for
 	// Features.InitText; "": from the text store.
 	InitText string
+	// PullToken authenticates nvpull on the local socket (ServeLocal:
+	// user contract.PullUser), and only there; "": no local endpoint.
+	PullToken string
+	// PullStatus is the file nvpull writes its status to, served on
+	// contract.PathPull; "": the appliance does not pull.
+	PullStatus string
 
 	// mu is held by one deploy, gc or slot write at a time, taken before
 	// an upload's body is read: a second upload is refused unread.
@@ -61,7 +71,34 @@ func (u *Server) Serve(ctx context.Context, port int, certFile, keyFile string) 
 	return u.serveOn(ctx, l, certFile, keyFile)
 }
 
-// serveOn serves on l until ctx ends, and closes l.
+// ServeLocal serves nvpull on the unix socket path (mode 0600, made
+// anew; its directory made) until ctx ends: plain HTTP, the one password
+// PullToken. The same Server as Serve's, so the lock that allows one
+// deploy, gc or slot write at a time holds across both.
+func (u *Server) ServeLocal(ctx context.Context, path string) error {
+	if u.PullToken == "" {
+		return errors.New("local update endpoint: no token")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("local update endpoint: %w", err)
+	}
+	os.Remove(path) // a socket of an earlier run of nvinit's
+	// Made 0600 from the start: no moment in which another user could
+	// connect.
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("local update endpoint on %s: %w", path, err)
+	}
+	return u.serveOn(context.WithValue(ctx, localKey{}, true), l, "", "")
+}
+
+// localKey marks the requests of the local socket in their context.
+type localKey struct{}
+
+// serveOn serves on l until ctx ends, and closes l. A request's context
+// derives from ctx (ServeLocal marks its own).
 func (u *Server) serveOn(ctx context.Context, l net.Listener, certFile, keyFile string) error {
 	lim := u.Limits.withDefaults()
 	// Counted below TLS, so a connection holds its slot from the accept,
@@ -83,7 +120,8 @@ func (u *Server) serveOn(ctx context.Context, l net.Listener, certFile, keyFile 
 	// No ReadTimeout or WriteTimeout: they would bound a whole request,
 	// and a deploy's answer waits for its trial (up to 10 min). A body's
 	// rate and an answer's write are bounded per request in ServeHTTP.
-	srv := &http.Server{Handler: u, ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: maxHeaderBytes}
+	srv := &http.Server{Handler: u, ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -113,11 +151,7 @@ func (u *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(r.Context())
 		r.Body = &progressBody{ReadCloser: r.Body, rc: rc, lim: lim}
 	}
-	user, pass, ok := r.BasicAuth()
-	// Compared in constant time, user and password both, so the answer's
-	// timing says nothing about how much of a guess was right.
-	if !ok || u.Password == "" ||
-		subtle.ConstantTimeCompare([]byte(user), []byte(contract.UpdateUser))&subtle.ConstantTimeCompare([]byte(pass), []byte(u.Password)) != 1 {
+	if !u.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="nvboot"`)
 		http.Error(w, "wrong or missing password (HTTP Basic, user "+contract.UpdateUser+", the config's Update.HTTPPassword)", http.StatusUnauthorized)
 		return
@@ -146,9 +180,48 @@ func (u *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.only(w, r, http.MethodPost, u.testBoot)
 	case contract.PathReboot:
 		u.only(w, r, http.MethodPost, u.reboot)
+	case contract.PathPull:
+		u.only(w, r, http.MethodGet, u.pullStatus)
 	default:
 		http.Error(w, "no such endpoint: "+r.URL.Path, http.StatusNotFound)
 	}
+}
+
+// authorized says whether r carries the password: on the local socket
+// nvpull's token, user contract.PullUser; elsewhere the config's password,
+// user contract.UpdateUser. Compared in constant time, user and password
+// both, so the answer's timing says nothing about how much of a guess was
+// right.
+func (u *Server) authorized(r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	wantUser, wantPass := contract.UpdateUser, u.Password
+	if r.Context().Value(localKey{}) != nil {
+		wantUser, wantPass = contract.PullUser, u.PullToken
+	}
+	return ok && wantPass != "" &&
+		subtle.ConstantTimeCompare([]byte(user), []byte(wantUser))&subtle.ConstantTimeCompare([]byte(pass), []byte(wantPass)) == 1
+}
+
+// pullStatus answers what nvpull last wrote of its status.
+func (u *Server) pullStatus(w http.ResponseWriter, r *http.Request) {
+	if u.PullStatus == "" {
+		http.Error(w, "this appliance pulls no updates (its config has no Update.Registry)", http.StatusNotFound)
+		return
+	}
+	b, err := os.ReadFile(u.PullStatus)
+	if errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, "nvpull has written no status yet ("+u.PullStatus+"): it has not polled, or the state filesystem is not mounted", http.StatusServiceUnavailable)
+		return
+	}
+	var st *contract.PullStatus
+	if err == nil {
+		st, err = contract.ParsePullStatus(b)
+	}
+	if err != nil {
+		http.Error(w, "nvpull's status: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	reply(w, st)
 }
 
 func (u *Server) only(w http.ResponseWriter, r *http.Request, method string, h func(http.ResponseWriter, *http.Request)) {
@@ -169,6 +242,9 @@ func (u *Server) features(w http.ResponseWriter, r *http.Request) {
 	f := contract.Features{Arch: runtime.GOARCH, InitText: u.InitText}
 	if u.Programs != nil {
 		f.Features = []string{"deploy", "gc"}
+	}
+	if u.PullStatus != "" {
+		f.Features = append(f.Features, "pull")
 	}
 	u.slotFeatures(&f)
 	reply(w, f)

@@ -159,6 +159,12 @@ func (c *Client) Features(ctx context.Context) (*contract.Features, error) {
 	return &f, c.do(ctx, http.MethodGet, contract.PathFeatures, nil, nil, &f)
 }
 
+// Pull asks what the appliance's puller last said of itself.
+func (c *Client) Pull(ctx context.Context) (*contract.PullStatus, error) {
+	var s contract.PullStatus
+	return &s, c.do(ctx, http.MethodGet, contract.PathPull, nil, nil, &s)
+}
+
 // Have returns which of texts the appliance's store holds.
 func (c *Client) Have(ctx context.Context, texts []string) (map[string]bool, error) {
 	b, _ := json.Marshal(contract.HaveRequest{Texts: texts})

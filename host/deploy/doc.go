@@ -1,5 +1,5 @@
 // Package deploy is the host's side of the update endpoint nvinit serves:
-// the client nvboot deploy and nvboot update use. device/contract names the
+// the client nvboot deploy, nvboot update and nvboot status use. device/contract names the
 // endpoints and their messages; docs/UPDATE.md describes both protocols
 // and the device's side.
 //
@@ -9,7 +9,8 @@
 // trial ended: kept, rolled back or unchanged. For an A/B update it sends a
 // root or boot partition streamed with its size, hash and architecture
 // (WritePartition), asks for the test boot naming both hashes, and the
-// reboot. GC has the appliance remove what nothing uses.
+// reboot. GC has the appliance remove what nothing uses; Pull reads what
+// the appliance's puller last said of itself (nvboot status).
 //
 // # Design
 //

@@ -26,6 +26,7 @@ Commands:
   deploy    send one service to a running appliance; kept only if it becomes ready
   update    send a whole image to an A/B appliance; kept only if its test boot comes up
   push      build an image and publish it, signed, to an OCI registry for appliances to pull
+  status    what a running appliance runs, and what its puller last did
   assemble  write the pmem images and disk of a root tree Buildroot or Yocto filled
 
 Run 'nvboot help <command>' (or 'nvboot <command> -h') for the flags and
@@ -48,6 +49,7 @@ func Execute(ctx context.Context, c *cli.Context) error {
 		"deploy":   deployCmd,
 		"update":   updateCmd,
 		"push":     pushCmd,
+		"status":   statusCmd,
 		"assemble": assembleCmd,
 	})
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) && !errors.Is(err, errInterrupted) &&

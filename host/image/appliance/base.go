@@ -3,6 +3,7 @@ package appliance
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -38,14 +39,29 @@ func (b *builder) placeImageKey(st staging, im *Image) error {
 // file's size and SHA-256, a link's target), leaving out what a deploy of
 // a service changes or a change of one makes differ: the services'
 // programs, the texts' fallback copies, the MANIFESTs, the store image, the
-// image id and the version. Two images with the same base, kernel and boot
-// files are the same system with other services' programs: what a device
-// pulling an update installs through the deploy path, without a reboot.
-// Owners are not listed: every filesystem is made with all files root's.
+// image id, the version and the base's own file; then the kernel's SHA-256
+// and what the boot partitions' command lines take from the config (its
+// arguments, the boot trims), which the root does not hold. Two images
+// with the same base are the same system with other services' programs:
+// what a device pulling an update installs through the deploy path,
+// without a reboot. The base is written to the root (contract.BasePath),
+// where the device reads it to compare. Owners are not listed: every
+// filesystem is made with all files root's.
 func (b *builder) base(st staging, im *Image) error {
-	skip := []string{contract.FallbackDir, contract.Manifest, contract.StoreImage, contract.ImageIDPath, contract.VersionPath}
+	skip := []string{contract.FallbackDir, contract.Manifest, contract.StoreImage, contract.ImageIDPath, contract.VersionPath, contract.BasePath}
 	for _, s := range im.Services {
 		skip = append(skip, s.Path)
+	}
+	// And the services nvinit's config in the tree names: an assembled
+	// tree's image knows its services only from there, and its base must
+	// be nvboot build's for the same tree.
+	if raw, err := os.ReadFile(filepath.Join(st.root, contract.InitConfigPath[1:])); err == nil {
+		var ic contract.InitConfig
+		if json.Unmarshal(raw, &ic) == nil {
+			for _, s := range ic.Services {
+				skip = append(skip, s.Path)
+			}
+		}
 	}
 	h := sha256.New()
 	err := filepath.WalkDir(st.root, func(p string, d fs.DirEntry, err error) error {
@@ -93,6 +109,13 @@ func (b *builder) base(st staging, im *Image) error {
 	if err != nil {
 		return fmt.Errorf("root tree's base: %w", err)
 	}
+	if b.Kernel != "" {
+		k, err := sha256File(b.Kernel)
+		if err != nil {
+			return fmt.Errorf("root tree's base: %w", err)
+		}
+		fmt.Fprintf(h, "kernel %s\nargs %q\ntrims %v\n", k, b.Config.KernelArgs(), !b.Config.NoBootTrims)
+	}
 	im.BaseSHA256 = hex.EncodeToString(h.Sum(nil))
-	return nil
+	return os.WriteFile(filepath.Join(st.root, contract.BasePath[1:]), []byte(im.BaseSHA256+"\n"), 0o644)
 }

@@ -90,8 +90,14 @@
 // contract.VersionPath, and records in image.json BaseSHA256 (base.go):
 // the hash of a listing of the root tree without the services' programs,
 // the texts' fallback copies, the MANIFESTs, the store image, the image id
-// and the version, so that two images with the same base, kernel and boot
-// files differ only in what a deploy changes.
+// and the version, then of the kernel and the command line's parts the
+// config gives, so that two images with the same base differ only in what
+// a deploy changes; the base is on the root too (contract.BasePath), for a
+// pulling appliance to compare (TestBase, TestBaseCoversTheKernel).
+// With Update.Registry the build also places nvpull (pull.go: cmd/nvpull,
+// an OFF2F program of role contract.RoleSystem at contract.PullProgram,
+// which the base covers), the registry's credentials (0600) and CA
+// certificate, and refuses to build without the image key.
 //
 // The text store is ext4 with 4 KiB blocks and 2 MiB clusters (mke2fs -O
 // bigalloc -C 2097152 -d), so every file starts on a 2 MiB boundary of the

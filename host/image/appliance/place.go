@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -46,6 +47,9 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	if err := b.placeImageKey(st, im); err != nil { // base.go
 		return err
 	}
+	if err := b.placePull(st); err != nil { // pull.go
+		return err
+	}
 	if dev.Poold != nil {
 		if err := writeJSON(filepath.Join(st.root, contract.PooldConfigPath[1:]), dev.Poold); err != nil {
 			return err
@@ -53,7 +57,7 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	}
 	for _, p := range progs[1:] {
 		if p.Path != "" {
-			continue // not a service: the userland
+			continue // not a service: the userland, nvpull
 		}
 		sv := dev.Service(p.Name)
 		if sv == nil {
@@ -90,7 +94,7 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 			if i == 0 {
 				role = contract.RoleInit
 			} else if p.Path != "" {
-				role = contract.RoleUserland
+				role = cmp.Or(p.Role, contract.RoleUserland)
 			}
 			h, err := b.convert(p, role, dst, st)
 			if err != nil {

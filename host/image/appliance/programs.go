@@ -26,6 +26,9 @@ type program struct {
 	// Links are the names the program runs as, each a link to it in
 	// Path's directory (the userland's commands).
 	Links []string
+	// Role is the program's role in a pushed artifact when Path is set;
+	// "": contract.RoleUserland.
+	Role string
 }
 
 // buildPrograms is the second phase: it builds nvinit, every service and
@@ -40,11 +43,18 @@ func (b *builder) buildPrograms(ctx context.Context) ([]program, string, error) 
 	if err != nil {
 		return nil, "", err
 	}
-	if ul != nil {
-		if ul.Text, err = off2f.ReadOnlyBytes(ul.Bin); err != nil {
-			return nil, "", fmt.Errorf("reading %s: %w", ul.Name, err)
+	pl, err := b.puller(ctx) // pull.go
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range []*program{ul, pl} {
+		if p == nil {
+			continue
 		}
-		progs = append(progs, *ul)
+		if p.Text, err = off2f.ReadOnlyBytes(p.Bin); err != nil {
+			return nil, "", fmt.Errorf("reading %s: %w", p.Name, err)
+		}
+		progs = append(progs, *p)
 	}
 	loader := filepath.Join(b.work, "ld-off2f")
 	if b.Layout == OFF2F {

@@ -489,6 +489,7 @@ var reservedNames = map[string]string{
 	path.Base(contract.Init):   "nvinit's, the image's PID 1 (" + contract.Init + ")",
 	PooldName:                  "poold's, the process pool an image with a Pool carries",
 	"poolctl":                  "poolctl's, poold's client",
+	contract.PullService:       "nvpull's, the puller an image with Update.Registry carries (" + contract.PullProgram + ")",
 	"ld-off2f":                 "the OFF2F loader's (" + contract.Loader + ")",
 	path.Base(contract.Loader): "the OFF2F loader's file (" + contract.Loader + ")",
 	URootBinary:                "the u-root userland's multi-call binary (" + contract.UserlandDir + "/" + URootBinary + ", Userland u-root)",

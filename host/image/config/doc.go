@@ -9,7 +9,12 @@
 // TestBootDeadline and Version. gokrazy's Update (HTTPPort, HTTPPassword,
 // HTTPSPort, UseTLS) sets the endpoint nvboot deploy and nvboot update
 // talk to (docs/UPDATE.md); the key nvboot push signs with is kept beside
-// the config (SigningDir).
+// the config (SigningDir). nvboot's Update.Registry (registry.go:
+// Repository, Tag, PollInterval, Credentials, CACert, AllowDowngrade)
+// makes the appliance pull its updates from an OCI registry
+// (docs/UPDATE.md#pulling): checked at load, the credentials a Docker
+// config file with an auths entry for the registry and the CA file a PEM
+// certificate (CheckPaths); the device's side is GuestPull.
 //
 // # Design
 //
@@ -113,7 +118,8 @@
 //   - Validation names the field: TestValidateNamesTheField,
 //     TestValidateInterfaces (a gateway on the interface's network, the
 //     device's own rule), TestNameservers (and their default), TestValidateChecker, TestLoadUserland,
-//     TestUpdateConfig, TestUpdateTLS, TestGokrazyValidateNamesTheField.
+//     TestUpdateConfig, TestUpdateTLS, TestGokrazyValidateNamesTheField,
+//     TestRegistryValidate, TestRegistryFiles.
 //   - Unknown fields: errors in nvboot's configs, warnings in gokrazy's:
 //     TestLoadRejectsUnknownFields, TestGokrazyUnknownKeysWarn.
 //   - Paths and tools are checked at load, tools named with their package:

@@ -104,7 +104,7 @@ type MountDevice struct {
 	Options string // mount(8)-like: ro, nosuid, ... and filesystem data
 }
 
-// Update is gokrazy's UpdateStruct.
+// Update is gokrazy's UpdateStruct, and nvboot's Registry.
 type Update struct {
 	Hostname     string `json:",omitempty"`
 	UseTLS       string `json:",omitempty"`
@@ -114,6 +114,9 @@ type Update struct {
 	HTTPPassword string `json:",omitempty"`
 	CertPEM      string `json:",omitempty"`
 	KeyPEM       string `json:",omitempty"`
+	// Registry makes the appliance pull its updates from an OCI registry
+	// (registry.go); nil: it does not.
+	Registry *Registry `json:",omitempty"`
 }
 
 // InternalCompatibilityFlags are gokrazy's old gokr-packer flags; none

@@ -178,5 +178,10 @@ func (c *Config) CheckPaths(dir string) error {
 			errs = append(errs, fmt.Errorf("KernelPath %q: %s is a directory, not a bzImage", c.KernelPath, k))
 		}
 	}
+	if c.Update.Pulls() {
+		if err := c.Update.Registry.checkFiles(dir); err != nil { // registry.go
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }

@@ -89,6 +89,9 @@ func (u *Update) validate() error {
 	if u.UseTLS != "" && u.UseTLS != UseTLSSelfSigned && u.UseTLS != "off" {
 		errs = append(errs, fmt.Errorf("Update.UseTLS %q: want %q, \"off\" or nothing", u.UseTLS, UseTLSSelfSigned))
 	}
+	if err := u.Registry.validate(); err != nil { // registry.go
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -109,6 +112,8 @@ func (u *Update) ignored() []string {
 	}
 	if !u.Enabled() && (u.HTTPPort != "" || u.HTTPSPort != "" || u.UseTLS != "") {
 		w = append(w, "Update: no HTTPPassword, so the image serves no update endpoint")
+	} else if !u.Enabled() && u.Pulls() {
+		w = append(w, "Update: no HTTPPassword: the appliance pulls from Update.Registry, but serves no endpoint for nvboot status to ask")
 	}
 	return w
 }

@@ -129,3 +129,21 @@ func TestFromImageRefusesWhatCannotRun(t *testing.T) {
 		t.Errorf("a NUL in an argument: %v", err)
 	}
 }
+
+// TestPullNeedsSomewhereToInstall: an image that pulls gets nvinit's Pull,
+// unless it could install nothing (no text store, no slots).
+func TestPullNeedsSomewhereToInstall(t *testing.T) {
+	cfg := config.Demo()
+	cfg.Update = &config.Update{Registry: &config.Registry{Repository: "10.0.2.2:5000/fleet/kv", Tag: "stable"}}
+	c, err := FromImage(cfg, Options{TextStore: true})
+	if err != nil || c.Init.Pull == nil || c.Init.Pull.Tag != "stable" {
+		t.Fatalf("FromImage: %+v, %v", c, err)
+	}
+	if _, err := FromImage(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "could install nothing it pulls") {
+		t.Errorf("no text store, no slots: %v", err)
+	}
+	cfg.Slots = 2
+	if c, err := FromImage(cfg, Options{}); err != nil || c.Init.Pull == nil {
+		t.Errorf("no text store, Slots 2: %v", err)
+	}
+}

@@ -23,6 +23,9 @@
 //     to resolve PARTUUID= or labels; config warns about them).
 //   - With Userland "u-root" nvinit runs /bbin/gosh on the console
 //     (InitConfig.Shell).
+//   - With Update.Registry nvinit's config has Pull (nvinit starts nvpull);
+//     an image that could install nothing it pulls (no text store for a
+//     deploy, no Slots 2 for an A/B update) is refused, saying so.
 //
 // # Invariants
 //
@@ -30,7 +33,8 @@
 //     poold first when pooled: TestFromImage, TestPooledServices.
 //   - What the device would refuse is refused here, naming the config and
 //     the field: TestFromImageValidates.
-//   - gokrazy configs: TestFromGokrazyConfig; the shell: TestUserlandShell.
+//   - gokrazy configs: TestFromGokrazyConfig; the shell: TestUserlandShell;
+//     the puller: TestPullNeedsSomewhereToInstall.
 //
 // # Limits
 //

@@ -1,7 +1,7 @@
 // Package registry runs a real OCI registry for tests: CNCF Distribution's
 // registry command (the reference implementation of the OCI distribution
 // spec), built from the module proxy at Version, with htpasswd (bcrypt)
-// authentication and TLS by a self-signed certificate (host/selfsigned),
+// authentication and TLS by a self-signed certificate (writeCert: localhost, 127.0.0.1 and 10.0.2.2, what a QEMU guest reaches),
 // on a loopback port, stopped at the test's cleanup. No fake registry.
 //
 // The command is built once with `go install MODULE/cmd/registry@Version`
@@ -18,23 +18,30 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/nvboot/nvboot/host/selfsigned"
 )
 
 // Version is the Distribution release the tests run.
@@ -113,7 +120,57 @@ type Registry struct {
 	CAFile string // the certificate its TLS serves, to trust
 	// User and Password are the one account htpasswd lists.
 	User, Password string
-	log            *logBuffer
+	// Storage is the filesystem driver's root directory: a test damages a
+	// blob there (BlobData).
+	Storage string
+	log     *logBuffer
+}
+
+// GuestHost is the registry's address as a QEMU guest on the user
+// network reaches it: the host's loopback is 10.0.2.2 there. The
+// certificate names that address too.
+func (r *Registry) GuestHost() string {
+	_, port, _ := strings.Cut(r.Host, ":")
+	return "10.0.2.2:" + port
+}
+
+// BlobData is where the registry keeps the blob with digest d
+// (sha256:<hex>): the filesystem driver's layout.
+func (r *Registry) BlobData(d string) string {
+	hex := strings.TrimPrefix(d, "sha256:")
+	return filepath.Join(r.Storage, "docker", "registry", "v2", "blobs", "sha256", hex[:2], hex, "data")
+}
+
+// certEpoch is the certificate's NotBefore: before the device clock's
+// calendar (host/vm.DeviceEpoch, 2026-01-01), so a guest on it trusts
+// the certificate too.
+var certEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// writeCert makes the registry's self-signed certificate (ECDSA P-256)
+// for localhost, 127.0.0.1 and 10.0.2.2 (GuestHost), trusted by being the
+// CA file tests give their clients.
+func writeCert(certFile, keyFile string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nvboot test registry"},
+		NotBefore: certEpoch, NotAfter: time.Now().AddDate(10, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true, IsCA: true,
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 2, 2)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
 // logBuffer is the registry's output, written by its process and read by
@@ -144,10 +201,11 @@ func Start(t testing.TB) *Registry {
 	t.Helper()
 	bin := Binary(t)
 	dir := t.TempDir()
-	if _, _, err := selfsigned.Ensure(filepath.Join(dir, "tls"), "localhost"); err != nil {
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := writeCert(certFile, keyFile); err != nil {
 		t.Fatal(err)
 	}
-	r := &Registry{CAFile: filepath.Join(dir, "tls", selfsigned.CertFile), User: "nvboot-test", Password: randomHex(t, 12), log: &logBuffer{}}
+	r := &Registry{CAFile: certFile, User: "nvboot-test", Password: randomHex(t, 12), Storage: filepath.Join(dir, "data"), log: &logBuffer{}}
 	hash, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -174,13 +232,13 @@ http:
   addr: 127.0.0.1:0
   secret: %[2]s
   tls:
-    certificate: %[1]s/tls/%[3]s
-    key: %[1]s/tls/%[4]s
+    certificate: %[3]s
+    key: %[4]s
 auth:
   htpasswd:
     realm: nvboot-test
     path: %[1]s/htpasswd
-`, dir, randomHex(t, 16), selfsigned.CertFile, selfsigned.KeyFile)
+`, dir, randomHex(t, 16), certFile, keyFile)
 	confPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -242,6 +300,45 @@ func (r *Registry) UploadedBlobs() []string {
 		out = append(out, "sha256:"+m[1][len(m[1])-64:])
 	}
 	return out
+}
+
+// served matches the access log line of a blob's GET: the digest, the
+// status and the bytes sent.
+var served = regexp.MustCompile(`"GET /v2/[^ ]*/blobs/(sha256:[0-9a-f]{64}) HTTP/[0-9.]+" (\d{3}) (\d+) `)
+
+// BlobGet is one GET of a blob the registry answered.
+type BlobGet struct {
+	Digest string
+	Status int   // 200, or 206 for a range
+	Bytes  int64 // the bytes it sent
+}
+
+// BlobGets are the GETs of blobs the registry answered so far, as its
+// access log says, in order.
+func (r *Registry) BlobGets() []BlobGet {
+	var out []BlobGet
+	for _, m := range served.FindAllStringSubmatch(r.Log(), -1) {
+		st, _ := strconv.Atoi(m[2])
+		n, _ := strconv.ParseInt(m[3], 10, 64)
+		out = append(out, BlobGet{Digest: m[1], Status: st, Bytes: n})
+	}
+	return out
+}
+
+// DockerConfigFor writes a Docker config file holding the registry's
+// credentials for host (Host, or GuestHost) and returns its path.
+func (r *Registry) DockerConfigFor(t testing.TB, host string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{
+		"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + r.Password))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // DockerConfig writes a Docker config file holding the registry's
