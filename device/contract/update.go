@@ -78,6 +78,31 @@ const (
 	HeaderTextSize   = "X-Nvboot-Text-Size"
 	HeaderBodySHA256 = "X-Nvboot-Body-Sha256"
 	HeaderDeadline   = "X-Nvboot-Ready-Deadline" // a Go duration; empty: DefaultReadyDeadline
+	// HeaderProgramSize marks a whole-program deploy, to an image without
+	// a text store (the elf layout; Features FeatureDeployELF): the body is
+	// one static ELF program of this many bytes, and HeaderHeaderSize and
+	// HeaderTextSize are absent. HeaderBodySHA256 is its hash and its name
+	// on the device.
+	HeaderProgramSize = "X-Nvboot-Program-Size"
+)
+
+// Features' names of the two kinds of deploy: FeatureDeploy takes an OFF2F
+// header file and text into the text store; FeatureDeployELF, on an image
+// without a text store, a whole static program into a store on the state
+// filesystem (ELFDeployDir).
+const (
+	FeatureDeploy    = "deploy"
+	FeatureDeployELF = "deploy-elf"
+)
+
+// ELFDeployDir is where an image without a text store keeps its deployed
+// programs, on the state filesystem: programs/ (named by their SHA-256),
+// services/ (one link per deployed service, SERVICE.trial while on
+// trial), uploads/ (the one upload being received), as in the text store.
+// ELFDeploySubdir is the same under a state mounted elsewhere.
+const (
+	ELFDeploySubdir = "nvboot/deploy"
+	ELFDeployDir    = StateDir + "/" + ELFDeploySubdir
 )
 
 // Deployed programs live on the text store, next to their texts; the root
@@ -158,7 +183,7 @@ func (u *Update) Validate() error {
 // Features is what GET PathFeatures answers.
 type Features struct {
 	Arch     string   // GOARCH of the device: programs must be built for it
-	Features []string // "deploy", "gc"; "update" on a slotted boot through UEFI
+	Features []string // FeatureDeploy or FeatureDeployELF, "gc"; "update" on a slotted boot through UEFI
 	// Slot is the booted slot ("a", "b"); "": an image without slots.
 	Slot string `json:",omitempty"`
 	// Committed: the booted slot is the one every reset boots (false

@@ -228,6 +228,12 @@ func (b *boot) provisionState() {
 			// Deployed texts keep their clean copies here, off the
 			// text store's pmem (see update.CleanSubdir).
 			b.programs.CleanDir = update.CleanDirIn(st.DirOrDefault())
+		} else if b.cfg.TextStore.Device == "" {
+			// No text store (the elf layout): deployed programs are
+			// whole, on the state (a store that failed to mount keeps
+			// its OFF2F programs, and takes no deploys).
+			b.programs = update.NewELFPrograms(filepath.Join(st.DirOrDefault(), contract.ELFDeploySubdir))
+			b.programs.UseDeployed(b.cfg.Services, b.Console.Logf)
 		}
 	}
 	b.Console.Mark("state", "")
@@ -484,7 +490,7 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 func (b *boot) serveUpdate(ctx context.Context, s *supervisor, pullToken string) {
 	up := b.cfg.Update
 	if b.programs == nil && b.slots == nil {
-		b.Console.Logf("update endpoint: no text store is mounted; not serving deploys")
+		b.Console.Logf("update endpoint: no text store (nor, without one, a state) is mounted; not serving deploys")
 		if pullToken == "" {
 			return
 		}

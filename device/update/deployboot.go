@@ -14,6 +14,13 @@ import (
 // new image) has no links: every service then runs its image's program.
 // Images is set from services as built.
 func (p *Programs) UseDeployed(services []contract.Service, logf func(string, ...any)) {
+	if p.ELF {
+		// On the state, read-write: made here once, so a deploy's statfs
+		// and steps find it.
+		if err := os.MkdirAll(p.dir(), 0o755); err != nil {
+			logf("deploy store %s: %v", p.dir(), err)
+		}
+	}
 	back, err := p.recoverTrials()
 	for _, n := range back {
 		logf("%s: a deploy was interrupted before its new program was kept; running the old one", n)

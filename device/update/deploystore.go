@@ -46,6 +46,10 @@ type Programs struct {
 	// ImageFallback is the image's clean copies of its own texts on the
 	// root filesystem; "": contract.FallbackDir.
 	ImageFallback string
+	// ELF: the store is a directory on the state filesystem holding whole
+	// static programs (NewELFPrograms, deployelf.go), not a text store;
+	// it is read-write already, and Mounter is unused.
+	ELF bool
 
 	// statfs gives the free bytes of the store's filesystem; nil:
 	// statfs(2). Tests fill a store without filling the disk.
@@ -96,6 +100,9 @@ func (p *Programs) have(hashes []string) []string {
 // writable runs f with the store mounted read-write, and mounts it
 // read-only again whatever f did.
 func (p *Programs) writable(f func() error) error {
+	if p.ELF {
+		return f()
+	}
 	s := &p.Store
 	if err := p.Mounter.Mount(s.Device, s.DirOrDefault(), s.FSTypeOrDefault(), syscall.MS_REMOUNT, s.OptionsOrDefault()); err != nil {
 		return fmt.Errorf("remounting the text store %s read-write: %w", s.DirOrDefault(), err)
@@ -235,12 +242,16 @@ func (p *Programs) room(need int64) error {
 	if statfs == nil {
 		statfs = freeBytes
 	}
+	what, size := "the text store", "TextStoreMiB"
+	if p.ELF {
+		what, size = "the deploy store on the state", "StateMiB"
+	}
 	free, err := statfs(p.dir())
 	if err != nil {
-		return fmt.Errorf("the text store %s: %w", p.dir(), err)
+		return fmt.Errorf("%s %s: %w", what, p.dir(), err)
 	}
 	if need > free {
-		return errorf(http.StatusInsufficientStorage, "the upload is %d bytes, the text store %s has %d bytes free: remove what no service runs (nvboot deploy -gc), or build the image with a larger TextStoreMiB; nothing was written", need, p.dir(), free)
+		return errorf(http.StatusInsufficientStorage, "the upload is %d bytes, %s %s has %d bytes free: remove what no service runs (nvboot deploy -gc), or build the image with a larger %s; nothing was written", need, what, p.dir(), free, size)
 	}
 	return nil
 }
@@ -355,19 +366,13 @@ func (p *Programs) symlinkAtomic(target, path string) error {
 // is what the links name (or the image's programs), so nothing running
 // loses its text or its clean copy. It is refused while a trial is open.
 func (p *Programs) gc() (contract.GCResult, error) {
-	res := contract.GCResult{Removed: []string{}}
-	des, err := os.ReadDir(p.servicesDir())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, err
+	if p.ELF {
+		return p.gcELF()
 	}
-	used := map[string]bool{}
-	for _, de := range des {
-		if strings.HasSuffix(de.Name(), contract.TrialSuffix) {
-			return res, fmt.Errorf("service %s is on trial (a deploy is running): gc later", strings.TrimSuffix(de.Name(), contract.TrialSuffix))
-		}
-		if t, err := os.Readlink(filepath.Join(p.servicesDir(), de.Name())); err == nil {
-			used[filepath.Base(t)] = true
-		}
+	res := contract.GCResult{Removed: []string{}}
+	used, err := p.linked()
+	if err != nil {
+		return res, err
 	}
 	progs, err := os.ReadDir(p.programsDir())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -450,6 +455,25 @@ func (p *Programs) gc() (contract.GCResult, error) {
 	gone, n, cerr := p.gcCleanCopies(kept)
 	res.Removed, res.Bytes = append(res.Removed, gone...), res.Bytes+n
 	return res, errors.Join(err, cerr)
+}
+
+// linked returns the base names of the programs the services' links
+// name; an error while a trial is open.
+func (p *Programs) linked() (map[string]bool, error) {
+	des, err := os.ReadDir(p.servicesDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, de := range des {
+		if strings.HasSuffix(de.Name(), contract.TrialSuffix) {
+			return nil, fmt.Errorf("service %s is on trial (a deploy is running): gc later", strings.TrimSuffix(de.Name(), contract.TrialSuffix))
+		}
+		if t, err := os.Readlink(filepath.Join(p.servicesDir(), de.Name())); err == nil {
+			used[filepath.Base(t)] = true
+		}
+	}
+	return used, nil
 }
 
 // freeBytes is the free space of the filesystem holding dir. gc counts

@@ -49,6 +49,14 @@ type upload struct {
 }
 
 func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
+	if u.Programs.ELF {
+		u.deployELF(w, r)
+		return
+	}
+	if r.Header.Get(contract.HeaderProgramSize) != "" {
+		http.Error(w, "this appliance deploys OFF2F programs into its text store (a header file and its text), not a whole program ("+contract.HeaderProgramSize+")", http.StatusBadRequest)
+		return
+	}
 	up, err := u.deployHeaders(r)
 	if err != nil {
 		writeError(w, err)
@@ -350,7 +358,12 @@ type stagedText struct {
 
 // newStage starts a staged text, empty, with a buffer of size bytes.
 func (p *Programs) newStage(sup Supervisor, size int) (*stagedText, error) {
-	s := &stagedText{p: p, sup: sup, path: filepath.Join(p.uploadsDir(), "text"), buf: make([]byte, 0, size)}
+	return p.newStageNamed(sup, size, "text")
+}
+
+// newStageNamed is newStage of uploads/NAME.
+func (p *Programs) newStageNamed(sup Supervisor, size int, name string) (*stagedText, error) {
+	s := &stagedText{p: p, sup: sup, path: filepath.Join(p.uploadsDir(), name), buf: make([]byte, 0, size)}
 	err := s.window(func() error {
 		if err := os.MkdirAll(p.uploadsDir(), 0o755); err != nil {
 			return err

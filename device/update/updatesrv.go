@@ -240,8 +240,11 @@ func reply(w http.ResponseWriter, v any) {
 
 func (u *Server) features(w http.ResponseWriter, r *http.Request) {
 	f := contract.Features{Arch: runtime.GOARCH, InitText: u.InitText}
-	if u.Programs != nil {
-		f.Features = []string{"deploy", "gc"}
+	switch {
+	case u.Programs != nil && u.Programs.ELF:
+		f.Features = []string{contract.FeatureDeployELF, "gc"}
+	case u.Programs != nil:
+		f.Features = []string{contract.FeatureDeploy, "gc"}
 	}
 	if u.PullStatus != "" {
 		f.Features = append(f.Features, "pull")
@@ -254,6 +257,10 @@ func (u *Server) have(w http.ResponseWriter, r *http.Request) {
 	var req contract.HaveRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		http.Error(w, "reading the list of texts: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if u.Programs.ELF {
+		http.Error(w, "this appliance has no text store (the elf layout): it holds no texts, and takes whole programs", http.StatusConflict)
 		return
 	}
 	reply(w, contract.HaveResponse{Have: u.Programs.have(req.Texts)})

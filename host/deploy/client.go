@@ -184,6 +184,10 @@ type Program struct {
 	Service  string
 	Header   []byte // the OFF2F header file
 	Text     []byte // the text file; nil: the appliance holds it
+	// ELF is a whole static program, for an appliance without a text
+	// store (Features has contract.FeatureDeployELF); Header and Text are
+	// then nil.
+	ELF      []byte
 	Deadline time.Duration
 }
 
@@ -191,12 +195,21 @@ type Program struct {
 // says kept, rolled back or unchanged; an upload the appliance refused
 // before switching anything is an error.
 func (c *Client) Deploy(ctx context.Context, p Program) (*contract.DeployResult, error) {
-	body := append(append([]byte(nil), p.Header...), p.Text...)
-	sum := sha256.Sum256(body)
 	hdr := http.Header{}
 	hdr.Set(contract.HeaderService, p.Service)
-	hdr.Set(contract.HeaderHeaderSize, strconv.Itoa(len(p.Header)))
-	hdr.Set(contract.HeaderTextSize, strconv.Itoa(len(p.Text)))
+	var body []byte
+	if p.ELF != nil {
+		if p.Header != nil || p.Text != nil {
+			return nil, fmt.Errorf("deploy of %s: a whole program (ELF) with a header file or text", p.Service)
+		}
+		body = p.ELF
+		hdr.Set(contract.HeaderProgramSize, strconv.Itoa(len(p.ELF)))
+	} else {
+		body = append(append([]byte(nil), p.Header...), p.Text...)
+		hdr.Set(contract.HeaderHeaderSize, strconv.Itoa(len(p.Header)))
+		hdr.Set(contract.HeaderTextSize, strconv.Itoa(len(p.Text)))
+	}
+	sum := sha256.Sum256(body)
 	hdr.Set(contract.HeaderBodySHA256, hex.EncodeToString(sum[:]))
 	hdr.Set("Content-Type", "application/octet-stream")
 	if p.Deadline > 0 {
