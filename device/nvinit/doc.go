@@ -29,7 +29,9 @@
 //	repairOwnText     only when ld-off2f ran nvinit's clean copy
 //	                  (OFF2F_FALLBACK): the store's copy checked and
 //	                  repaired, below
-//	provisionState    the state filesystem mounted (mark state)
+//	provisionState    the state filesystem mounted (mark state); without
+//	                  a text store, the deploy store on it readied
+//	                  (update.NewELFPrograms): interrupted deploys undone
 //	mountDevices      the config's Mounts
 //	configureNetwork  as PID 1: loopback, static addresses and routes
 //	probeFirstAnswer  as PID 1: the answered mark, when asked

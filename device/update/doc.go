@@ -18,7 +18,8 @@
 // answers are JSON. With the config's certificate the endpoint is HTTPS only
 // (TLS 1.3); the host pins that certificate rather than trusting a CA.
 //
-//	GET  /update/features     architecture, features, and on a slotted boot
+//	GET  /update/features     architecture, features ("deploy", or
+//	                          "deploy-elf" without a text store), and on a slotted boot
 //	                          the slot, committed or not, the image and boot
 //	                          ids, the inactive slot's partition sizes;
 //	                          InitText when nvinit ran its clean copy
@@ -26,7 +27,8 @@
 //	POST /update/texts/have   which of these texts the store holds, each
 //	                          with a clean copy (else it is to be sent)
 //	PUT  /update/deploy       a program's header file, then its text unless
-//	                          the store has it; answered when the trial ended
+//	                          the store has it (without a text store: the
+//	                          whole program); answered when the trial ended
 //	POST /update/gc           remove what no service runs
 //	PUT  /update/root, /boot  the inactive slot's partitions, written and
 //	                          read back
@@ -82,6 +84,26 @@
 // ends early is refused (400), one that stalls ends with 408; either way,
 // and for every refusal, the staged text is removed before the answer. A
 // header without its text, whose text the store lacks, is refused (409).
+//
+// # Without a text store
+//
+// An image of the elf layout (a Raspberry Pi's, an elf image on a PC) has
+// no text store; its Programs (NewELFPrograms, deployelf.go) is a
+// directory on the state filesystem, contract.ELFDeployDir, laid out as
+// below (programs/, services/, uploads/), and its features say
+// contract.FeatureDeployELF. A deploy there is one whole static program
+// (contract.HeaderProgramSize bytes, no header file or text), checked
+// before its body exactly as above (the room on the state's filesystem),
+// streamed through the same buffer into uploads/program, fsynced and
+// hashed; then the length, the hash, and the program: an executable ELF
+// for this machine with a loadable segment and no interpreter (an OFF2F
+// header file and a dynamically linked program are refused, each by
+// name). It is renamed to programs/SHA256 and tried exactly as a text
+// store's program; the state is read-write already, so a step is no
+// remount. No clean copy is kept: the program is not on pmem. The
+// wrong kind of upload, either way, is refused naming what the image
+// takes; /update/texts/have answers 409. gc removes the programs no link
+// names and an interrupted upload.
 //
 // # Clean copies
 //
@@ -273,7 +295,8 @@
 //     services cannot be deployed. A program that becomes ready and fails
 //     a moment later is kept.
 //   - A store that does not mount runs the image's programs (the links
-//     are in it). A state that is provisioned again (blank) loses the
+//     are in it). An image without a text store deploys only with its
+//     state mounted, and its programs count against StateMiB until a gc. A state that is provisioned again (blank) loses the
 //     deployed texts' clean copies: their repair then says the copy is
 //     missing until the next deploy. A damaged text the store keeps
 //     because an upload brought the same one (same size and header page)

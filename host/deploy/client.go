@@ -181,9 +181,9 @@ func (c *Client) Have(ctx context.Context, texts []string) (map[string]bool, err
 
 // Program is what a deploy sends.
 type Program struct {
-	Service  string
-	Header   []byte // the OFF2F header file
-	Text     []byte // the text file; nil: the appliance holds it
+	Service string
+	Header  []byte // the OFF2F header file
+	Text    []byte // the text file; nil: the appliance holds it
 	// ELF is a whole static program, for an appliance without a text
 	// store (Features has contract.FeatureDeployELF); Header and Text are
 	// then nil.

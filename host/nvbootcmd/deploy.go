@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 )
 
 const deployDescription = `Builds one service of the config, converts it to OFF2F and sends it to a
-running appliance, which switches the service to it without a reboot:
+running appliance, which switches the service to it without a reboot
+(an appliance without a text store, the elf layout of a Raspberry Pi or
+of an elf image, takes the whole static program instead, kept on its
+state filesystem; the steps are the same, without step 1):
 
   1. asks the appliance whether its text store holds the program's text
      (the text is named by its content hash; one it holds is not sent again);
@@ -135,20 +139,35 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("-config %s: %w", *cfgPath, err)
 	}
-	conv, err := appliance.BuildService(ctx, appliance.Options{Config: cfg, Target: ch.Target, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.Printf}, *service)
-	if err != nil {
-		return err
-	}
-	p := deploy.Program{Service: *service, Header: conv.Header, Text: conv.Text, Deadline: *deadline}
-	have, err := cl.Have(ctx, []string{conv.TextName()})
-	if err != nil {
-		return fmt.Errorf("appliance %s: %w", url, err)
-	}
-	if have[conv.TextName()] {
-		log.Printf("the appliance holds text %.12s… already: sending the %d-byte header file only", conv.TextName(), len(conv.Header))
-		p.Text = nil
-	} else {
-		log.Printf("sending %s: header %d bytes, text %.12s… %d bytes", *service, len(conv.Header), conv.TextName(), len(conv.Text))
+	bo := appliance.Options{Config: cfg, Target: ch.Target, ModuleRoot: root, ConfigDir: cfgDir, Logf: log.Printf}
+	var p deploy.Program
+	switch {
+	case slices.Contains(feat.Features, contract.FeatureDeployELF):
+		// No text store there (the elf layout): the whole program goes.
+		prog, err := appliance.BuildServiceELF(ctx, bo, *service)
+		if err != nil {
+			return err
+		}
+		p = deploy.Program{Service: *service, ELF: prog, Deadline: *deadline}
+		log.Printf("sending %s: the whole static program, %d bytes (the appliance has no text store)", *service, len(prog))
+	case slices.Contains(feat.Features, contract.FeatureDeploy):
+		conv, err := appliance.BuildService(ctx, bo, *service)
+		if err != nil {
+			return err
+		}
+		p = deploy.Program{Service: *service, Header: conv.Header, Text: conv.Text, Deadline: *deadline}
+		have, err := cl.Have(ctx, []string{conv.TextName()})
+		if err != nil {
+			return fmt.Errorf("appliance %s: %w", url, err)
+		}
+		if have[conv.TextName()] {
+			log.Printf("the appliance holds text %.12s… already: sending the %d-byte header file only", conv.TextName(), len(conv.Header))
+			p.Text = nil
+		} else {
+			log.Printf("sending %s: header %d bytes, text %.12s… %d bytes", *service, len(conv.Header), conv.TextName(), len(conv.Text))
+		}
+	default:
+		return fmt.Errorf("appliance %s takes no deploys (features %q): no text store is mounted there, nor (an elf image) a state; nothing was built or sent", url, feat.Features)
 	}
 	step := int64(-1)
 	cl.Progress = func(sent, total int64) {
@@ -165,7 +184,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return deployError(*service, url, err)
 	}
-	rep := deployReport{DeployResult: *res, BytesSent: int64(len(p.Header) + len(p.Text))}
+	rep := deployReport{DeployResult: *res, BytesSent: int64(len(p.Header) + len(p.Text) + len(p.ELF))}
 	switch res.Result {
 	case contract.DeployKept:
 		log.Printf("%s: kept %s (ready %v after its start, service down %v)", *service, res.Program, res.Ready.Round(time.Millisecond), res.Downtime.Round(time.Millisecond))

@@ -1,13 +1,18 @@
 package nvbootcmd
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/deploy"
 )
 
@@ -59,5 +64,34 @@ func TestDeployWithoutAnswerSaysWhatIsKnown(t *testing.T) {
 	other := deployError("kv", "http://box", &deploy.StatusError{Code: 400, Msg: "upload hash mismatch"})
 	if msg := other.Error(); strings.Contains(msg, "unknown") || !strings.Contains(msg, "upload hash mismatch") {
 		t.Errorf("a refused upload: %v", other)
+	}
+}
+
+// The kind of deploy follows the appliance's features: one that takes
+// neither (no text store, no state) is told so before anything is built;
+// one of another architecture, too.
+func TestDeployPicksTheKindFromFeatures(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(cfg, []byte(`{"Packages": ["github.com/nvboot/nvboot/examples/kv"], "Update": {"HTTPPassword": "x"}}`), 0o644)
+	for _, tc := range []struct {
+		feat contract.Features
+		want string
+	}{
+		{contract.Features{Arch: runtime.GOARCH}, "takes no deploys"},
+		{contract.Features{Arch: map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH], Features: []string{contract.FeatureDeployELF}}, "builds for"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != contract.PathFeatures {
+				t.Errorf("deploy asked %s", r.URL.Path)
+				http.Error(w, "no", http.StatusTeapot)
+				return
+			}
+			json.NewEncoder(w).Encode(tc.feat)
+		}))
+		_, _, err := execute("deploy", "-service", "kv", "-config", cfg, srv.URL)
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("features %+v: %v, want %q", tc.feat, err, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/off2f"
 )
 
@@ -19,6 +20,30 @@ import (
 // (off2f.Install): the bytes go over the network, and the appliance writes
 // them, text first, header file last, as Install does.
 func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted, error) {
+	o.Layout = OFF2F // linked as the off2f layout links (goBuild)
+	raw, target, err := buildOne(ctx, o, name)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := off2f.Convert(raw, off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, Arch: target.GOARCH()})
+	if err != nil {
+		return nil, fmt.Errorf("converting %s to OFF2F: %w", name, err)
+	}
+	return conv, nil
+}
+
+// BuildServiceELF builds one service of o.Config as the elf layout does: a
+// whole static program, what `nvboot deploy` sends to an image without a
+// text store.
+func BuildServiceELF(ctx context.Context, o Options, name string) ([]byte, error) {
+	o.Layout = ELF
+	raw, _, err := buildOne(ctx, o, name)
+	return raw, err
+}
+
+// buildOne builds service name of o.Config with o.Layout's link flags
+// for the config's target, and returns the program and the target.
+func buildOne(ctx context.Context, o Options, name string) ([]byte, config.Target, error) {
 	pkg := ""
 	for _, p := range o.Config.Packages {
 		if o.Config.ProgramName(p) == name {
@@ -26,37 +51,29 @@ func BuildService(ctx context.Context, o Options, name string) (*off2f.Converted
 		}
 	}
 	if pkg == "" {
-		return nil, fmt.Errorf("service %q: not in the config's Packages (its name is the last element of the package path, or its Basename)", name)
+		return nil, "", fmt.Errorf("service %q: not in the config's Packages (its name is the last element of the package path, or its Basename)", name)
 	}
 	if o.Config.PackageConfig[pkg].Pool != nil {
-		return nil, fmt.Errorf("service %s: started through poold (Pool), whose programs cannot be deployed yet", name)
+		return nil, "", fmt.Errorf("service %s: started through poold (Pool), whose programs cannot be deployed yet", name)
 	}
 	ch, err := o.Config.ChooseTarget(string(o.Target))
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, "", fmt.Errorf("config: %w", err)
 	}
 	o.Target = ch.Target
 	work, err := os.MkdirTemp("", "nvboot-deploy-")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer os.RemoveAll(work)
-	o.Layout = OFF2F // linked as the off2f layout links (goBuild)
 	b := &builder{Options: o, work: work}
 	bin := filepath.Join(work, name)
 	b.logf("building %s (%s)", name, pkg)
 	if err := b.buildService(ctx, name, pkg, bin); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	raw, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	conv, err := off2f.Convert(raw, off2f.Options{Loader: contract.Loader, StoreDir: contract.TextDir, Arch: b.Target.GOARCH()})
-	if err != nil {
-		return nil, fmt.Errorf("converting %s to OFF2F: %w", name, err)
-	}
-	return conv, nil
+	return raw, o.Target, err
 }
 
 // buildService builds service pkg (program name) into dst as every image
