@@ -32,6 +32,11 @@ const (
 	// MediaTypeProgram is an OFF2F header file, as the build placed it on
 	// the root at AnnotationPath (its digest names it in ProgramsDir too).
 	MediaTypeProgram = "application/vnd.nvboot.off2f.header.v1"
+	// MediaTypeELF is a whole static program of an image without a text
+	// store (the elf layout: a Raspberry Pi's), as the build placed it at
+	// AnnotationPath; its digest is its name in ELFDeployDir's programs/.
+	// It has no AnnotationText.
+	MediaTypeELF = "application/vnd.nvboot.elf.program.v1"
 	// MediaTypeRoot is the root filesystem (AnnotationFSType: erofs or
 	// ext4): what an A/B update writes at the start of the inactive
 	// slot's root partition.
@@ -59,7 +64,7 @@ const (
 // Annotations of the artifact. On the image manifest: AnnotationVersion,
 // AnnotationTarget, AnnotationArch, AnnotationBase, AnnotationImageID.
 // On every layer AnnotationTitle; on programs AnnotationProgram,
-// AnnotationRole, AnnotationPath and AnnotationText; on texts
+// AnnotationRole, AnnotationPath and (OFF2F) AnnotationText; on texts
 // AnnotationSegments; on the root AnnotationFSType; on boot partitions
 // AnnotationSlot. On a signature's manifest AnnotationKeyID.
 const (

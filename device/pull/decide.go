@@ -15,8 +15,10 @@ type Device struct {
 	// Slots: the appliance was built with Slots 2 (an A/B update can
 	// replace its whole image).
 	Slots bool
-	// TextStore: deploys have a text store to go into.
-	TextStore bool
+	// TextStore: deploys have a text store to go into. ELFStore: the
+	// image has none (the elf layout), and whole programs go into its
+	// state.
+	TextStore, ELFStore bool
 	// Services are the image's services, by name.
 	Services map[string]Service
 }
@@ -90,14 +92,20 @@ func Decide(im *Image, dev Device, allowDowngrade bool) (Decision, error) {
 	if im.Base != dev.Base {
 		return abOrRefuse("changes more than services (its base differs: the kernel, the root filesystem, nvinit or the services' settings)")
 	}
-	if !dev.TextStore {
-		return abOrRefuse("changes services, and this appliance has no text store to deploy them into")
+	if !dev.TextStore && !dev.ELFStore {
+		return abOrRefuse("changes services, and this appliance has no text store to deploy them into (nor, without one, a state)")
 	}
 	var d Decision
 	var notDeployable []string
 	for _, p := range im.Programs {
 		if p.Role != contract.RoleService {
 			continue
+		}
+		if p.ELF != dev.ELFStore {
+			// The same base is the same layout: not this appliance's kind.
+			return Decision{}, refuse("image %s has %s as %s, and this appliance deploys %s: not an image of this appliance", short(im.Digest), p.Name,
+				map[bool]string{true: "a whole static program", false: "an OFF2F program"}[p.ELF],
+				map[bool]string{true: "whole static programs into its state", false: "OFF2F programs into its text store"}[dev.ELFStore])
 		}
 		sv, ok := dev.Services[p.Name]
 		if !ok {

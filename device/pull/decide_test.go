@@ -61,6 +61,10 @@ func TestDecide(t *testing.T) {
 			return d
 		}(), false, "", "", "a service kv this appliance does not have"},
 		{"no text store, slots", image("1.1", "b1", kv2), func() Device { d := device(true, ""); d.TextStore = false; return d }(), false, contract.PullUpdate, "", ""},
+		{"elf: kv changed", elfImage(image("1.1", "b1", kv2)), elfDevice(device(false, kv1.Digest.String())), false, contract.PullDeploy, "kv", ""},
+		{"elf: an OFF2F image", image("1.1", "b1", kv2), elfDevice(device(false, kv1.Digest.String())), false, "", "", "deploys whole static programs into its state"},
+		{"off2f: an elf image", elfImage(image("1.1", "b1", kv2)), device(false, kv1.Digest.String()), false, "", "", "deploys OFF2F programs into its text store"},
+		{"neither store, no slots", image("1.1", "b1", kv2), func() Device { d := device(false, ""); d.TextStore = false; return d }(), false, "", "", "nor, without one, a state"},
 		{"A/B without a root", func() *Image { im := image("2.0", "b2", kv1); im.Root = nil; return im }(), device(true, ""), false, "", "", "no root filesystem"},
 	} {
 		d, err := Decide(tc.im, tc.dev, tc.allow)
@@ -112,4 +116,18 @@ func TestWait(t *testing.T) {
 	if w := Wait(3*time.Hour, 10, r); w > 3*time.Hour || w < 90*time.Minute {
 		t.Errorf("3 h interval, 10 failures: %v; want 1.5 h to 3 h", w)
 	}
+}
+
+// elfImage makes im's programs whole (an elf image's).
+func elfImage(im *Image) *Image {
+	for i := range im.Programs {
+		im.Programs[i].ELF = true
+	}
+	return im
+}
+
+// elfDevice makes d an appliance without a text store, with a state.
+func elfDevice(d Device) Device {
+	d.TextStore, d.ELFStore = false, true
+	return d
 }

@@ -32,6 +32,7 @@ func (p *Puller) readLine(f string) string {
 func (p *Puller) device() (Device, error) {
 	d := Device{Arch: p.Arch, Base: p.readLine(contract.BasePath), Version: p.readLine(contract.VersionPath),
 		Slots: p.Init.Slots != nil, TextStore: p.Init.TextStore.Device != "", Services: map[string]Service{}}
+	d.ELFStore = !d.TextStore && p.Init.State.Device != ""
 	if d.Base == "" {
 		return d, fmt.Errorf("%s: missing or empty: this image does not say its base, so nothing pulled can be compared with it (rebuild it)", contract.BasePath)
 	}
@@ -56,7 +57,7 @@ func (p *Puller) device() (Device, error) {
 // the link names a program nvpull did not deploy.
 func (p *Puller) runs(sv contract.Service) (string, error) {
 	prog := sv.Path
-	if t, err := os.Readlink(p.path(filepath.Join(contract.ServicesDir, sv.Name))); err == nil {
+	if t, err := os.Readlink(p.path(p.link(sv.Name))); err == nil {
 		prog = t
 	}
 	if d, ok := p.st.Services[sv.Name]; ok && d.Program == prog {
@@ -82,10 +83,19 @@ func (p *Puller) runs(sv contract.Service) (string, error) {
 // the running image unknown again).
 func (p *Puller) deployedStill() bool {
 	for name, d := range p.st.Services {
-		t, err := os.Readlink(p.path(filepath.Join(contract.ServicesDir, name)))
+		t, err := os.Readlink(p.path(p.link(name)))
 		if err != nil || t != d.Program {
 			return false
 		}
 	}
 	return true
+}
+
+// link is service name's link on the device: in the text store, or, in an
+// image without one, in the deploy store on the state.
+func (p *Puller) link(name string) string {
+	if p.Init.TextStore.Device == "" {
+		return filepath.Join(p.Init.State.DirOrDefault(), contract.ELFDeploySubdir, "services", name)
+	}
+	return filepath.Join(contract.ServicesDir, name)
 }

@@ -118,6 +118,28 @@ func (e *Endpoint) Deploy(ctx context.Context, service string, header, text []by
 	return &r, nil
 }
 
+// DeployELF sends the whole static program in the file at path, size
+// bytes whose SHA-256 is sum (hex), to an appliance without a text store,
+// streamed from the file.
+func (e *Endpoint) DeployELF(ctx context.Context, service, path string, size int64, sum string, deadline time.Duration) (*contract.DeployResult, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	hdr := http.Header{}
+	hdr.Set(contract.HeaderService, service)
+	hdr.Set(contract.HeaderProgramSize, strconv.FormatInt(size, 10))
+	hdr.Set(contract.HeaderBodySHA256, sum)
+	hdr.Set(contract.HeaderDeadline, deadline.String())
+	hdr.Set("Content-Type", "application/octet-stream")
+	var r contract.DeployResult
+	if err := e.do(ctx, http.MethodPut, contract.PathDeploy, f, size, hdr, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // WriteSlot writes the file at path, size bytes whose SHA-256 is sum (hex),
 // into the inactive slot's root (contract.PathRoot) or boot partition
 // (PathBoot), which the appliance reads back.

@@ -161,6 +161,47 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// newELFFixture is newFixture for an image without a text store (the elf
+// layout): svc runs programs(t)[0] whole from /bin/svc, and deploys go
+// into the deploy store on the state (/nv/state/nvboot/deploy).
+func newELFFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{reg: registry.Start(t), root: t.TempDir(), sup: &trialSupervisor{}}
+	state := filepath.Join(f.root, "nv", "state")
+	f.store = filepath.Join(state, contract.ELFDeploySubdir)
+	f.write(t, "/bin/svc", programs(t)[0])
+	for _, bin := range programs(t) { // for an OFF2F image pushed to it
+		conv, err := off2f.Convert(bin, off2f.Options{StoreDir: contract.TextDir, FallbackDir: contract.FallbackDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.conv = append(f.conv, conv)
+	}
+	f.write(t, contract.BasePath, []byte("base-1\n"))
+	f.write(t, contract.VersionPath, []byte("1.0.0\n"))
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	f.key = priv
+	progs := update.NewELFPrograms(f.store)
+	progs.UseDeployed([]contract.Service{{Name: "svc", Path: "/bin/svc"}}, t.Logf)
+	dir := filepath.Join(state, "nvboot", "pull")
+	srv := &update.Server{Programs: progs, Sup: f.sup, Images: progs.Images, Logf: t.Logf, PullToken: "token",
+		PullStatus: filepath.Join(dir, contract.PullStatusFile)}
+	sock := filepath.Join(t.TempDir(), "update.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { srv.ServeLocal(ctx, sock); close(served) }()
+	t.Cleanup(func() { cancel(); <-served })
+	pl := contract.Pull{Repository: f.reg.Host + "/" + testRepo, Tag: "stable", PollSeconds: 1, Credentials: f.reg.DockerConfigFor(t, f.reg.Host), CA: f.reg.CAFile}
+	repo, err := NewRegistry(&pl, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p = &Puller{Pull: pl, Root: f.root, Dir: dir, Registry: repo, Endpoint: NewEndpoint(sock, "token"), Key: pub, Arch: runtime.GOARCH, Logf: t.Logf,
+		Init: &contract.InitConfig{Services: []contract.Service{{Name: "svc", Path: "/bin/svc"}}, State: contract.State{Device: "/dev/mmcblk0p7"}}}
+	f.repo = f.publisher(t)
+	return f
+}
+
 // write writes a file of the appliance's root.
 func (f *fixture) write(t *testing.T, dev string, b []byte) {
 	t.Helper()
@@ -197,6 +238,7 @@ type release struct {
 	prog          int                // which of conv svc runs
 	sign          ed25519.PrivateKey // nil: unsigned
 	arch          string             // "": this machine's
+	elf           bool               // svc as a whole program (an elf image)
 }
 
 // published is a release as pushed: its manifest's digest and its
@@ -229,9 +271,17 @@ func (f *fixture) push(t *testing.T, r release) published {
 		return d
 	}
 	var pub published
-	pub.header = blob(contract.MediaTypeProgram, conv.Header, map[string]string{contract.AnnotationProgram: "svc", contract.AnnotationRole: contract.RoleService,
-		contract.AnnotationPath: "/bin/svc", contract.AnnotationText: conv.TextName()})
-	pub.text = blob(contract.MediaTypeText, hashed, map[string]string{contract.AnnotationSegments: strconv.Itoa(nseg)})
+	layers := []ocispec.Descriptor{}
+	if r.elf {
+		pub.header = blob(contract.MediaTypeELF, programs(t)[r.prog], map[string]string{contract.AnnotationProgram: "svc", contract.AnnotationRole: contract.RoleService,
+			contract.AnnotationPath: "/bin/svc"})
+		layers = append(layers, pub.header)
+	} else {
+		pub.header = blob(contract.MediaTypeProgram, conv.Header, map[string]string{contract.AnnotationProgram: "svc", contract.AnnotationRole: contract.RoleService,
+			contract.AnnotationPath: "/bin/svc", contract.AnnotationText: conv.TextName()})
+		pub.text = blob(contract.MediaTypeText, hashed, map[string]string{contract.AnnotationSegments: strconv.Itoa(nseg)})
+		layers = append(layers, pub.header, pub.text)
+	}
 	cfg := blob(contract.MediaTypeImageJSON, []byte(`{"Version":"`+r.version+`"}`), nil)
 	arch := r.arch
 	if arch == "" {
@@ -242,7 +292,7 @@ func (f *fixture) push(t *testing.T, r release) published {
 		ann[contract.AnnotationVersion] = r.version
 	}
 	man, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: contract.ArtifactType, Config: cfg, Layers: []ocispec.Descriptor{pub.header, pub.text}, Annotations: ann})
+		ArtifactType: contract.ArtifactType, Config: cfg, Layers: layers, Annotations: ann})
 	md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: contract.ArtifactType, Digest: digest.FromBytes(man), Size: int64(len(man))}
 	if err := f.repo.Push(ctx, md, bytes.NewReader(man)); err != nil {
 		t.Fatal(err)

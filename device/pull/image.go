@@ -49,14 +49,17 @@ type Image struct {
 
 // Program is one OFF2F program of an image: its header file's blob and
 // its text's (the text's hashed form, off2f.HashedText, whose digest is
-// the text's name in the store).
+// the text's name in the store); or, with ELF, one whole static program
+// of an image without a text store (contract.MediaTypeELF), its blob in
+// Header and no Text.
 type Program struct {
 	Name     string
 	Role     string // contract.RoleInit, RoleService, ...
-	Path     string // where the image has the header file
+	Path     string // where the image has the header file (the program)
 	Header   ocispec.Descriptor
 	Text     ocispec.Descriptor
 	Segments int // the text's, for off2f.TextFromHashed
+	ELF      bool
 }
 
 // TextName is the program's text's name in the store.
@@ -109,7 +112,7 @@ func ParseImage(b []byte, dgst string) (*Image, error) {
 		switch l.MediaType {
 		case contract.MediaTypeText:
 			texts[l.Digest] = l
-		case contract.MediaTypeProgram:
+		case contract.MediaTypeProgram, contract.MediaTypeELF:
 			programs = append(programs, l)
 		case contract.MediaTypeRoot:
 			if im.Root != nil {
@@ -125,10 +128,26 @@ func ParseImage(b []byte, dgst string) (*Image, error) {
 		}
 	}
 	for _, h := range programs {
-		p := Program{Name: h.Annotations[contract.AnnotationProgram], Role: h.Annotations[contract.AnnotationRole], Path: h.Annotations[contract.AnnotationPath], Header: h}
+		p := Program{Name: h.Annotations[contract.AnnotationProgram], Role: h.Annotations[contract.AnnotationRole], Path: h.Annotations[contract.AnnotationPath], Header: h,
+			ELF: h.MediaType == contract.MediaTypeELF}
 		at := fmt.Sprintf("manifest: program %q", p.Name)
 		if !bootmark.IsWord(p.Name) || p.Role == "" || len(p.Path) < 2 || p.Path[0] != '/' {
 			return nil, fmt.Errorf("%s: want its name, role and absolute path annotated", at)
+		}
+		if p.ELF != (programs[0].MediaType == contract.MediaTypeELF) {
+			return nil, fmt.Errorf("%s: whole programs (%s) and OFF2F ones (%s) in one image", at, contract.MediaTypeELF, contract.MediaTypeProgram)
+		}
+		for _, q := range im.Programs {
+			if q.Name == p.Name {
+				return nil, fmt.Errorf("%s: named twice", at)
+			}
+		}
+		if p.ELF {
+			if h.Size == 0 || h.Size > contract.MaxDeployBody {
+				return nil, fmt.Errorf("%s: a program of %d bytes: want 1 to the %d a deploy takes", at, h.Size, contract.MaxDeployBody)
+			}
+			im.Programs = append(im.Programs, p)
+			continue
 		}
 		if h.Size > contract.MaxDeployHeader {
 			return nil, fmt.Errorf("%s: a header file of %d bytes, more than the %d a deploy takes", at, h.Size, contract.MaxDeployHeader)
@@ -146,11 +165,6 @@ func ParseImage(b []byte, dgst string) (*Image, error) {
 			return nil, fmt.Errorf("%s: its text's %s %q: want 1 to %d", at, contract.AnnotationSegments, t.Annotations[contract.AnnotationSegments], off2f.MaxSegments)
 		}
 		p.Text, p.Segments = t, n
-		for _, q := range im.Programs {
-			if q.Name == p.Name {
-				return nil, fmt.Errorf("%s: named twice", at)
-			}
-		}
 		im.Programs = append(im.Programs, p)
 	}
 	return im, nil

@@ -43,6 +43,22 @@ func marshal(t testing.TB, m ocispec.Manifest) ([]byte, string) {
 	return b, digest.FromBytes(b).String()
 }
 
+// An elf image's programs are whole: one blob each, no text.
+func TestParseImageWholePrograms(t *testing.T) {
+	m := manifest()
+	m.Layers[3].MediaType = contract.MediaTypeELF
+	delete(m.Layers[3].Annotations, contract.AnnotationText)
+	m.Layers = m.Layers[:4]
+	b, d := marshal(t, m)
+	im, err := ParseImage(b, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Programs) != 1 || !im.Programs[0].ELF || im.Programs[0].Header.Digest != m.Layers[3].Digest || im.Programs[0].Path != "/bin/kv" {
+		t.Errorf("ParseImage: %+v", im.Programs)
+	}
+}
+
 // TestParseImage reads what nvboot push writes, and refuses, naming why,
 // every manifest that is not that.
 func TestParseImage(t *testing.T) {
@@ -78,6 +94,14 @@ func TestParseImage(t *testing.T) {
 		{"a name with a slash", func(m *ocispec.Manifest) { m.Layers[3].Annotations[contract.AnnotationProgram] = "a/b" }, "want its name"},
 		{"a huge header file", func(m *ocispec.Manifest) { m.Layers[3].Size = contract.MaxDeployHeader + 1 }, "more than the"},
 		{"a program twice", func(m *ocispec.Manifest) { m.Layers = append(m.Layers, m.Layers[3]) }, "named twice"},
+		{"whole and OFF2F programs", func(m *ocispec.Manifest) {
+			w := layer("whole")
+			w.MediaType, w.Annotations = contract.MediaTypeELF, map[string]string{contract.AnnotationProgram: "web", contract.AnnotationRole: contract.RoleService, contract.AnnotationPath: "/bin/web"}
+			m.Layers = append(m.Layers, w)
+		}, "whole programs (application/vnd.nvboot.elf.program.v1) and OFF2F ones"},
+		{"an empty whole program", func(m *ocispec.Manifest) {
+			m.Layers[3].MediaType, m.Layers[3].Size = contract.MediaTypeELF, 0
+		}, "a program of 0 bytes"},
 	} {
 		m := manifest()
 		tc.change(&m)

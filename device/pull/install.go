@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -88,18 +89,23 @@ func (p *Puller) get(ctx context.Context, inst *contract.PullInstall, ds ...ocis
 // service rolled back refuses the image (those deployed before it stay:
 // each is one the appliance kept, ready).
 func (p *Puller) deploy(ctx context.Context, im *Image, dec Decision, inst *contract.PullInstall) error {
-	names := make([]string, len(dec.Deploy))
-	for i, pr := range dec.Deploy {
-		names[i] = pr.TextName()
+	var names []string
+	for _, pr := range dec.Deploy {
+		if !pr.ELF {
+			names = append(names, pr.TextName())
+		}
 	}
-	have, err := p.Endpoint.Have(ctx, names)
-	if err != nil {
-		return err
+	have := map[string]bool{}
+	if len(names) > 0 {
+		var err error
+		if have, err = p.Endpoint.Have(ctx, names); err != nil {
+			return err
+		}
 	}
 	var need []ocispec.Descriptor
 	for _, pr := range dec.Deploy {
 		need = append(need, pr.Header)
-		if !have[pr.TextName()] {
+		if !pr.ELF && !have[pr.TextName()] {
 			need = append(need, pr.Text)
 		}
 	}
@@ -111,25 +117,11 @@ func (p *Puller) deploy(ctx context.Context, im *Image, dec Decision, inst *cont
 		keep[d.Digest] = true
 	}
 	for _, pr := range dec.Deploy {
-		header, err := os.ReadFile(p.blobs.Path(pr.Header.Digest))
-		if err != nil {
-			return err
-		}
-		var text []byte
-		if !have[pr.TextName()] {
-			hashed, err := os.ReadFile(p.blobs.Path(pr.Text.Digest))
-			if err != nil {
-				return err
-			}
-			if text, err = off2f.TextFromHashed(hashed, pr.Segments); err != nil {
-				return &RefusedError{fmt.Sprintf("image %s: the text of %s: %v", short(im.Digest), pr.Name, err)}
-			}
-		}
 		deadline := p.Deadline
 		if deadline == 0 {
 			deadline = contract.DefaultReadyDeadline
 		}
-		res, err := p.Endpoint.Deploy(ctx, pr.Name, header, text, deadline)
+		res, err := p.deployOne(ctx, im, pr, !pr.ELF && have[pr.TextName()], deadline)
 		if err != nil {
 			var se *StatusError
 			if errors.As(err, &se) && se.Code == http.StatusBadRequest {
@@ -156,6 +148,30 @@ func (p *Puller) deploy(ctx context.Context, im *Image, dec Decision, inst *cont
 		p.logf("removing the downloaded blobs: %v", err)
 	}
 	return nil
+}
+
+// deployOne sends program pr, downloaded, through the endpoint's deploy:
+// a whole program streamed from its blob, or a header file and, unless
+// the store has it, the text made back from its hashed form.
+func (p *Puller) deployOne(ctx context.Context, im *Image, pr Program, have bool, deadline time.Duration) (*contract.DeployResult, error) {
+	if pr.ELF {
+		return p.Endpoint.DeployELF(ctx, pr.Name, p.blobs.Path(pr.Header.Digest), pr.Header.Size, pr.Header.Digest.Encoded(), deadline)
+	}
+	header, err := os.ReadFile(p.blobs.Path(pr.Header.Digest))
+	if err != nil {
+		return nil, err
+	}
+	var text []byte
+	if !have {
+		hashed, err := os.ReadFile(p.blobs.Path(pr.Text.Digest))
+		if err != nil {
+			return nil, err
+		}
+		if text, err = off2f.TextFromHashed(hashed, pr.Segments); err != nil {
+			return nil, &RefusedError{fmt.Sprintf("image %s: the text of %s: %v", short(im.Digest), pr.Name, err)}
+		}
+	}
+	return p.Endpoint.Deploy(ctx, pr.Name, header, text, deadline)
 }
 
 // update installs im through the A/B update: its root filesystem and

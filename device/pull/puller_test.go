@@ -107,6 +107,55 @@ func TestPullDeploysWhatChanged(t *testing.T) {
 	}
 }
 
+// TestPullDeploysWholePrograms is TestPullDeploysWhatChanged on an image
+// without a text store (a Pi's): the running image is recognised by its
+// whole program's digest, a changed one is downloaded (one blob, no text)
+// and deployed whole into the state through the endpoint's trial, and an
+// OFF2F image of the same base is refused, naming why.
+func TestPullDeploysWholePrograms(t *testing.T) {
+	f := newELFFixture(t)
+	v1 := f.push(t, release{version: "1.0.0", base: "base-1", prog: 0, sign: f.key, elf: true})
+	st, err := f.poll(t)
+	if err != nil || st.Running == nil || st.Running.Digest != v1.digest || st.LastInstall != nil {
+		t.Fatalf("the image it runs: %+v, %v", st, err)
+	}
+	v2 := f.push(t, release{version: "1.1.0", base: "base-1", prog: 1, sign: f.key, elf: true})
+	mark := len(f.reg.BlobGets())
+	st, err = f.poll(t)
+	if err != nil || st.Running == nil || st.Running.Digest != v2.digest || st.Running.Path != contract.PullDeploy {
+		t.Fatalf("v2: %+v, %v", st, err)
+	}
+	li := st.LastInstall
+	if li == nil || li.Result != contract.PullInstalled || len(li.Services) != 1 || li.Services[0].Result != contract.DeployKept {
+		t.Fatalf("v2's install: %+v", li)
+	}
+	want := filepath.Join(f.store, "programs", v2.header.Digest.Encoded())
+	if li.Services[0].Program != want || f.linkIn(t, f.store) != want {
+		t.Errorf("svc runs %q (link %q), want %s", li.Services[0].Program, f.linkIn(t, f.store), want)
+	}
+	if got := f.blobGets(mark); !slices.Equal(got[1:], []string{v2.header.Digest.String()}) {
+		t.Errorf("v2: the registry served %v; want the signature and the program", got)
+	}
+	// Polled again: recognised as running, nothing fetched or tried.
+	mark, trials := len(f.reg.BlobGets()), len(f.sup.trials)
+	if st, err := f.poll(t); err != nil || st.Running.Digest != v2.digest || len(f.reg.BlobGets()) != mark || len(f.sup.trials) != trials {
+		t.Fatalf("v2 again: %+v, %v, fetched %v", st, err, f.blobGets(mark))
+	}
+	// An OFF2F image with the same base: not this appliance's kind.
+	f.push(t, release{version: "1.2.0", base: "base-1", prog: 2, sign: f.key})
+	st, err = f.poll(t)
+	if err == nil || !strings.Contains(err.Error(), "deploys whole static programs into its state") || st.Running.Digest != v2.digest {
+		t.Errorf("an OFF2F image on an elf appliance: %v, running %+v", err, st.Running)
+	}
+}
+
+// linkIn is where svc's link in store's services/ points, "" for none.
+func (f *fixture) linkIn(t *testing.T, store string) string {
+	t.Helper()
+	l, _ := os.Readlink(filepath.Join(store, "services", "svc"))
+	return l
+}
+
 // TestPullRefuses: an unsigned image, one signed by another key, a lower
 // version, another architecture, a change of base on an appliance
 // without slots and a service rolled back are each refused with their
