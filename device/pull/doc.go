@@ -22,10 +22,13 @@
 //     the kernel, the command line) means only services differ: the
 //     deploy path, for each service whose header file differs from what
 //     it runs. Another base: the A/B update on a Slots 2 appliance, refused
-//     on one without (the reason names it).
+//     on one without (the reason names it). An appliance without a text
+//     store (a Pi's) takes whole programs (contract.MediaTypeELF) into its
+//     state; an image of the other kind of program is refused.
 //  4. Download what the appliance lacks into the blob store on the state
 //     (Blobs, PullDir): for a deploy each changed service's header file,
-//     and its text only when the store lacks it (/update/texts/have); for
+//     and its text only when the store lacks it (/update/texts/have), or
+//     its whole program; for
 //     an A/B update the root filesystem and the inactive slot's boot
 //     partition. Each blob is hashed as it streams and kept only when it
 //     matches its digest.

@@ -17,17 +17,19 @@ import (
 	"github.com/nvboot/nvboot/internal/cli"
 )
 
-const pushDescription = `Builds the image of a config (the off2f layout, as nvboot build does) and
+const pushDescription = `Builds the image of a config (the off2f layout, as nvboot build does; a
+Raspberry Pi's the elf layout, its programs whole) and
 publishes it to an OCI registry (CNCF Distribution, Harbor, Zot, GHCR,
 ECR...) as one signed artifact, for appliances to pull:
 
   - one image manifest (artifactType application/vnd.nvboot.image.v1)
     whose config is image.json and whose layers are the image's parts,
     each a blob of its own: every OFF2F text (its blob's digest is the
-    text's name in the text store), every program's header file, the root
-    filesystem, the boot partitions (or EFI system partition), the
-    kernel; annotated with the version (the config's Version, or
-    -version), the target (amd64-pc, arm64-virt) and the image's base;
+    text's name in the text store), every program's header file (a Pi's
+    whole program), the root filesystem, the boot partitions (or EFI
+    system partition), the kernel (a Pi's is in its boot partitions);
+    annotated with the version (the config's Version, or -version), the
+    target (amd64-pc, arm64-virt, arm64-rpi) and the image's base;
   - a blob the registry holds already is not sent again: after a change
     of one service, a push sends its header file and text, image.json and
     the root filesystem, and skips the rest;
@@ -100,13 +102,6 @@ func pushCmd(ctx context.Context, c *cli.Context) error {
 			return cli.Usagef("-version: %v", err)
 		}
 	}
-	// Before the registry is asked or a key made: an artifact carries an
-	// off2f image's texts, which a Raspberry Pi card has no text store for.
-	if cfg, err := config.Load(*cfgPath); err == nil {
-		if ch, err := cfg.ChooseTarget(*arch); err == nil && ch.Target == config.TargetRPi {
-			return fmt.Errorf("config %s: %s: nvboot push publishes an off2f image (its programs' texts for the text store on pmem), and a Raspberry Pi card is the elf layout, with no pmem: nothing was pushed (write the card with nvboot build and nvboot flash)", *cfgPath, ch)
-		}
-	}
 	log := cli.NewProgress(c.Stderr)
 	r := &publish.Remote{Ref: ref, CAFile: *caFile, PlainHTTP: *insecure, User: *user, Logf: log.Printf}
 	if *pwStdin {
@@ -152,7 +147,12 @@ func pushCmd(ctx context.Context, c *cli.Context) error {
 		}
 	}
 	progs := publish.NewPrograms(dir)
-	o := in.options(appliance.OFF2F, imgDir, log.Printf)
+	// A Pi has no pmem: its image is the elf layout, its programs whole.
+	layout := appliance.OFF2F
+	if in.target == config.TargetRPi {
+		layout = appliance.ELF
+	}
+	o := in.options(layout, imgDir, log.Printf)
 	o.ImageKey, o.OnProgram = key.Public(), progs.Add
 	res, err := appliance.BuildImage(ctx, o)
 	if err != nil {

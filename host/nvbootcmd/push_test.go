@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/nvboot/nvboot/device/contract"
+	"github.com/nvboot/nvboot/device/pull"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/publish"
@@ -446,5 +448,96 @@ func TestImageKey(t *testing.T) {
 	}
 	if _, err := imageKey(cfg, cfg); err == nil || !strings.Contains(err.Error(), "-key") || !strings.Contains(err.Error(), cfg) {
 		t.Errorf("a config as -key: %v", err)
+	}
+}
+
+// TestPushPi pushes a Raspberry Pi card (Slots 2) to a real registry: the
+// artifact carries the elf layout's programs whole (an aarch64 ELF each,
+// no text, no header file), the root and both slots' boot partitions, no
+// kernel file (a Pi's is in its boot partitions), and nvpull's parser
+// reads it. A push of the same config with kv changed keeps the base, so
+// a Pi pulling it deploys kv alone.
+func TestPushPi(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fetches the Pi's parts and builds two cards")
+	}
+	buildtest.NeedTools(t, "mkfs.vfat", "mcopy")
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	cfgDir := t.TempDir()
+	cfgPath := filepath.Join(cfgDir, "config.json")
+	write := func(version string) {
+		c := strings.Replace(piConfig, `"Hostname": "pi",`, `"Hostname": "pi", "Slots": 2, "Version": "`+version+`",`, 1)
+		if version != "1.0.0" {
+			c = strings.Replace(c, `"CommandLineFlags"`, `"GoBuildFlags": ["-ldflags=-X=main.version=`+version+`"], "CommandLineFlags"`, 1)
+		}
+		if err := os.WriteFile(cfgPath, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref := reg.Host + "/fleet/pi:stable"
+	repo := readBack(t, reg, "fleet/pi")
+	ctx := context.Background()
+	manifest := func(res *publish.Result) (*pull.Image, ocispec.Manifest) {
+		t.Helper()
+		desc, err := repo.Resolve(ctx, "stable")
+		if err != nil || desc.Digest.String() != res.Digest {
+			t.Fatalf("the tag: %v, %v; the push said %s", desc.Digest, err, res.Digest)
+		}
+		b := fetch(t, repo, desc)
+		var m ocispec.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		im, err := pull.ParseImage(b, res.Digest)
+		if err != nil {
+			t.Fatalf("nvpull's parser: %v", err)
+		}
+		return im, m
+	}
+	write("1.0.0")
+	res1, _ := pushed(t, "-config", cfgPath, "-arch", string(config.TargetRPi), "-ca", reg.CAFile, ref)
+	if res1.Target != string(config.TargetRPi) {
+		t.Errorf("push: %+v, want target arm64-rpi", res1)
+	}
+	im1, m := manifest(res1)
+	byType := map[string]int{}
+	for _, l := range m.Layers {
+		byType[l.MediaType]++
+	}
+	if byType[contract.MediaTypeELF] != 2 || byType[contract.MediaTypeText] != 0 || byType[contract.MediaTypeProgram] != 0 || byType[contract.MediaTypeKernel] != 0 ||
+		byType[contract.MediaTypeRoot] != 1 || byType[contract.MediaTypeBoot] != 2 {
+		t.Errorf("layers by type: %v; want nvinit and kv whole, the root, two boot partitions, no kernel file", byType)
+	}
+	if im1.Arch != "arm64" || im1.Root == nil || len(im1.Boot) != 2 || im1.ImageID == "" || len(im1.Programs) != 2 {
+		t.Fatalf("as nvpull reads it: %+v", im1)
+	}
+	for _, p := range im1.Programs {
+		f, err := elf.NewFile(bytes.NewReader(fetch(t, repo, p.Header)))
+		if err != nil || !p.ELF || f.Machine != elf.EM_AARCH64 {
+			t.Errorf("program %s: whole %v, %v", p.Name, p.ELF, err)
+			continue
+		}
+		for _, ph := range f.Progs {
+			if ph.Type == elf.PT_INTERP {
+				t.Errorf("program %s has an interpreter: not a whole static program", p.Name)
+			}
+		}
+	}
+	write("1.1.0")
+	res2, _ := pushed(t, "-config", cfgPath, "-arch", string(config.TargetRPi), "-ca", reg.CAFile, ref)
+	im2, _ := manifest(res2)
+	if im2.Base != im1.Base {
+		t.Errorf("kv changed, and the base changed too (%s, %s): a Pi would take an A/B update for a deploy", im1.Base, im2.Base)
+	}
+	dev := pull.Device{Arch: "arm64", Base: im1.Base, Version: "1.0.0", Slots: true, ELFStore: true, Services: map[string]pull.Service{}}
+	for _, p := range im1.Programs {
+		if p.Role == contract.RoleService {
+			dev.Services[p.Name] = pull.Service{Deployable: true, Header: p.Header.Digest.String()}
+		}
+	}
+	d, err := pull.Decide(im2, dev, false)
+	if err != nil || d.Path != contract.PullDeploy || len(d.Deploy) != 1 || d.Deploy[0].Name != "kv" {
+		t.Errorf("a Pi running 1.0.0 decides %+v, %v; want kv deployed", d, err)
 	}
 }

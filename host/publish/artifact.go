@@ -26,7 +26,8 @@ import (
 // Programs collects the OFF2F programs of a build (its Add is
 // appliance.Options.OnProgram) into a directory: each header file and each
 // text's hashed form (off2f.HashedText) in a file named by its digest, so
-// a big appliance's texts are not all held in memory.
+// a big appliance's texts are not all held in memory; an elf image's
+// (a Pi's) programs whole, each one blob (contract.MediaTypeELF).
 type Programs struct {
 	dir  string
 	list []program
@@ -44,6 +45,16 @@ func NewPrograms(dir string) *Programs { return &Programs{dir: dir} }
 
 // Add collects p.
 func (ps *Programs) Add(p appliance.Program) error {
+	if p.ELF != nil {
+		// An elf image's program, whole: one blob, no text.
+		whole, err := ps.write(p.ELF, contract.MediaTypeELF)
+		if err != nil {
+			return err
+		}
+		p.ELF = nil
+		ps.list = append(ps.list, program{Program: p, header: whole})
+		return nil
+	}
 	hashed, nseg, err := off2f.HashedText(p.Text)
 	if err != nil {
 		return fmt.Errorf("text %s: %w", p.TextName, err)
@@ -141,16 +152,23 @@ func Describe(dir string, im *appliance.Image, progs *Programs) (*Artifact, erro
 		if err := add(disk, root.Offset, root.Bytes, contract.MediaTypeRoot, "root."+fs, map[string]string{contract.AnnotationFSType: fs}); err != nil {
 			return nil, err
 		}
-		esp, err := part(contract.PartESP)
-		if err != nil {
-			return nil, err
-		}
-		if err := add(disk, esp.Offset, esp.Bytes, contract.MediaTypeESP, "esp.vfat", nil); err != nil {
-			return nil, err
+		// A Pi card has no ESP: its kernel is in its boot partition, which
+		// only a reflash rewrites on a card without slots.
+		if im.Board() != appliance.BoardRPi {
+			esp, err := part(contract.PartESP)
+			if err != nil {
+				return nil, err
+			}
+			if err := add(disk, esp.Offset, esp.Bytes, contract.MediaTypeESP, "esp.vfat", nil); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if err := add(filepath.Join(dir, im.Kernel), 0, -1, contract.MediaTypeKernel, im.Kernel, nil); err != nil {
-		return nil, err
+	// A Pi's kernel is in its boot partitions, not a file of the image.
+	if im.Kernel != "" {
+		if err := add(filepath.Join(dir, im.Kernel), 0, -1, contract.MediaTypeKernel, im.Kernel, nil); err != nil {
+			return nil, err
+		}
 	}
 	// An arm64 image's region holds its Image, the kernel layer already.
 	if im.Uncompressed != "" && im.Uncompressed != im.Kernel {
@@ -162,10 +180,13 @@ func Describe(dir string, im *appliance.Image, progs *Programs) (*Artifact, erro
 	for _, p := range progs.list {
 		h := p.header
 		h.Annotations = map[string]string{contract.AnnotationTitle: "programs/" + p.Name, contract.AnnotationProgram: p.Name,
-			contract.AnnotationRole: p.Role, contract.AnnotationPath: p.Path, contract.AnnotationText: p.TextName}
+			contract.AnnotationRole: p.Role, contract.AnnotationPath: p.Path}
+		if p.TextName != "" {
+			h.Annotations[contract.AnnotationText] = p.TextName
+		}
 		a.sources[h.Digest] = source{filepath.Join(progs.dir, h.Digest.Encoded()), 0, h.Size}
 		layers = append(layers, h)
-		if texts[p.text.Digest] {
+		if h.MediaType == contract.MediaTypeELF || texts[p.text.Digest] {
 			continue // another program's text too: one blob
 		}
 		texts[p.text.Digest] = true

@@ -14,10 +14,13 @@
 //     .OnProgram) into a scratch directory, each header file and each
 //     text's hashed form (off2f.HashedText) in a file named by its digest:
 //     a big appliance's texts are not held in memory, and a text's blob
-//     digest is checked to be its store name as it is collected.
+//     digest is checked to be its store name as it is collected. An elf
+//     image's (a Raspberry Pi's) programs come whole, each one blob
+//     (contract.MediaTypeELF), no text.
 //   - Describe reads the rest from the image directory: image.json (the
 //     config), the root filesystem and boot partitions as byte ranges of
-//     disk.img (what nvboot update sends), the kernel files. The manifest
+//     disk.img (what nvboot update sends), the kernel files (a Pi's kernel
+//     is in its boot partitions, and a Pi card has no ESP). The manifest
 //     has no time stamp: the same image, the same digest.
 //   - Push is oras.CopyGraph from the artifact to the repository (a HEAD per
 //     blob, an upload for each one missing, three at a time), the signature

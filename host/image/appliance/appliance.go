@@ -99,7 +99,8 @@ type Options struct {
 	// appliance checks pulled images with, put on the root at
 	// contract.ImageKeyPath; nil: none.
 	ImageKey []byte
-	// OnProgram, when set, is given each OFF2F program as the build
+	// OnProgram, when set, is given each OFF2F program (each program of
+	// an elf image, whole) as the build
 	// converts it (the off2f layout): what nvboot push publishes beside
 	// the image's files. An error fails the build.
 	OnProgram func(Program) error
@@ -114,6 +115,9 @@ type Program struct {
 	// the store.
 	Header, Text []byte
 	TextName     string
+	// ELF is the whole static program of an elf image (no store), at
+	// Path; Header, Text and TextName are then empty.
+	ELF []byte
 }
 
 // Board is the kind of machine an image is built for.

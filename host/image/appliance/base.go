@@ -41,7 +41,8 @@ func (b *builder) placeImageKey(st staging, im *Image) error {
 // programs, the texts' fallback copies, the MANIFESTs, the store image, the
 // image id, the version and the base's own file; then the kernel's SHA-256
 // and what the boot partitions' command lines take from the config (its
-// arguments, the boot trims), which the root does not hold. Two images
+// arguments, the boot trims), and a Pi's boot partitions' parts (rpi.Hash),
+// which the root does not hold. Two images
 // with the same base are the same system with other services' programs:
 // what a device pulling an update installs through the deploy path,
 // without a reboot. The base is written to the root (contract.BasePath),
@@ -115,6 +116,12 @@ func (b *builder) base(st staging, im *Image) error {
 			return fmt.Errorf("root tree's base: %w", err)
 		}
 		fmt.Fprintf(h, "kernel %s\nargs %q\ntrims %v\n", k, b.Config.KernelArgs(), !b.Config.NoBootTrims)
+	}
+	if b.Board == BoardRPi {
+		// The boot partitions' firmware, device trees and config.txt,
+		// which an A/B update rewrites and a deploy does not.
+		fmt.Fprintf(h, "board %s\n", b.Board)
+		b.rpi.Hash(h, b.Config)
 	}
 	im.BaseSHA256 = hex.EncodeToString(h.Sum(nil))
 	return os.WriteFile(filepath.Join(st.root, contract.BasePath[1:]), []byte(im.BaseSHA256+"\n"), 0o644)

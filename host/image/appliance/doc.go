@@ -84,7 +84,8 @@
 // one UKI each (slots.go; docs/UPDATE.md), and no kernel region.
 //
 // For nvboot push (host/publish) a build also gives Options.OnProgram each
-// OFF2F program as converted (header file, text, its path on the root),
+// OFF2F program as converted (header file, text, its path on the root;
+// with the elf layout, a Pi's, each program whole),
 // puts Options.ImageKey, the public key pulled images are checked with,
 // at contract.ImageKeyPath and the config's Version at
 // contract.VersionPath, and records in image.json BaseSHA256 (base.go):

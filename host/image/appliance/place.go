@@ -124,6 +124,11 @@ func (b *builder) placePrograms(progs []program, st staging, loader string) ([]s
 			if err := copyFile(dst, p.Bin, 0o755); err != nil {
 				return nil, err
 			}
+			if b.Layout == ELF && b.OnProgram != nil {
+				if err := b.onWhole(p, i, dst, st); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if b.Config.HasShell() {
@@ -175,6 +180,26 @@ func (b *builder) convert(p program, role string, dst string, st staging) (strin
 		}
 	}
 	return conv.TextName(), nil
+}
+
+// onWhole gives OnProgram the elf image's program p (the i-th), placed at
+// dst, whole.
+func (b *builder) onWhole(p program, i int, dst string, st staging) error {
+	role := contract.RoleService
+	if i == 0 {
+		role = contract.RoleInit
+	} else if p.Path != "" {
+		role = cmp.Or(p.Role, contract.RoleUserland)
+	}
+	raw, err := os.ReadFile(p.Bin)
+	if err != nil {
+		return err
+	}
+	guest := "/" + filepath.ToSlash(strings.TrimPrefix(dst, st.root+string(filepath.Separator)))
+	if err := b.OnProgram(Program{Name: p.Name, Role: role, Path: guest, ELF: raw}); err != nil {
+		return fmt.Errorf("program %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // placeLinks makes each of names a relative symbolic link to target, the

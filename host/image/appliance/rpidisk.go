@@ -73,6 +73,11 @@ func (b *builder) rpiParts(ctx context.Context) error {
 // holding the state filesystem, and the MBR card.
 func (b *builder) rpiDisk(ctx context.Context, st staging, im *Image) error {
 	slots := max(b.Config.Slots, 1)
+	// The root tree is complete but for the image id (which a base
+	// leaves out): what nvboot push annotates and nvpull compares.
+	if err := b.base(st, im); err != nil { // base.go
+		return err
+	}
 	if slots == 2 {
 		if err := b.imageID(st, im); err != nil {
 			return err

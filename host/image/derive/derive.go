@@ -57,9 +57,11 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 	}
 	in.Update = c.Update.Guest()
 	// The puller installs a change of services through the deploy path
-	// (the text store) and anything else through the A/B update (Slots):
-	// an image with neither could install nothing it pulls.
-	if in.Pull = c.Update.GuestPull(); in.Pull != nil && !o.TextStore && c.Slots != 2 {
+	// (the text store; on a Pi card, whose image nvboot push publishes
+	// with its programs whole, the state) and anything else through the
+	// A/B update (Slots): an image with neither could install nothing it
+	// pulls.
+	if in.Pull = c.Update.GuestPull(); in.Pull != nil && !o.TextStore && o.StateDevice == "" && c.Slots != 2 {
 		return nil, fmt.Errorf("Update.Registry: this image could install nothing it pulls: its layout has no text store (a service's change is deployed into it) and it has no Slots 2 (anything else is an A/B update); use the off2f layout or Slots 2")
 	}
 	if c.Slots == 2 {

@@ -131,7 +131,8 @@ func TestFromImageRefusesWhatCannotRun(t *testing.T) {
 }
 
 // TestPullNeedsSomewhereToInstall: an image that pulls gets nvinit's Pull,
-// unless it could install nothing (no text store, no slots).
+// unless it could install nothing (no text store, no Pi card's state, no
+// slots).
 func TestPullNeedsSomewhereToInstall(t *testing.T) {
 	cfg := config.Demo()
 	cfg.Update = &config.Update{Registry: &config.Registry{Repository: "10.0.2.2:5000/fleet/kv", Tag: "stable"}}
@@ -141,6 +142,10 @@ func TestPullNeedsSomewhereToInstall(t *testing.T) {
 	}
 	if _, err := FromImage(cfg, Options{}); err == nil || !strings.Contains(err.Error(), "could install nothing it pulls") {
 		t.Errorf("no text store, no slots: %v", err)
+	}
+	// A Pi card: whole programs deployed into its state.
+	if c, err := FromImage(cfg, Options{StateDevice: "/dev/mmcblk0p3"}); err != nil || c.Init.Pull == nil {
+		t.Errorf("a Pi card without slots: %v", err)
 	}
 	cfg.Slots = 2
 	if c, err := FromImage(cfg, Options{}); err != nil || c.Init.Pull == nil {

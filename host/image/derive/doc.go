@@ -25,7 +25,8 @@
 //     (InitConfig.Shell).
 //   - With Update.Registry nvinit's config has Pull (nvinit starts nvpull);
 //     an image that could install nothing it pulls (no text store for a
-//     deploy, no Slots 2 for an A/B update) is refused, saying so.
+//     deploy, nor a Pi card's state for a whole program's; no Slots 2 for
+//     an A/B update) is refused, saying so.
 //
 // # Invariants
 //

@@ -17,7 +17,11 @@
 // kv's every 204 is still on the card after a power cut, at the card's
 // write latency rather than a cache-line flush. The kernel is gokrazy's
 // kernel.rpi (the Raspberry Pi Foundation's Linux), which has no erofs:
-// the root is ext4, mounted read-only.
+// the root is ext4, mounted read-only. nvboot deploy sends a service's
+// whole program, which nvinit keeps on that state (device/update's
+// NewELFPrograms) and tries as on any board; nvboot push publishes the
+// card with its programs whole, which a Pi that pulls deploys the same
+// way, or installs A/B through tryboot.
 //
 // # Fetching
 //
