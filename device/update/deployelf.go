@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/internal/dirsync"
@@ -114,7 +115,7 @@ func (u *Server) deployELFHeaders(r *http.Request) (*upload, error) {
 func (u *Server) readProgram(r *http.Request, up *upload) (retErr error) {
 	st, err := u.Programs.newStageNamed(u.Sup, u.Limits.withDefaults().UploadBuffer, "program")
 	if err != nil {
-		return storeError(err)
+		return stateStoreError(err)
 	}
 	defer func() {
 		if retErr != nil {
@@ -129,7 +130,7 @@ func (u *Server) readProgram(r *http.Request, up *upload) (retErr error) {
 		if errors.As(err, &rerr) {
 			return cutUpload(rerr.got, up.tsize, rerr.err)
 		}
-		return storeError(err)
+		return stateStoreError(err)
 	}
 	if m, _ := r.Body.Read(make([]byte, 1)); m > 0 {
 		return errorf(http.StatusBadRequest, "upload longer than the %d bytes announced; nothing was written", up.tsize)
@@ -189,7 +190,7 @@ func (u *Server) applyELF(up *upload) (contract.DeployResult, int, error) {
 		return res, http.StatusServiceUnavailable, err
 	}
 	if ierr != nil {
-		return res, statusOf(storeError(ierr)), fmt.Errorf("writing the program into %s (the service was not touched): %w", u.Programs.dir(), ierr)
+		return res, statusOf(stateStoreError(ierr)), fmt.Errorf("writing the program into %s (the service was not touched): %w", u.Programs.dir(), ierr)
 	}
 	if res.Program == res.Previous {
 		res.Result = contract.DeployUnchanged
@@ -280,4 +281,13 @@ func (p *Programs) gcELF() (contract.GCResult, error) {
 	up, _, err := p.dropUploads()
 	res.Removed = append(res.Removed, up...)
 	return res, err
+}
+
+// stateStoreError is the answer to a write into the deploy store on the
+// state that failed.
+func stateStoreError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return errorf(http.StatusInsufficientStorage, "%w; the state is full: remove what no service runs (nvboot deploy -gc), or build the image with a larger StateMiB; nothing was written", err)
+	}
+	return errorf(http.StatusInternalServerError, "%w; nothing was written", err)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -170,6 +171,32 @@ func TestDeployELFRefusals(t *testing.T) {
 	_, err = tf.client(testPassword).Deploy(ctx, deploy.Program{Service: "srv", ELF: f.probe})
 	if err == nil || !strings.Contains(err.Error(), "deploys OFF2F programs into its text store") {
 		t.Errorf("a whole program to a text store: %v", err)
+	}
+	// Refused before the body is read: sizes out of bounds, a
+	// Content-Length other than the size.
+	for _, tc := range []struct {
+		size, length string
+		want         string
+	}{
+		{"0", "", "want a byte count above 0"},
+		{strconv.Itoa(contract.MaxDeployBody + 1), "", "want a byte count above 0"},
+		{"100", "50", "truncated upload: 50 of 100 bytes"},
+	} {
+		body := strings.NewReader(strings.Repeat("x", 50))
+		req, _ := http.NewRequest(http.MethodPut, f.srv.URL+contract.PathDeploy, body)
+		req.SetBasicAuth(contract.UpdateUser, testPassword)
+		req.Header.Set(contract.HeaderService, "srv")
+		req.Header.Set(contract.HeaderProgramSize, tc.size)
+		req.Header.Set(contract.HeaderBodySHA256, sha(nil))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), tc.want) {
+			t.Errorf("size %s: %d %s, want 400 saying %q", tc.size, resp.StatusCode, msg, tc.want)
+		}
 	}
 	// A body that is not what its hash says.
 	req, _ := http.NewRequest(http.MethodPut, f.srv.URL+contract.PathDeploy, strings.NewReader(string(f.probe)))

@@ -221,6 +221,12 @@
 //     the file) and a rollback always finds the old one.
 //   - Ready means WaitFor answered while the process runs, as at boot; a
 //     service without WaitFor is kept as soon as it forks.
+//   - A whole program on the state over a text store on a card, for an
+//     image without pmem, because nothing maps text from a card faster
+//     than the kernel reads the program, and the state is the one
+//     writable filesystem there; the links, trial and recovery are the
+//     text store's, so nvinit's supervisor serves both alike. The cost:
+//     every deploy sends the whole program.
 //   - A Pi's autoboot.txt rewritten in place over written through a
 //     mounted FAT, because a vfat rewrite (truncate, write, fsync) passes
 //     through an empty or half-written file, and a firmware that cannot

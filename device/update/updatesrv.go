@@ -159,7 +159,7 @@ func (u *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case contract.PathHave, contract.PathDeploy, contract.PathGC:
 		if u.Programs == nil {
-			http.Error(w, "no text store is mounted on this appliance: nothing to deploy into (an A/B update can still replace the image)", http.StatusConflict)
+			http.Error(w, "no text store is mounted on this appliance (nor, on an image without one, a state): nothing to deploy into (an A/B update can still replace the image)", http.StatusConflict)
 			return
 		}
 	}
