@@ -108,6 +108,12 @@ func bootDeployable(t *testing.T, dir string, im *appliance.Image, tls bool) (*v
 // with tls: its certificate made in cfgDir), from a config in cfgDir; it returns the image directory and the module root.
 func buildDeployable(t *testing.T, cfgDir string, tls bool) (string, *appliance.Image, string) {
 	t.Helper()
+	return buildDeployableAs(t, cfgDir, tls, appliance.OFF2F)
+}
+
+// buildDeployableAs is buildDeployable with the layout l.
+func buildDeployableAs(t *testing.T, cfgDir string, tls bool, l appliance.Layout) (string, *appliance.Image, string) {
+	t.Helper()
 	buildtest.NeedTools(t, "fsck.erofs")
 	k := vmtest.Kernel(t)
 	cfg, err := config.Load(deployConfig(t, cfgDir, tls, kvPackage))
@@ -119,7 +125,7 @@ func buildDeployable(t *testing.T, cfgDir string, tls bool) (string, *appliance.
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "img")
-	im, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.OFF2F, Out: dir, Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
+	im, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: l, Out: dir, Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,14 +341,20 @@ func writeFigures(t *testing.T, f deployFigures) {
 // whenever deploy had been told "kept" or nvinit had said so on the
 // console; every write kv acknowledged, before this cut and all earlier
 // ones, reads back; and a gc after each leaves the store room.
-func TestDeployPowerCuts(t *testing.T) {
+func TestDeployPowerCuts(t *testing.T) { deployPowerCuts(t, appliance.OFF2F) }
+
+// TestDeployELFPowerCuts is TestDeployPowerCuts on an elf image (no text
+// store: whole programs kept on the state, as on a Pi).
+func TestDeployELFPowerCuts(t *testing.T) { deployPowerCuts(t, appliance.ELF) }
+
+func deployPowerCuts(t *testing.T, l appliance.Layout) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
 	cuts := cutCount("NVBOOT_DEPLOY_CUTS", 4)
 	rng, seed := cutRand(t, "NVBOOT_DEPLOY_SEED")
 	cfgDir := t.TempDir()
-	dir, im, root := buildDeployable(t, cfgDir, false)
+	dir, im, root := buildDeployableAs(t, cfgDir, false, l)
 	m, kvURL, upURL := bootDeployable(t, dir, im, false)
 	deployArgs := func(cfg string) []string {
 		return []string{"deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL}

@@ -12,10 +12,6 @@ import (
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/image/appliance"
-	"github.com/nvboot/nvboot/host/image/config"
-	"github.com/nvboot/nvboot/host/vm/vmtest"
-	"github.com/nvboot/nvboot/internal/checkout"
-	"github.com/nvboot/nvboot/internal/testutil/buildtest"
 )
 
 // TestDeployELFToBootedAppliance boots the demo built with the elf layout
@@ -29,22 +25,8 @@ func TestDeployELFToBootedAppliance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU")
 	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	k := vmtest.Kernel(t)
 	cfgDir := t.TempDir()
-	cfg, err := config.Load(deployConfig(t, cfgDir, false, kvPackage))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := checkout.Root(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "img")
-	im, err := appliance.Build(context.Background(), appliance.Options{Config: cfg, Layout: appliance.ELF, Out: dir, Kernel: k, ModuleRoot: root, ConfigDir: cfgDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, im, root := buildDeployableAs(t, cfgDir, false, appliance.ELF)
 	v2 := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
 	broken := deployConfig(t, cfgDir, false, filepath.Join(root, "host/nvbootcmd/testdata/deploy/broken/kv"))
 	hang := deployConfig(t, cfgDir, false, filepath.Join(root, "host/nvbootcmd/testdata/deploy/hang/kv"))
