@@ -105,7 +105,7 @@ func deployCmd(ctx context.Context, c *cli.Context) error {
 		if err != nil {
 			return fmt.Errorf("gc on %s: %w", url, err)
 		}
-		log.Printf("removed %d files; the text store has %d bytes more free", len(res.Removed), res.Bytes)
+		log.Printf("removed %d files; its store (the text store, or an elf image's state) has %d bytes more free", len(res.Removed), res.Bytes)
 		if *asJSON {
 			return cli.JSON(c.Stdout, res)
 		}
