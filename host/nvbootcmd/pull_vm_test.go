@@ -65,8 +65,8 @@ func pullStatus(t *testing.T, cfg, url string) (*statusReport, error) {
 }
 
 // waitRunning polls nvboot status until the puller says the appliance runs
-// digest, or fails the test after d.
-func waitRunning(t *testing.T, m *vm.Machine, cfg, url, digest string, d time.Duration) *contract.PullStatus {
+// digest, or fails the test after d, showing the console.
+func waitRunning(t *testing.T, console func() string, cfg, url, digest string, d time.Duration) *contract.PullStatus {
 	t.Helper()
 	var last *statusReport
 	var lastErr error
@@ -77,7 +77,7 @@ func waitRunning(t *testing.T, m *vm.Machine, cfg, url, digest string, d time.Du
 		}
 	}
 	b, _ := json.MarshalIndent(last, "", "  ")
-	t.Fatalf("the appliance does not run %s after %v: %v\n%s\nconsole:\n%s", digest, d, lastErr, b, m.Console())
+	t.Fatalf("the appliance does not run %s after %v: %v\n%s\nconsole:\n%s", digest, d, lastErr, b, console())
 	return nil
 }
 
@@ -112,7 +112,7 @@ func TestPullConverges(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT: %v %v", resp, err)
 	}
-	st := waitRunning(t, m, cfg, upURL, res1.Digest, 3*time.Minute)
+	st := waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 	if st.LastInstall != nil {
 		t.Errorf("the image it booted was installed again: %+v", st.LastInstall)
 	}
@@ -125,7 +125,7 @@ func TestPullConverges(t *testing.T) {
 	start := time.Now()
 	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
 	pushedAt := time.Since(start)
-	st = waitRunning(t, m, cfg, upURL, res2.Digest, 3*time.Minute)
+	st = waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
 	converged := time.Since(start)
 	li := st.LastInstall
 	if st.Running.Path != contract.PullDeploy || li == nil || li.Result != contract.PullInstalled || len(li.Services) != 1 ||
@@ -237,7 +237,7 @@ func TestPullFleet(t *testing.T) {
 		fleet[i] = box{m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)}
 	}
 	for i, b := range fleet {
-		waitRunning(t, b.m, cfg, b.upURL, res1.Digest, 8*time.Minute)
+		waitRunning(t, b.m.Console, cfg, b.upURL, res1.Digest, 8*time.Minute)
 		req, _ := http.NewRequest(http.MethodPut, b.kvURL+"/kv/box", strings.NewReader(fmt.Sprint(i)))
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 			t.Fatalf("appliance %d: PUT: %v %v", i, resp, err)
@@ -248,7 +248,7 @@ func TestPullFleet(t *testing.T) {
 	pushedAt := time.Now()
 	var want []string
 	for i, b := range fleet {
-		st := waitRunning(t, b.m, cfg, b.upURL, res2.Digest, 5*time.Minute)
+		st := waitRunning(t, b.m.Console, cfg, b.upURL, res2.Digest, 5*time.Minute)
 		li := st.LastInstall
 		if li == nil || li.Path != contract.PullDeploy || li.Result != contract.PullInstalled || len(li.Blobs) != 2 {
 			t.Fatalf("appliance %d: %+v", i, li)
@@ -369,7 +369,7 @@ func TestPullPowerCutResumes(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT: %v %v", resp, err)
 	}
-	waitRunning(t, m, cfg, upURL, res1.Digest, 3*time.Minute)
+	waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 
 	proxy.rate.Store(1 << 20)
 	res2, _ := pushed(t, "-config", pullConfigVia(t, cfgDir, reg, guest, "2s", "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
@@ -383,7 +383,7 @@ func TestPullPowerCutResumes(t *testing.T) {
 	proxy.rate.Store(0)
 	mark := len(reg.BlobGets())
 	m, kvURL, upURL = bootDeployable(t, img, im, false)
-	st := waitRunning(t, m, cfg, upURL, res2.Digest, 3*time.Minute)
+	st := waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
 	// The header file came whole before the cut, and is kept; the text
 	// resumes from its last checkpoint.
 	li := st.LastInstall
