@@ -407,3 +407,61 @@ func TestPullPowerCutResumes(t *testing.T) {
 	}
 	t.Logf("figures: %d bytes of the text kept across the power cut, %d fetched after it", li.Resumed, li.Downloaded)
 }
+
+// TestPullPowerCutDuringSwitch cuts the power in the middle of a pulled
+// switch: the appliance pulls kv changed and deploys it while the host
+// writes to kv every 10 ms, and the power is cut the moment the new kv
+// first answers (its trial then ends within a readiness poll: the cut
+// falls just before or just after nvinit keeps it). The next boot runs
+// the old kv or the new one, never neither: kv answers. nvpull then
+// takes the install up (decided again, deployed again when the old one
+// came back) and the appliance converges on the new image; every
+// acknowledged write reads back.
+func TestPullPowerCutDuringSwitch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU twice, builds two images")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	kernel := vmtest.Kernel(t)
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	cfgDir := t.TempDir()
+	ref := reg.Host + "/fleet/kv:stable"
+	img := filepath.Join(t.TempDir(), "img")
+	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
+	im, err := appliance.ReadImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cfgDir, "appliance.json")
+	m, kvURL, upURL := bootDeployable(t, img, im, false)
+	waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
+	_, _, oldVersion := kvGet(t, kvURL, "/healthz")
+
+	w := startWriter(kvURL, "pull")
+	start := time.Now()
+	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	for end := time.Now().Add(3 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := w.firstAnswer(start, "2"); ok {
+			break
+		}
+		if time.Now().After(end) {
+			w.Stop()
+			t.Fatalf("the new kv did not answer within 3 minutes of the push\n%s", m.Console())
+		}
+	}
+	m.Kill()
+	w.Stop()
+
+	m, kvURL, upURL = bootDeployable(t, img, im, false)
+	code, _, after := kvGet(t, kvURL, "/healthz")
+	if code != http.StatusOK || (after != oldVersion && after != "2") {
+		t.Fatalf("after the cut kv answers %d, version %q: want the old (%q) or the new (2)\n%s", code, after, oldVersion, m.Console())
+	}
+	st := waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
+	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != http.StatusOK || ver != "2" {
+		t.Errorf("after converging kv answers %d, version %q; want 2", code, ver)
+	}
+	n := w.check(t, kvURL, "after the cut")
+	t.Logf("the cut came up on kv %q (old %q); then %+v; %d acknowledged writes read back", after, oldVersion, st.LastInstall, n)
+}
