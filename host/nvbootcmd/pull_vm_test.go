@@ -20,6 +20,7 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/publish"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/host/vm/vmtest"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
@@ -408,18 +409,19 @@ func TestPullPowerCutResumes(t *testing.T) {
 	t.Logf("figures: %d bytes of the text kept across the power cut, %d fetched after it", li.Resumed, li.Downloaded)
 }
 
-// TestPullPowerCutDuringSwitch cuts the power in the middle of a pulled
-// switch: the appliance pulls kv changed and deploys it while the host
-// writes to kv every 10 ms, and the power is cut the moment the new kv
-// first answers (its trial then ends within a readiness poll: the cut
-// falls just before or just after nvinit keeps it). The next boot runs
-// the old kv or the new one, never neither: kv answers. nvpull then
-// takes the install up (decided again, deployed again when the old one
-// came back) and the appliance converges on the new image; every
-// acknowledged write reads back.
+// TestPullPowerCutDuringSwitch cuts the power in the middle of pulled
+// switches, the host writing to kv every 10 ms: first once the registry has
+// served kv's new header file and text (the download ending, the deploy at
+// most begun), then, for the next image, the moment the new kv first
+// answers (its trial ends within a readiness poll: the cut falls just
+// before or just after nvinit keeps it). After each cut the next boot runs
+// the old kv or the new one, never neither: kv answers. nvpull takes the
+// install up (decided again, deployed again when the old one came back)
+// and the appliance converges on the new image; every acknowledged write
+// reads back.
 func TestPullPowerCutDuringSwitch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots QEMU twice, builds two images")
+		t.Skip("boots QEMU three times, builds three images")
 	}
 	buildtest.NeedTools(t, "fsck.erofs")
 	kernel := vmtest.Kernel(t)
@@ -428,40 +430,64 @@ func TestPullPowerCutDuringSwitch(t *testing.T) {
 	cfgDir := t.TempDir()
 	ref := reg.Host + "/fleet/kv:stable"
 	img := filepath.Join(t.TempDir(), "img")
-	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
+	res, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
 	im, err := appliance.ReadImage(img)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(cfgDir, "appliance.json")
 	m, kvURL, upURL := bootDeployable(t, img, im, false)
-	waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
-	_, _, oldVersion := kvGet(t, kvURL, "/healthz")
-
-	w := startWriter(kvURL, "pull")
-	start := time.Now()
-	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
-	for end := time.Now().Add(3 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		if _, ok := w.firstAnswer(start, "2"); ok {
-			break
+	waitRunning(t, m.Console, cfg, upURL, res.Digest, 3*time.Minute)
+	var writers []*kvWriter
+	for i, cut := range []struct {
+		version string
+		at      func(mark int, res *publish.Result, w *kvWriter, start time.Time) bool
+	}{
+		{"2", func(mark int, res *publish.Result, _ *kvWriter, _ time.Time) bool {
+			n := 0
+			for _, r := range reg.Requests()[mark:] {
+				if r.Agent == "nvpull" && r.Method == http.MethodGet && r.Status == http.StatusOK {
+					for _, d := range res.PushedBlobs {
+						if strings.HasSuffix(r.Path, "/blobs/"+d) {
+							n++
+						}
+					}
+				}
+			}
+			return n >= 2
+		}},
+		{"3", func(_ int, _ *publish.Result, w *kvWriter, start time.Time) bool {
+			_, ok := w.firstAnswer(start, "3")
+			return ok
+		}},
+	} {
+		_, _, old := kvGet(t, kvURL, "/healthz")
+		w := startWriter(kvURL, "pull"+cut.version)
+		writers = append(writers, w)
+		start, mark := time.Now(), len(reg.Requests())
+		res, _ = pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1."+cut.version+".0", "-ldflags=-s -w -buildid= -X=main.version="+cut.version),
+			"-kernel", kernel, "-ca", reg.CAFile, ref)
+		for end := time.Now().Add(3 * time.Minute); !cut.at(mark, res, w, start); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				w.Stop()
+				t.Fatalf("cut %d: its instant did not come within 3 minutes of the push\n%s", i, m.Console())
+			}
 		}
-		if time.Now().After(end) {
-			w.Stop()
-			t.Fatalf("the new kv did not answer within 3 minutes of the push\n%s", m.Console())
-		}
-	}
-	m.Kill()
-	w.Stop()
+		m.Kill()
+		w.Stop()
 
-	m, kvURL, upURL = bootDeployable(t, img, im, false)
-	code, _, after := kvGet(t, kvURL, "/healthz")
-	if code != http.StatusOK || (after != oldVersion && after != "2") {
-		t.Fatalf("after the cut kv answers %d, version %q: want the old (%q) or the new (2)\n%s", code, after, oldVersion, m.Console())
+		m, kvURL, upURL = bootDeployable(t, img, im, false)
+		code, _, after := kvGet(t, kvURL, "/healthz")
+		if code != http.StatusOK || (after != old && after != cut.version) {
+			t.Fatalf("cut %d: after it kv answers %d, version %q: want the old (%q) or the new (%s)\n%s", i, code, after, old, cut.version, m.Console())
+		}
+		st := waitRunning(t, m.Console, cfg, upURL, res.Digest, 3*time.Minute)
+		if code, _, ver := kvGet(t, kvURL, "/healthz"); code != http.StatusOK || ver != cut.version {
+			t.Errorf("cut %d: after converging kv answers %d, version %q; want %s", i, code, ver, cut.version)
+		}
+		for _, w := range writers {
+			w.check(t, kvURL, fmt.Sprintf("after cut %d", i))
+		}
+		t.Logf("cut %d came up on kv %q (old %q, new %s); then installed %s by %s, kv %s", i, after, old, cut.version, st.LastInstall.Version, st.LastInstall.Path, st.LastInstall.Result)
 	}
-	st := waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != http.StatusOK || ver != "2" {
-		t.Errorf("after converging kv answers %d, version %q; want 2", code, ver)
-	}
-	n := w.check(t, kvURL, "after the cut")
-	t.Logf("the cut came up on kv %q (old %q); then %+v; %d acknowledged writes read back", after, oldVersion, st.LastInstall, n)
 }
