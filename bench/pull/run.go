@@ -48,7 +48,8 @@ the network):
 
 It runs the checkout's bin/nvboot to push (make build first), and boots
 the images the pushes built with $NVBOOT_KERNEL (or -kernel). One run
-takes 10 to 20 minutes on 2 shared cores (the first build of Caddy more).
+takes about 5 minutes on 2 shared cores with the builds cached (the first
+build of Caddy takes minutes more).
 With -json one object: {"bench":"pull","env":{...},"ratios":{...},
 "results":[...]}; progress goes to stderr.`
 
