@@ -49,6 +49,10 @@ const (
 	// PathPull (GET) answers PullStatus: what the puller runs, tries,
 	// refused, and its last error.
 	PathPull = "/update/pull"
+	// HeaderDeviceClock is a header of PathPull's answer: the appliance's
+	// CLOCK_REALTIME when it answered (RFC 3339, nanoseconds), so a host
+	// places its own events (a push) on the clock the status's times are on.
+	HeaderDeviceClock = "Nvboot-Device-Clock"
 )
 
 // Pull is nvpull's setting (InitConfig.Pull), made from the image

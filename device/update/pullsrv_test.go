@@ -83,6 +83,19 @@ func TestLocalEndpoint(t *testing.T) {
 	if code, body := get(http.DefaultClient, f.srv.URL, contract.PathPull, contract.UpdateUser, testPassword); code != 200 || !strings.Contains(body, `"Digest":"sha256:ab"`) {
 		t.Errorf("the status: %d %s", code, body)
 	}
+	// The answer carries the device's clock, so a host can place its own
+	// events on the clock of the status's times.
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+contract.PathPull, nil)
+	req.SetBasicAuth(contract.UpdateUser, testPassword)
+	before := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if at, err := time.Parse(time.RFC3339Nano, resp.Header.Get(contract.HeaderDeviceClock)); err != nil || at.Before(before) || at.After(time.Now()) {
+		t.Errorf("%s: %q (%v), want a time within the request", contract.HeaderDeviceClock, resp.Header.Get(contract.HeaderDeviceClock), err)
+	}
 	g := newUpdateFixture(t)
 	if code, body := get(http.DefaultClient, g.srv.URL, contract.PathPull, contract.UpdateUser, testPassword); code != http.StatusNotFound || !strings.Contains(body, "pulls no updates") {
 		t.Errorf("an appliance that does not pull: %d %s", code, body)

@@ -221,6 +221,7 @@ func (u *Server) pullStatus(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "nvpull's status: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set(contract.HeaderDeviceClock, time.Now().Format(time.RFC3339Nano))
 	reply(w, st)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/image/appliance"
 	"github.com/nvboot/nvboot/host/image/config"
+	"github.com/nvboot/nvboot/host/publish"
 	"github.com/nvboot/nvboot/host/vm"
 	"github.com/nvboot/nvboot/host/vm/vmtest"
 	"github.com/nvboot/nvboot/internal/testutil/buildtest"
@@ -65,8 +66,8 @@ func pullStatus(t *testing.T, cfg, url string) (*statusReport, error) {
 }
 
 // waitRunning polls nvboot status until the puller says the appliance runs
-// digest, or fails the test after d.
-func waitRunning(t *testing.T, m *vm.Machine, cfg, url, digest string, d time.Duration) *contract.PullStatus {
+// digest, or fails the test after d, showing the console.
+func waitRunning(t *testing.T, console func() string, cfg, url, digest string, d time.Duration) *contract.PullStatus {
 	t.Helper()
 	var last *statusReport
 	var lastErr error
@@ -77,7 +78,7 @@ func waitRunning(t *testing.T, m *vm.Machine, cfg, url, digest string, d time.Du
 		}
 	}
 	b, _ := json.MarshalIndent(last, "", "  ")
-	t.Fatalf("the appliance does not run %s after %v: %v\n%s\nconsole:\n%s", digest, d, lastErr, b, m.Console())
+	t.Fatalf("the appliance does not run %s after %v: %v\n%s\nconsole:\n%s", digest, d, lastErr, b, console())
 	return nil
 }
 
@@ -112,7 +113,7 @@ func TestPullConverges(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT: %v %v", resp, err)
 	}
-	st := waitRunning(t, m, cfg, upURL, res1.Digest, 3*time.Minute)
+	st := waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 	if st.LastInstall != nil {
 		t.Errorf("the image it booted was installed again: %+v", st.LastInstall)
 	}
@@ -125,7 +126,7 @@ func TestPullConverges(t *testing.T) {
 	start := time.Now()
 	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
 	pushedAt := time.Since(start)
-	st = waitRunning(t, m, cfg, upURL, res2.Digest, 3*time.Minute)
+	st = waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
 	converged := time.Since(start)
 	li := st.LastInstall
 	if st.Running.Path != contract.PullDeploy || li == nil || li.Result != contract.PullInstalled || len(li.Services) != 1 ||
@@ -237,7 +238,7 @@ func TestPullFleet(t *testing.T) {
 		fleet[i] = box{m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)}
 	}
 	for i, b := range fleet {
-		waitRunning(t, b.m, cfg, b.upURL, res1.Digest, 8*time.Minute)
+		waitRunning(t, b.m.Console, cfg, b.upURL, res1.Digest, 8*time.Minute)
 		req, _ := http.NewRequest(http.MethodPut, b.kvURL+"/kv/box", strings.NewReader(fmt.Sprint(i)))
 		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 			t.Fatalf("appliance %d: PUT: %v %v", i, resp, err)
@@ -248,7 +249,7 @@ func TestPullFleet(t *testing.T) {
 	pushedAt := time.Now()
 	var want []string
 	for i, b := range fleet {
-		st := waitRunning(t, b.m, cfg, b.upURL, res2.Digest, 5*time.Minute)
+		st := waitRunning(t, b.m.Console, cfg, b.upURL, res2.Digest, 5*time.Minute)
 		li := st.LastInstall
 		if li == nil || li.Path != contract.PullDeploy || li.Result != contract.PullInstalled || len(li.Blobs) != 2 {
 			t.Fatalf("appliance %d: %+v", i, li)
@@ -369,7 +370,7 @@ func TestPullPowerCutResumes(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT: %v %v", resp, err)
 	}
-	waitRunning(t, m, cfg, upURL, res1.Digest, 3*time.Minute)
+	waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 
 	proxy.rate.Store(1 << 20)
 	res2, _ := pushed(t, "-config", pullConfigVia(t, cfgDir, reg, guest, "2s", "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
@@ -383,7 +384,7 @@ func TestPullPowerCutResumes(t *testing.T) {
 	proxy.rate.Store(0)
 	mark := len(reg.BlobGets())
 	m, kvURL, upURL = bootDeployable(t, img, im, false)
-	st := waitRunning(t, m, cfg, upURL, res2.Digest, 3*time.Minute)
+	st := waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
 	// The header file came whole before the cut, and is kept; the text
 	// resumes from its last checkpoint.
 	li := st.LastInstall
@@ -406,4 +407,87 @@ func TestPullPowerCutResumes(t *testing.T) {
 		t.Errorf("the acknowledged write after the cut: %d %q", code, v)
 	}
 	t.Logf("figures: %d bytes of the text kept across the power cut, %d fetched after it", li.Resumed, li.Downloaded)
+}
+
+// TestPullPowerCutDuringSwitch cuts the power in the middle of pulled
+// switches, the host writing to kv every 10 ms: first once the registry has
+// served kv's new header file and text (the download ending, the deploy at
+// most begun), then, for the next image, the moment the new kv first
+// answers (its trial ends within a readiness poll: the cut falls just
+// before or just after nvinit keeps it). After each cut the next boot runs
+// the old kv or the new one, never neither: kv answers. nvpull takes the
+// install up (decided again, deployed again when the old one came back)
+// and the appliance converges on the new image; every acknowledged write
+// reads back.
+func TestPullPowerCutDuringSwitch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots QEMU three times, builds three images")
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	kernel := vmtest.Kernel(t)
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	cfgDir := t.TempDir()
+	ref := reg.Host + "/fleet/kv:stable"
+	img := filepath.Join(t.TempDir(), "img")
+	res, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
+	im, err := appliance.ReadImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cfgDir, "appliance.json")
+	m, kvURL, upURL := bootDeployable(t, img, im, false)
+	waitRunning(t, m.Console, cfg, upURL, res.Digest, 3*time.Minute)
+	var writers []*kvWriter
+	for i, cut := range []struct {
+		version string
+		at      func(mark int, res *publish.Result, w *kvWriter, start time.Time) bool
+	}{
+		{"2", func(mark int, res *publish.Result, _ *kvWriter, _ time.Time) bool {
+			n := 0
+			for _, r := range reg.Requests()[mark:] {
+				if r.Agent == "nvpull" && r.Method == http.MethodGet && r.Status == http.StatusOK {
+					for _, d := range res.PushedBlobs {
+						if strings.HasSuffix(r.Path, "/blobs/"+d) {
+							n++
+						}
+					}
+				}
+			}
+			return n >= 2
+		}},
+		{"3", func(_ int, _ *publish.Result, w *kvWriter, start time.Time) bool {
+			_, ok := w.firstAnswer(start, "3")
+			return ok
+		}},
+	} {
+		_, _, old := kvGet(t, kvURL, "/healthz")
+		w := startWriter(kvURL, "pull"+cut.version)
+		writers = append(writers, w)
+		start, mark := time.Now(), len(reg.Requests())
+		res, _ = pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1."+cut.version+".0", "-ldflags=-s -w -buildid= -X=main.version="+cut.version),
+			"-kernel", kernel, "-ca", reg.CAFile, ref)
+		for end := time.Now().Add(3 * time.Minute); !cut.at(mark, res, w, start); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				w.Stop()
+				t.Fatalf("cut %d: its instant did not come within 3 minutes of the push\n%s", i, m.Console())
+			}
+		}
+		m.Kill()
+		w.Stop()
+
+		m, kvURL, upURL = bootDeployable(t, img, im, false)
+		code, _, after := kvGet(t, kvURL, "/healthz")
+		if code != http.StatusOK || (after != old && after != cut.version) {
+			t.Fatalf("cut %d: after it kv answers %d, version %q: want the old (%q) or the new (%s)\n%s", i, code, after, old, cut.version, m.Console())
+		}
+		st := waitRunning(t, m.Console, cfg, upURL, res.Digest, 3*time.Minute)
+		if code, _, ver := kvGet(t, kvURL, "/healthz"); code != http.StatusOK || ver != cut.version {
+			t.Errorf("cut %d: after converging kv answers %d, version %q; want %s", i, code, ver, cut.version)
+		}
+		for _, w := range writers {
+			w.check(t, kvURL, fmt.Sprintf("after cut %d", i))
+		}
+		t.Logf("cut %d came up on kv %q (old %q, new %s); then installed %s by %s, kv %s", i, after, old, cut.version, st.LastInstall.Version, st.LastInstall.Path, st.LastInstall.Result)
+	}
 }

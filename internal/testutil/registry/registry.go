@@ -2,7 +2,7 @@
 // registry command (the reference implementation of the OCI distribution
 // spec), built from the module proxy at Version, with htpasswd (bcrypt)
 // authentication and TLS by a self-signed certificate (writeCert: localhost, 127.0.0.1 and 10.0.2.2, what a QEMU guest reaches),
-// on a loopback port, stopped at the test's cleanup. No fake registry.
+// on a loopback port, stopped at the test's cleanup (a benchmark: Launch, Close). No fake registry.
 //
 // The command is built once with `go install MODULE/cmd/registry@Version`
 // into a cache directory outside the checkout keyed by the version
@@ -63,40 +63,65 @@ func cacheDir() (string, error) {
 }
 
 // Binary returns the registry command, built first when the cache lacks
-// it (one build at a time across test processes, under an flock).
+// it (Build); under -short a test that would build it is skipped.
 func Binary(t testing.TB) string {
 	t.Helper()
-	dir, err := cacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "registry")
-	if _, err := os.Stat(bin); err == nil {
+	if bin, ok := cached(); ok {
 		return bin
 	}
 	if testing.Short() {
+		dir, _ := cacheDir()
 		t.Skipf("the registry (CNCF Distribution %s) is not built yet in %s, which takes minutes: skipped under -short", Version, dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	bin, err := Build(t.Logf)
+	if err != nil {
 		t.Fatal(err)
+	}
+	return bin
+}
+
+// cached is the registry command when the cache holds it.
+func cached() (string, bool) {
+	dir, err := cacheDir()
+	if err != nil {
+		return "", false
+	}
+	bin := filepath.Join(dir, "registry")
+	_, err = os.Stat(bin)
+	return bin, err == nil
+}
+
+// Build returns the registry command, built first when the cache lacks it
+// (one build at a time across processes, under an flock); logf says so.
+func Build(logf func(string, ...any)) (string, error) {
+	dir, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "registry")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	if _, err := os.Stat(bin); err == nil {
-		return bin // another process built it meanwhile
+		return bin, nil // another process built it meanwhile
 	}
 	tmp, err := os.MkdirTemp(dir, ".build-")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	t.Logf("building the registry: go install %s@%s (once, into %s)", pkg, Version, dir)
+	logf("building the registry: go install %s@%s (once, into %s)", pkg, Version, dir)
 	args := []string{"go", "install", "-trimpath", pkg + "@" + Version}
 	if nice, err := exec.LookPath("nice"); err == nil {
 		args = append([]string{nice, "-n", "10"}, args...)
@@ -106,12 +131,12 @@ func Binary(t testing.TB) string {
 	// the release's own go.mod decides every version.
 	cmd.Dir, cmd.Env = tmp, append(os.Environ(), "GOBIN="+tmp, "GOWORK=off", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the registry: %v\n%s", err, out)
+		return "", fmt.Errorf("building the registry: %v\n%s", err, out)
 	}
 	if err := os.Rename(filepath.Join(tmp, "registry"), bin); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return bin
+	return bin, nil
 }
 
 // Registry is a running registry.
@@ -124,6 +149,7 @@ type Registry struct {
 	// blob there (BlobData).
 	Storage string
 	log     *logBuffer
+	stop    func()
 }
 
 // GuestHost is the registry's address as a QEMU guest on the user
@@ -199,19 +225,41 @@ var listening = regexp.MustCompile(`listening on (127\.0\.0\.1:\d+), tls`)
 // and stops it at t's cleanup.
 func Start(t testing.TB) *Registry {
 	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := writeCert(certFile, keyFile); err != nil {
-		t.Fatal(err)
-	}
-	r := &Registry{CAFile: certFile, User: "nvboot-test", Password: randomHex(t, 12), Storage: filepath.Join(dir, "data"), log: &logBuffer{}}
-	hash, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
+	r, err := Launch(Binary(t), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		r.Close()
+		if t.Failed() {
+			t.Logf("registry log:\n%s", r.log)
+		}
+	})
+	return r
+}
+
+// Launch runs the registry command bin with its configuration, certificate
+// and storage in dir, until Close; a benchmark's way to Start.
+func Launch(bin, dir string) (*Registry, error) {
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := writeCert(certFile, keyFile); err != nil {
+		return nil, err
+	}
+	password, err := randomHex(12)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := randomHex(16)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{CAFile: certFile, User: "nvboot-test", Password: password, Storage: filepath.Join(dir, "data"), log: &logBuffer{}}
+	hash, err := bcrypt.GenerateFromPassword([]byte(r.Password), bcrypt.MinCost)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(filepath.Join(dir, "htpasswd"), fmt.Appendf(nil, "%s:%s\n", r.User, hash), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// Port 0: the kernel picks a free one, which the registry logs.
 	conf := fmt.Sprintf(`version: 0.1
@@ -238,10 +286,10 @@ auth:
   htpasswd:
     realm: nvboot-test
     path: %[1]s/htpasswd
-`, dir, randomHex(t, 16), certFile, keyFile)
+`, dir, secret, certFile, keyFile)
 	confPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command(bin, "serve", confPath)
 	cmd.Stdout, cmd.Stderr = r.log, r.log
@@ -250,20 +298,17 @@ auth:
 	// No OpenTelemetry exporter: it would post traces to localhost:4318.
 	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	r.stop = sync.OnceFunc(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
 			<-exited
-		}
-		if t.Failed() {
-			t.Logf("registry log:\n%s", r.log)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -276,14 +321,19 @@ auth:
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("the registry exited: %v\n%s", err, r.log)
+			r.stop()
+			return nil, fmt.Errorf("the registry exited: %v\n%s", err, r.log)
 		case <-ctx.Done():
-			t.Fatalf("the registry did not say where it listens within a minute:\n%s", r.log)
+			r.stop()
+			return nil, fmt.Errorf("the registry did not say where it listens within a minute:\n%s", r.log)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return r
+	return r, nil
 }
+
+// Close stops the registry.
+func (r *Registry) Close() { r.stop() }
 
 // Log is what the registry has logged so far, its access log among it.
 func (r *Registry) Log() string { return r.log.String() }
@@ -325,17 +375,37 @@ func (r *Registry) BlobGets() []BlobGet {
 	return out
 }
 
+// request matches the access log line (the combined log format) of any
+// request: method, path, status, the bytes sent and the user agent.
+var request = regexp.MustCompile(`"(GET|HEAD|PUT|POST|PATCH|DELETE) (/v2/[^ ]*) HTTP/[0-9.]+" (\d{3}) (\d+) "[^"]*" "([^"]*)"`)
+
+// Request is one request the registry answered.
+type Request struct {
+	Method, Path string
+	Status       int
+	Bytes        int64  // the bytes of the answer's body
+	Agent        string // the client's User-Agent (nvpull, nvboot)
+}
+
+// Requests are the requests the registry answered so far, as its access
+// log says, in order: what a client was served, manifests and referrers
+// besides blobs.
+func (r *Registry) Requests() []Request {
+	var out []Request
+	for _, m := range request.FindAllStringSubmatch(r.Log(), -1) {
+		st, _ := strconv.Atoi(m[3])
+		n, _ := strconv.ParseInt(m[4], 10, 64)
+		out = append(out, Request{Method: m[1], Path: m[2], Status: st, Bytes: n, Agent: m[5]})
+	}
+	return out
+}
+
 // DockerConfigFor writes a Docker config file holding the registry's
 // credentials for host (Host, or GuestHost) and returns its path.
 func (r *Registry) DockerConfigFor(t testing.TB, host string) string {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{
-		"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + r.Password))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
+	if err := r.WriteDockerConfig(p, host, r.Password); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -347,21 +417,27 @@ func (r *Registry) DockerConfigFor(t testing.TB, host string) string {
 func (r *Registry) DockerConfig(t testing.TB, password string) string {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := json.Marshal(map[string]any{"auths": map[string]any{r.Host: map[string]string{
-		"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + password))}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+	if err := r.WriteDockerConfig(filepath.Join(dir, "config.json"), r.Host, password); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
-func randomHex(t testing.TB, n int) string {
+// WriteDockerConfig writes the Docker config file path holding the user
+// and password for host.
+func (r *Registry) WriteDockerConfig(path, host, password string) error {
+	b, err := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{
+		"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + password))}}})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+func randomHex(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return hex.EncodeToString(b)
+	return hex.EncodeToString(b), nil
 }
