@@ -37,7 +37,9 @@
 //     deploy with its trial (kept only if ready, else rolled back and the
 //     image refused); or the slot writes, read back, the test boot, the
 //     reboot, and at the next start the commit awaited (or the old slot
-//     found booted, and the image refused).
+//     found booted: a failed test boot or a power cut in one, which look
+//     the same, so the image is tried again and refused after
+//     maxTestBoots).
 //
 // # Design
 //

@@ -218,15 +218,26 @@ func (p *Puller) reconcile(ctx context.Context) error {
 				li.Result, li.Ended = contract.PullInstalled, p.now()
 			}
 			p.logf("image %s (%s) committed: the appliance runs it", short(ab.Digest), ab.Version)
+			p.st.TestBoots = nil
 			// A new image's store has no deployed programs.
 			p.st.Services = nil
 			if err := p.blobs.Keep(nil); err != nil {
 				p.logf("removing the downloaded blobs: %v", err)
 			}
 		} else {
+			n := 1
+			if tb := p.st.TestBoots; tb != nil && tb.Digest == ab.Digest {
+				n = tb.Failed + 1
+			}
+			p.st.TestBoots = &failedTestBoots{Digest: ab.Digest, Failed: n}
 			reason := fmt.Sprintf("image %s (%s): its test boot did not come up (every service ready within the test boot's deadline), and the appliance is back on its old slot", short(ab.Digest), ab.Version)
+			if n < maxTestBoots {
+				reason += fmt.Sprintf(": try %d of %d (a power cut in the test boot looks the same), trying it again", n, maxTestBoots)
+			} else {
+				reason += fmt.Sprintf(" after %d tries", n)
+				s.Refused = &contract.PulledImage{Digest: ab.Digest, Version: ab.Version, Path: contract.PullUpdate, Reason: reason, Since: p.now()}
+			}
 			p.logf("%s", reason)
-			s.Refused = &contract.PulledImage{Digest: ab.Digest, Version: ab.Version, Path: contract.PullUpdate, Reason: reason, Since: p.now()}
 			if li := s.LastInstall; li != nil && li.Digest == ab.Digest {
 				li.Result, li.Reason, li.Ended = contract.PullFailed, reason, p.now()
 			}

@@ -32,7 +32,23 @@ type state struct {
 	Services map[string]deployed `json:",omitempty"`
 	// AB is an A/B update written and test-booted; nil: none.
 	AB *abTry `json:",omitempty"`
+	// TestBoots counts the test boots of one image that did not come up,
+	// so a power cut in one is not taken for the image's failure at once.
+	TestBoots *failedTestBoots `json:",omitempty"`
 }
+
+// failedTestBoots is how many test boots of the image Digest ended back
+// on the old slot.
+type failedTestBoots struct {
+	Digest string
+	Failed int
+}
+
+// maxTestBoots is how many test boots an A/B image gets before it is
+// refused: back on the old slot nvpull cannot tell a failed test boot
+// from a power cut during one, so a cut costs a retry, not the update,
+// and an image that never comes up costs three test boots.
+const maxTestBoots = 3
 
 type deployed struct{ Header, Program string }
 
