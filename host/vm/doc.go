@@ -76,9 +76,9 @@
 //     the first sync on the device never returned). Measured on the demo
 //     (nvboot measure -clock device -pmem virtio, sd, off2f, five boots):
 //     kv answers at 77.5 ms (73.1-81.4) against 57.4 on e820 regions:
-//     SeaBIOS's 8.3 ms of handover over qboot's 0.1, the driver and its
-//     probes about 4 ms, the state's mount 1.1 ms more (its flush), the
-//     rest the host's fsyncs on the guest's clock (below).
+//     SeaBIOS hands over 8 to 10 ms later than qboot, the kernel takes 3
+//     ms more (the driver, its probes), init to the answer 6 ms more (the
+//     state's mount and the host's fsyncs on the guest's clock, below).
 //
 // libnvdimm serves all three the same way: a label-less namespace per
 // region, /dev/pmem0, pmem1 in order (virtio-pmem's regions in the order
