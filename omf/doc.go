@@ -23,7 +23,11 @@
 //     and on a DAX file whose filesystem refuses MAP_SYNC with EOPNOTSUPP
 //     (virtio-pmem, virtiofs with DAX; the File remembers it), the window is
 //     MAP_SHARED and the sync is msync(MS_SYNC) of the pages holding the
-//     range. File.Mode says "dax" or "pagecache".
+//     range, which on virtio-pmem ext4 turns into the device's flush
+//     request (its host fsyncs the file). File.Mode says "dax",
+//     "dax-msync" (a writable File on such a device: Open asks whether
+//     MAP_SYNC is taken, one mmap and munmap, so the mode is true from the
+//     start) or "pagecache".
 //   - Unmap gives back every chunk no window holds and no ReadAt is copying
 //     from, and keeps the File open: a service that reads a file in bursts
 //     frees its address space and page tables, and the next read maps the
@@ -111,7 +115,8 @@
 //     durable by SyncBlock alone (no Close, no fsync) are in the file after
 //     a power cut; windows read between Unmaps read the pmem's bytes; a
 //     window read after a truncation returns ErrTruncated: TestDAXWindows
-//     (skipped without a kernel). TestDAXDetection holds the two DAX
+//     (skipped without a kernel). The same on virtio-pmem, where the
+//     kernel refuses MAP_SYNC and the writable File is in mode dax-msync. TestDAXDetection holds the two DAX
 //     answers together on the host, and TestDAXPathsOnPageCache takes the
 //     DAX read and write paths on a page-cache file.
 //

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvboot/nvboot/pmem"
 )
 
 // Errors, for errors.Is.
@@ -121,6 +123,12 @@ func NewFile(f *os.File, o Options) (*File, error) {
 	of := &File{f: f, name: f.Name(), writable: o.Writable, chunk: cs, populate: !o.NoPopulate}
 	of.size.Store(size)
 	of.dax = dax
+	if dax && o.Writable && pmem.Available() && !probeDAX(f) {
+		// A DAX file on an asynchronous device (virtio-pmem) refuses
+		// MAP_SYNC: asked now, so Mode says from the start that SyncBlock
+		// is an msync there (one mmap and munmap, for writable Files only).
+		of.noSync.Store(true)
+	}
 	empty := make([]atomic.Pointer[chunk], 0)
 	of.slots.Store(&empty)
 	return of, nil
@@ -176,12 +184,19 @@ func (f *File) Name() string { return f.name }
 // DAX reports whether the file is on a DAX filesystem, where the mapping is
 // the persistent memory and SyncBlock flushes CPU caches instead of calling
 // msync (unless the filesystem refuses MAP_SYNC, as virtiofs and
-// virtio-pmem do: then msync, see WriteBlock).
+// virtio-pmem do: then msync, see WriteBlock and Mode).
 func (f *File) DAX() bool { return f.dax }
 
-// Mode is "dax" or "pagecache".
+// Mode says how the file is mapped and how SyncBlock makes stores
+// durable: "dax" (the pmem itself, MAP_SYNC, CPU cache flushes),
+// "dax-msync" (a writable File on DAX whose device is asynchronous, as
+// virtio-pmem is: the pmem mapped, msync the durability point, which the
+// device turns into a flush request to its host) or "pagecache" (msync).
 func (f *File) Mode() string {
-	if f.dax {
+	switch {
+	case f.dax && f.noSync.Load():
+		return "dax-msync"
+	case f.dax:
 		return "dax"
 	}
 	return "pagecache"

@@ -50,7 +50,14 @@
 // layer, and stores are made durable with package pmem's Flush (CLWB, else
 // CLFLUSHOPT, else CLFLUSH) and Fence (SFENCE). Elsewhere the mapping is
 // MAP_SHARED and each durability point is an msync(MS_SYNC), which on a
-// disk is a device flush. Heap.Mode says which ("dax" or "msync"). The
+// disk is a device flush. So too on a DAX file of an asynchronous device,
+// virtio-pmem (Firecracker's, Cloud Hypervisor's, QEMU's virtio-pmem-pci):
+// the kernel maps the pmem but refuses MAP_SYNC (EOPNOTSUPP), because the
+// data is durable only once the host has written its file, and ext4 turns
+// the msync into the device's flush request, which the host answers after
+// an fsync. A CPU flush alone would reach only the host's page cache, so
+// the heap never claims mode dax there. Heap.Mode says which ("dax" or
+// "msync"). The
 // layer is the Memory interface, which tests replace with package crashsim
 // to enumerate the states a power cut could leave.
 //
@@ -345,7 +352,9 @@
 // CVAP). Outside the package: TestChurnKeepsHeapAllocatable (bench/pheap),
 // TestHeapReusesFreedSpaceAcrossSizes, TestGetCorruptValue,
 // TestKillKeepsAcknowledged, TestCheckOnOpen (examples/kv),
-// TestDAXHeapSurvivesPowerCut (QEMU, ext4 dax=always, mode "dax") and
+// TestDAXHeapSurvivesPowerCut (QEMU, ext4 dax=always: mode "dax" on an
+// NVDIMM; mode "msync" on virtio-pmem, where QEMU's trace counts a flush
+// request answered after the host's fsync for every commit reported) and
 // TestPowercut (host/nvbootcmd). A power cut in QEMU loses no cache line
 // (QEMU writes guest stores straight to the NVDIMM's file), so the ordering
 // of flushes and fences is held by the crash simulator, not by the VM tests.

@@ -13,7 +13,11 @@
 // further on, so that no layout always boots first. Every measured boot
 // starts from a fresh copy of the pmem the first boot left, on the same
 // storage model, and ends at the first HTTP answer of the image's first
-// service with a ForwardPort.
+// service with a ForwardPort. Machine says on what: the accelerator and clock, the
+// board (QEMU's pc or microvm) and how the pmem reaches it (e820 regions,
+// NVDIMMs, virtio-pmem), which the JSON's env records (board only when it
+// is microvm; acpi "off" on the pc board with e820 or virtio-pmem,
+// "hardware-reduced" on microvm).
 //
 // # The marks
 //

@@ -10,7 +10,8 @@ import (
 // Machine is how the guest runs: its accelerator, clock and memory.
 type Machine struct {
 	Accel   string // "" lets vm pick (NVBOOT_ACCEL, else KVM when it works)
-	PmemAs  string // vm.PmemE820 or vm.PmemNVDIMM
+	PmemAs  string // vm.PmemE820, vm.PmemNVDIMM or vm.PmemVirtio
+	Board   string // vm.BoardPC or vm.BoardMicrovm; "": the pc board
 	Clock   string // vm.ClockWall or vm.ClockDevice
 	CPURate int64  // instructions per second of guest time; 0 on the wall clock
 	Append  string // appended to the image's kernel command line
@@ -20,7 +21,7 @@ type Machine struct {
 // BootOptions are what every boot of m on storage prof starts from.
 func (m Machine) BootOptions(prof vm.Storage) appliance.BootOptions {
 	o := appliance.BootOptions{Storage: prof, Accel: m.Accel, CPURate: m.CPURate, PmemAs: m.PmemAs,
-		ExtraCmdline: m.Append, MemMiB: m.MemMiB}
+		Board: m.Board, ExtraCmdline: m.Append, MemMiB: m.MemMiB}
 	o.DiskAsPmem = appliance.StorageInGuest(o)
 	return o
 }

@@ -191,7 +191,10 @@ func (r *Report) Env() map[string]string {
 		// The virt board's pmem is its device tree's regions, whatever
 		// -pmem said (e820 stands for them), and it has no ACPI to turn off.
 		e["arch"], e["pmem"], e["acpi"] = "arm64", "device-tree pmem-region nodes", "none (the device tree describes the board)"
-	case r.Machine.PmemAs == vm.PmemE820:
+	case r.Machine.Board == vm.BoardMicrovm:
+		// Its pmem needs ACPI's PCIe host bridge (vm.BoardMicrovm).
+		e["board"], e["acpi"] = vm.BoardMicrovm, "hardware-reduced"
+	case r.Machine.PmemAs == vm.PmemE820 || r.Machine.PmemAs == vm.PmemVirtio:
 		e["acpi"] = "off"
 	}
 	if r.Machine.Clock == vm.ClockDevice {

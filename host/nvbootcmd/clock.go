@@ -13,12 +13,13 @@ import (
 )
 
 // machineFlags choose how the guest runs (a measure.Machine): -accel,
-// -clock, -cpu-rate, -pmem, -append and -mem.
+// -clock, -cpu-rate, -board, -pmem, -append and -mem.
 type machineFlags struct {
 	fs       *flag.FlagSet
 	accel    *string
 	clock    *string
 	rate     *rateFlag
+	board    *string
 	pmem     *string
 	append   *string
 	mem      *int
@@ -45,7 +46,8 @@ func addMachineFlags(fs *flag.FlagSet, defClock string) *machineFlags {
 	}
 	f.clock = fs.String("clock", defClock, "`device` (guest instructions counted as time) or wall (the host's clock); "+what)
 	f.rate = &rateFlag{vm.DefaultCPURate}
-	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent) or nvdimm (emulated NVDIMMs, ACPI NFIT)")
+	f.pmem = fs.String("pmem", appliance.DefaultPmemAs, "how the pmem images reach the guest: `e820` (RAM the firmware says is persistent), nvdimm (emulated NVDIMMs, ACPI NFIT) or virtio (virtio-pmem-pci devices: no MAP_SYNC, writes made durable by the device's flush request)")
+	f.board = fs.String("board", vm.BoardPC, "the x86-64 machine: `pc` (QEMU's pc) or microvm (QEMU's microvm: virtio-mmio, no PCI devices, pmem as e820 only, the device clock under TCG)")
 	f.append = fs.String("append", "", "append `ARGS` to the image's kernel command line (e.g. initcall_debug ignore_loglevel): to try a change to the boot")
 	f.mem = fs.Int("mem", appliance.DefaultMemMiB, "guest RAM in `MiB` (at least 64, at most the host's)")
 	fs.Var(f.rate, "cpu-rate", "device clock: guest instructions per `second`, 1e9 divided by a power of two (1e9, 5e8, 2.5e8, ...)")
@@ -63,11 +65,21 @@ func (f *machineFlags) resolve() (measure.Machine, error) {
 	}
 	m.Append, m.MemMiB = *f.append, *f.mem
 	switch *f.pmem {
-	case vm.PmemE820, vm.PmemNVDIMM:
+	case vm.PmemE820, vm.PmemNVDIMM, vm.PmemVirtio:
 		m.PmemAs = *f.pmem
 	default:
-		return measure.Machine{}, cli.Usagef("-pmem %q: want e820 or nvdimm", *f.pmem)
+		return measure.Machine{}, cli.Usagef("-pmem %q: want e820, nvdimm or virtio", *f.pmem)
 	}
+	switch *f.board {
+	case vm.BoardPC:
+	case vm.BoardMicrovm:
+		if m.PmemAs != vm.PmemE820 {
+			return measure.Machine{}, cli.Usagef("-pmem %s with -board microvm: QEMU's microvm has no device-memory area, so it maps an NVDIMM or a virtio-pmem device nowhere in the guest (it accepts them, and the guest finds no pmem); its pmem is -pmem e820", m.PmemAs)
+		}
+	default:
+		return measure.Machine{}, cli.Usagef("-board %q: want pc or microvm", *f.board)
+	}
+	m.Board = *f.board
 	return m, nil
 }
 
@@ -78,9 +90,21 @@ func (f *machineFlags) resolveClock() (measure.Machine, error) {
 	if err := checkAccel(*f.accel); err != nil {
 		return measure.Machine{}, err
 	}
-	rateSet := false
-	f.fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "cpu-rate" })
+	rateSet, clockSet := false, false
+	f.fs.Visit(func(fl *flag.Flag) {
+		rateSet = rateSet || fl.Name == "cpu-rate"
+		clockSet = clockSet || fl.Name == "clock"
+	})
 	clock := *f.clock
+	if *f.board == vm.BoardMicrovm && clock == vm.ClockWall && !f.kvm() {
+		// The microvm board boots under TCG on the device clock only
+		// (vm.BoardMicrovm): a wall-clock default gives way to it, a
+		// -clock wall asked for is refused.
+		if clockSet {
+			return measure.Machine{}, cli.Usagef("-clock wall with -board microvm under TCG: microvm's hardware-reduced ACPI leaves the kernel no timer to calibrate the TSC against (no PIT, HPET or PM timer) and the boot stops there; use -clock device (or -accel kvm where KVM works)")
+		}
+		clock = ""
+	}
 	if clock == "" {
 		accel := *f.accel
 		if accel == "" {
@@ -110,6 +134,16 @@ func (f *machineFlags) resolveClock() (measure.Machine, error) {
 		return measure.Machine{Accel: "tcg", Clock: vm.ClockDevice, CPURate: f.rate.n}, nil
 	}
 	return measure.Machine{}, cli.Usagef("-clock %q: want device or wall", clock)
+}
+
+// kvm says whether the guest runs on KVM: -accel kvm, or no -accel and
+// KVM really works here.
+func (f *machineFlags) kvm() bool {
+	if *f.accel != "" {
+		return *f.accel == "kvm"
+	}
+	accel, _, err := vm.ChooseAccel("qemu-system-x86_64")
+	return err == nil && accel == "kvm"
 }
 
 // rateFlag is an instruction rate written as an integer or in e-notation

@@ -69,6 +69,11 @@ type powercutResult struct {
 	Problems          []string `json:"problems,omitempty"`
 	Seed              uint64   `json:"seed"`
 	Accel             string   `json:"accel"`
+	// Pmem and Board say what the state was on (-pmem, -board), Clock
+	// how the guest's time passed (-clock).
+	Pmem  string `json:"pmem"`
+	Board string `json:"board"`
+	Clock string `json:"clock"`
 }
 
 func powercut(ctx context.Context, c *cli.Context) error {
@@ -174,7 +179,12 @@ func powercut(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	pc := &cutter{rng: rand.New(rand.NewPCG(*seed, 1)), svc: svc, acked: map[string]string{}, maybe: map[string][]string{},
-		res: powercutResult{Seed: *seed}}
+		res: powercutResult{Seed: *seed, Pmem: mach.PmemAs, Board: mach.Board, Clock: mach.Clock}}
+	if im.TargetOrDefault() == config.TargetVirt {
+		// An arm64 image's board is QEMU's virt, its pmem device-tree
+		// regions, whatever -board and -pmem said.
+		pc.res.Board, pc.res.Pmem = "virt", vm.PmemDeviceTree
+	}
 	for i := 0; i <= *n; i++ {
 		last := i == *n
 		if err := pc.round(ctx, dir, im, pmemIn(mach.BootOptions(prof), pm), last, i); err != nil {

@@ -21,8 +21,10 @@ import (
 
 const runDescription = `Boots an image built by 'nvboot build' in QEMU: the disk image as a virtio
 disk throttled to the storage model, pmem-text.img and pmem-state.img as
-the machine's persistent memory (e820 regions, or emulated NVDIMMs with
--pmem nvdimm; their contents persist from run to run), the serial console on this terminal, and the
+the machine's persistent memory (e820 regions, emulated NVDIMMs with -pmem
+nvdimm, or virtio-pmem devices with -pmem virtio, where the kernel refuses
+MAP_SYNC and kv's heap makes each write durable with the device's flush
+request; their contents persist from run to run), the serial console on this terminal, and the
 services' ports forwarded from the host (each ForwardPort to the same host
 port unless -port says otherwise). QEMU uses KVM only when it really works
 here, TCG otherwise.
@@ -36,9 +38,10 @@ Slots 2 needs for 'nvboot update': UEFI firmware (OVMF, Debian package
 ovmf; for an arm64 image AAVMF, Debian package qemu-efi-aarch64) runs the
 unified kernel image on disk.img (with Slots 2, the slot its boot
 variables choose), the board has an i6300esb watchdog, and the pmem images
-are emulated NVDIMMs described by the firmware's ACPI tables (the disk's
-command line has no memmap= for e820 regions, and the firmware gives an
-arm64 kernel no device tree: -pmem e820 and -append are refused). The firmware's
+are emulated NVDIMMs described by the firmware's ACPI tables, or on x86
+virtio-pmem devices with -pmem virtio (the disk's command line has no
+memmap= for e820 regions, and the firmware gives an arm64 kernel no device
+tree: -pmem e820 and -append are refused). The firmware's
 variables (BootOrder, BootNext, the slots' entries) are DIR/uefi-vars.fd,
 made blank on the first such run and kept, as disk.img is: what an update
 writes to the disk and the variables stays for the next run, as on a
@@ -50,6 +53,13 @@ runner starting QEMU again would have to guess it from the console.) The
 default, -firmware direct, plays the firmware instead: QEMU hands the
 image's kernel and command line over (-kernel) as the UKI would, and a
 reboot ends the run.
+
+-board microvm boots the image on QEMU's microvm machine instead of its pc
+machine: what a Firecracker guest looks like (no PCI devices, virtio on
+virtio-mmio, the kernel entered directly). Its pmem is e820 regions only
+(it maps no NVDIMM or virtio-pmem device), it has no UEFI firmware, and
+under TCG it runs on the device clock, its default there (see
+docs/DEVICE-CLOCK.md for why each).
 
 An image built with Userland "u-root" has u-root's shell (gosh) on the
 console, its commands in /bbin; without one (Userland "none", the default)
@@ -199,6 +209,8 @@ func checkFirmware(name string, fs *flag.FlagSet) (bool, error) {
 		switch {
 		case f.Name == "pmem" && f.Value.String() == vm.PmemE820:
 			err = cli.Usagef("-pmem e820 with -firmware uefi: the disk's kernel command line has no memmap= for e820 regions; leave -pmem out (the pmem images are then NVDIMMs)")
+		case f.Name == "board" && f.Value.String() == vm.BoardMicrovm:
+			err = cli.Usagef("-board microvm with -firmware uefi: QEMU's microvm runs its own firmware (bios-microvm.bin), which boots the kernel directly; no UEFI firmware boots disk.img there")
 		case f.Name == "append" && f.Value.String() != "":
 			err = cli.Usagef("-append with -firmware uefi: the firmware boots the command line built into the disk's kernel image; rebuild with the arguments in KernelCmdline")
 		}
@@ -212,15 +224,20 @@ func checkFirmware(name string, fs *flag.FlagSet) (bool, error) {
 // runVMConfig is the machine nvboot run boots the image in dir on: with
 // uefi a UEFI board (uefiBoard: the image's board's firmware, which must
 // be installed) booting the image's own disk.img, its variable store
-// beside it (made blank the first time), and resets that restart it; else
-// what VMConfig makes of o.
+// beside it (made blank the first time), its pmem NVDIMMs unless o asks
+// for virtio-pmem (which OVMF and the UKI's kernel serve: kv answered 204s
+// there, tried by hand), and resets that restart it; else what VMConfig
+// makes of o.
 func runVMConfig(dir string, im *appliance.Image, o appliance.BootOptions, uefi bool) (vm.Config, error) {
 	if !uefi {
 		return appliance.VMConfig(dir, im, o)
 	}
 	// The disk's own command line has no memmap=, and a disk read from
 	// pmem is for the device clock's -kernel boots.
-	o.BootDisk, o.PmemAs, o.DiskAsPmem = true, vm.PmemNVDIMM, false
+	o.BootDisk, o.DiskAsPmem = true, false
+	if o.PmemAs != vm.PmemVirtio {
+		o.PmemAs = vm.PmemNVDIMM
+	}
 	c, err := appliance.VMConfig(dir, im, o)
 	if err != nil {
 		return vm.Config{}, err

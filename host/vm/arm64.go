@@ -195,6 +195,8 @@ func (c Config) pmemArgsArm64(memMiB int64) (pmemSetup, error) {
 		return p, errors.New("vm: pmem as NVDIMMs on the arm64 board booting its kernel directly: QEMU's virt machine plugs NVDIMMs only with ACPI, which it gives a guest only through UEFI firmware (use PmemDeviceTree, or boot the disk through UEFI: BootDisk)")
 	case PmemE820:
 		return p, errors.New("vm: pmem as e820 regions is the pc board's: the arm64 board has no e820 (use PmemDeviceTree)")
+	case PmemVirtio:
+		return p, errors.New("vm: pmem as virtio-pmem on the arm64 board: Debian 12's QEMU 7.2 builds virtio-pmem for x86 only (use PmemDeviceTree)")
 	default:
 		return p, fmt.Errorf("vm: PmemAs %q on the arm64 board: want %s", c.PmemAs, PmemDeviceTree)
 	}

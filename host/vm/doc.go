@@ -1,5 +1,5 @@
-// Package vm boots the appliance kernel in QEMU, as an x86-64 pc board or
-// an arm64 virt board, the way nvboot's tests,
+// Package vm boots the appliance kernel in QEMU, as an x86-64 pc or
+// microvm board or an arm64 virt board, the way nvboot's tests,
 // benchmarks and nvboot run, measure and powercut need it: pmem backed by
 // files (their contents persist across boots: that is the pmem), virtio
 // disks with storage speed models, the serial console captured line by line
@@ -47,7 +47,7 @@
 // (its "end Kernel panic" line), reported as before.
 //
 // Each pmem image is a memory-backend-file with share=on, given to the
-// guest one of two ways (Config.PmemAs, pmem.go):
+// guest one of three ways (Config.PmemAs, pmem.go):
 //
 //   - nvdimm: an emulated NVDIMM (ACPI NFIT; sizes a multiple of 2 MiB).
 //     The way with BootDisk, whose command line has no memmap=.
@@ -59,10 +59,33 @@
 //     boot for 128 MiB), RAM and regions under 3 GiB. The appliance's default: the NFIT driver spends
 //     37 ms of a 1-GIPS boot evaluating QEMU's _FIT and _DSM AML, and the
 //     kernel hands over about 40 ms sooner without it.
+//   - virtio: a virtio-pmem-pci device each (Firecracker's and Cloud
+//     Hypervisor's pmem), its memory at a fixed place (memaddr) in the pc
+//     machine's device-memory area above 4 GiB (-m RAM,maxmem=RAM plus
+//     the regions; no DIMM slots, which would add ACPI memory-hotplug
+//     methods). The device is asynchronous: its persistence domain is the
+//     host's file, reached by its flush request, which QEMU answers after
+//     an fsync of the file; Linux serves DAX on it but refuses MAP_SYNC, so
+//     pheap (mode msync) and omf (mode dax-msync) make writes durable with
+//     msync, which ext4 turns into that flush request. On a board without
+//     ACPI two things the firmware tables would say are said otherwise:
+//     the area is reserved with memmap=SIZE$BASE (without ACPI's _CRS the
+//     kernel put the devices' 64-bit BARs on it, their registers then read
+//     as the pmem's zeros and the driver refused them), and the firmware
+//     is SeaBIOS, whose MP table routes the device's INTx (QEMU 7.2 gives
+//     virtio-pmem-pci no MSI-X; qboot's MP table lists no PCI slot, and
+//     the first sync on the device never returned). Measured on the demo
+//     (nvboot measure -clock device -pmem virtio, sd, off2f, five boots):
+//     kv answers at 77.5 ms (73.1-81.4) against 57.4 on e820 regions:
+//     SeaBIOS hands over 8 to 10 ms later than qboot, the kernel takes 3
+//     ms more (the driver, its probes), init to the answer 6 ms more (the
+//     state's mount and the host's fsyncs on the guest's clock, below).
 //
-// libnvdimm serves both the same way: a label-less namespace per region,
-// /dev/pmem0, pmem1 in order, the fsdax personality from the PFN info block
-// on the media.
+// libnvdimm serves all three the same way: a label-less namespace per
+// region, /dev/pmem0, pmem1 in order (virtio-pmem's regions in the order
+// of their PCI slots, which is the order of Config.NVDIMMs), the fsdax
+// personality from the PFN info block on the media: the images format/fsdax
+// writes boot on any of them.
 //
 // A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
 // boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,
@@ -73,6 +96,41 @@
 // QEMU's exit. NVDIMMs (found through the NFIT) and BootDisk keep ACPI; vm
 // refuses NoACPI with either. No ACPI PCI hotplug: ACPI init up to PCI
 // probing went from about 500 ms to about 300 ms under TCG.
+//
+// # The microvm board
+//
+// Config.Board BoardMicrovm (microvm.go): QEMU's microvm machine, what a
+// Firecracker guest looks like: no PCI devices, disks, network and entropy
+// on virtio-mmio (virtio-blk-device ...), its own firmware
+// (bios-microvm.bin, qboot's) entering -kernel at once (KernelEntry reads
+// 0.0 ms), the console on the ISA serial port. Its pmem is e820 regions
+// only: microvm has no device-memory area, so QEMU accepts an NVDIMM, a
+// virtio-pmem-pci (even with pcie=on) or a virtio-pmem on virtio-mmio and
+// maps it nowhere in the guest (info mtree shows no region; the guest sees
+// no pmem), and vm refuses them. ACPI on, with an empty PCIe host bridge
+// (pcie=on), over ACPI off: Linux 6.1 puts memmap= persistent ranges into
+// its resource tree only from its PCI resource survey
+// (e820__reserve_resources_late, which its Hyper-V code calls itself for
+// the same reason), so without PCI no /dev/pmem0 appears, and microvm's
+// PCI is described by ACPI alone (tried both: no pmem without the bridge).
+// Its ACPI is hardware-reduced: a DSDT of the virtio-mmio devices (their
+// interrupts ACPI's, so an image's acpi=noirq must go: appliance does
+// that), power-off through the generic event device, and no PIT, HPET or
+// PM timer for the kernel. So under TCG: the wall clock is refused (the
+// kernel has nothing to calibrate the TSC against and stops there), the
+// device clock's tsc_early_khz gives the TSC's rate, and the local APIC
+// timer, calibrated against the TSC, is the one clock event device (no
+// noapictimer): that calibration busy-waits 100 ms of guest time, which
+// TCG alone costs (it has no TSC-deadline timer; KVM and every x86 core of
+// the last decade have one, and Linux then skips it). Measured on the demo
+// (nvboot measure -clock device -board microvm, sd, off2f, five boots): kv
+// answers at 174.0 ms against 57.4 on the pc board; the kernel's early
+// setup takes 113.8 ms against 5.2 (the calibration), acpi_init 6.0 ms.
+// Without the calibration microvm would be about the pc board's time:
+// its firmware hands over 0.1 ms sooner than qboot. NoACPI gives a
+// microvm without ACPI (the devices on the command line as
+// virtio_mmio.device=, which QEMU appends, the PIT as on the pc board)
+// and no pmem, which vm refuses.
 //
 // # The arm64 board
 //
@@ -109,7 +167,8 @@
 //     12's QEMU 7.2 builds it for x86 only (qemu-system-aarch64 -device
 //     help has no virtio-pmem), and it is asynchronous: Linux refuses
 //     MAP_SYNC on it, so pheap and omf fall back to msync (a flush
-//     request to the host per commit) instead of DC CVAP and DSB.
+//     request to the host per commit) instead of DC CVAP and DSB (the
+//     x86 boards' PmemVirtio).
 //   - NVDIMMs through ACPI's NFIT: QEMU's virt machine plugs an NVDIMM
 //     only with its ACPI event device, which it creates only when it runs
 //     firmware, so every boot would go through UEFI (Debian's
@@ -178,24 +237,36 @@
 // instruction takes 2^N ns of guest time, the TSC counts guest nanoseconds
 // from reset, and under TCG vm adds noapictimer (TCG has no TSC-deadline
 // timer, and calibrating the APIC timer against the PIT would busy-wait
-// 100 ms). KernelEntry boots the same machine with a copy of the kernel
-// whose first instruction reads the TSC and exits: the firmware's handover
-// time, measured.
+// 100 ms; not on microvm with ACPI, above). KernelEntry boots the same
+// machine with a copy of the kernel whose first instruction reads the TSC
+// and exits: the firmware's handover time, measured. A guest with
+// virtio-pmem waits for the host at each flush request: with
+// Deterministic (sleep=off) its clock jumps to its next timer while it
+// waits, however soon the host's fsync ends (the demo's first answer came
+// 85 to 981 ms after power-on over five boots), so appliance boots with
+// virtio-pmem run with sleep=on, where the wait counts as the host's time
+// (73 to 81 ms), and do not repeat exactly.
 //
 // # Invariants
 //
 //   - The QEMU command line for each board, pmem kind and firmware:
-//     TestArgs, TestArgsE820, TestBootArgs (a UEFI board's flash,
-//     watchdog and resets among them), TestFirmwareArgs,
-//     TestDeviceClockArgs, TestICountShift, TestNewFirmwareVars.
+//     TestArgs, TestArgsE820, TestArgsVirtio (the device-memory area's
+//     place for a RAM size, QEMU's own; its reservation and SeaBIOS
+//     without ACPI), TestArgsMicrovm (and what microvm refuses, with the
+//     reason), TestBootArgs (a UEFI board's flash, watchdog and resets
+//     among them), TestFirmwareArgs, TestDeviceClockArgs,
+//     TestICountShift, TestNewFirmwareVars.
 //   - The probe: TestProbeFirmwareRunsUnderTCG (the firmware really runs
 //     and exits through the port), TestProbeSilentGuestIsNotUsable (a
 //     stand-in QEMU that never runs the guest),
 //     TestProbeCleanExitWithoutGuestIsNotUsable, TestChooseAccelFromEnv,
 //     TestSilentHint, TestKVMUsableAnswers.
 //   - A power cut keeps what the guest wrote to pmem, and the fsdax
-//     namespace the guest set up is found again, with both pmem kinds:
-//     TestFsdaxPersistsAcrossPowerCut. Scripts report their status and
+//     namespace the guest set up is found again, with every pmem kind and
+//     on microvm (its disk on virtio-mmio):
+//     TestFsdaxPersistsAcrossPowerCut. virtio-pmem's flush requests reach
+//     the host's fsync for every commit pheap reports:
+//     TestDAXHeapSurvivesPowerCut (pheap). Scripts report their status and
 //     console: TestScriptStatusAndConsole. A panic ends the boot:
 //     TestKernelPanicEndsBoot; with Reboot only one the kernel stops at:
 //     TestPanicWithReboot.
@@ -227,7 +298,11 @@
 //   - QEMU's throttles count bytes and requests, not a card's latency curve,
 //     and wait on the host's clock (docs/DEVICE-CLOCK.md for what that costs
 //     under -icount).
-//   - Timer and idle behaviour is QEMU's pc and virt machines', not a board's.
+//   - Timer and idle behaviour is QEMU's pc, microvm and virt machines',
+//     not a board's. microvm's boot under TCG carries the 100 ms APIC
+//     timer calibration no real core makes (above).
+//   - virtio-pmem on the pc board only: microvm cannot carry it (QEMU
+//     7.2), the virt board's QEMU has none.
 //   - The arm64 board has no KVM; its UEFI firmware boots only the disk
 //     (no -kernel handed to the firmware), so KernelEntry's probe measures
 //     direct boots only (TestArm64UEFIEntry measures AAVMF's handover on a

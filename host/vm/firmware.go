@@ -37,7 +37,7 @@ const (
 // initramfs, or, with BootDisk, nothing: the firmware finds the boot loader
 // on the disks.
 func (c Config) bootArgs(accel, extra string) ([]string, error) {
-	a, err := firmwareArgs(c.Firmware, c.BootDisk)
+	a, err := firmwareArgs(c.Firmware, c.BootDisk || c.pciINTx())
 	if err != nil {
 		return nil, err
 	}
@@ -69,13 +69,15 @@ func (c Config) bootArgs(accel, extra string) ([]string, error) {
 }
 
 // firmwareArgs is the -bios argument for name (see Config.Firmware).
-// qboot boots only a -kernel, so it is the default only without BootDisk.
-func firmwareArgs(name string, bootDisk bool) ([]string, error) {
+// qboot boots only a -kernel and routes no PCI interrupt, so it is the
+// default only when neither is asked of the firmware (notQBoot: BootDisk,
+// or Config.pciINTx).
+func firmwareArgs(name string, notQBoot bool) ([]string, error) {
 	switch name {
 	case "seabios":
 		return nil, nil
 	case "":
-		if _, err := os.Stat(QBoot); err == nil && !bootDisk {
+		if _, err := os.Stat(QBoot); err == nil && !notQBoot {
 			return []string{"-bios", QBoot}, nil
 		}
 		return nil, nil
@@ -84,6 +86,16 @@ func firmwareArgs(name string, bootDisk bool) ([]string, error) {
 		return nil, fmt.Errorf("vm: firmware: %w", err)
 	}
 	return []string{"-bios", name}, nil
+}
+
+// pciINTx says whether a device of c's board needs a PCI interrupt line
+// that only the firmware's MP table describes: virtio-pmem-pci has no
+// MSI-X in QEMU 7.2, and on a board without ACPI the kernel routes its
+// INTx by the MP table, where SeaBIOS lists the PCI slots and qboot does
+// not ("can't find IRQ for PCI INT A"; the device's flush request then
+// never completes, and the first sync of its filesystem hangs: tried).
+func (c Config) pciINTx() bool {
+	return c.NoACPI && c.PmemAs == PmemVirtio && len(c.NVDIMMs) > 0
 }
 
 // flashArgs are the two pflash chips of a UEFI board (Config.FirmwareVars):

@@ -5,9 +5,9 @@ import (
 	"os"
 )
 
-// How persistent memory reaches the guest (Config.PmemAs). Both back each
+// How persistent memory reaches the guest (Config.PmemAs). Each backs each
 // region with its file (share=on: what the guest writes is in the file, and
-// SIGKILL of QEMU is a power cut), and both give the kernel's libnvdimm a
+// SIGKILL of QEMU is a power cut), and each gives the kernel's libnvdimm a
 // region whose label-less namespace covers it, so /dev/pmem0, pmem1 ... and
 // the fsdax personality (the PFN info block on the media) are the same.
 const (
@@ -23,6 +23,17 @@ const (
 	// 40 ms sooner at 1 GIPS. The regions follow the RAM below 4 GiB, so RAM
 	// and regions together must stay under 3 GiB.
 	PmemE820 = "e820"
+	// PmemVirtio: each region is a virtio-pmem-pci device (the pmem
+	// Firecracker and Cloud Hypervisor give their guests), its memory in
+	// the pc machine's device-memory area above 4 GiB (-m RAM,maxmem=RAM
+	// plus the regions; no DIMM slots: it is no DIMM, and slots would
+	// cost ACPI memory-hotplug methods). No ACPI method and no memmap=:
+	// the kernel finds each by the PCI scan. The region is asynchronous:
+	// its persistence domain is the host's file, reached by the device's
+	// flush request (the host fsyncs the file), so Linux serves DAX but
+	// refuses MAP_SYNC there, and pheap and omf make writes durable with
+	// msync instead of CPU cache flushes alone.
+	PmemVirtio = "virtio"
 )
 
 // pmemSetup is what the NVDIMMs add to a QEMU command line.
@@ -32,9 +43,10 @@ type pmemSetup struct {
 	cmdline string   // kernel parameters, each followed by a space
 }
 
-// lowRAMLimit is how much memory the pc machine keeps below 4 GiB
-// contiguously (above it the 32-bit PCI hole starts): e820 regions must
-// fit under it, at the addresses memmap= names.
+// lowRAMLimit is how much memory the pc and microvm machines keep below
+// 4 GiB contiguously (above it the 32-bit PCI hole, or microvm's device
+// area, starts): e820 regions must fit under it, at the addresses memmap=
+// names.
 const lowRAMLimit = 3 << 10 // MiB
 
 // nvdimmSizes is the size of each of c's pmem regions: given, or its
@@ -83,33 +95,78 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 		}
 		p.args = append(p.args, "-m", fmt.Sprintf("%dM,slots=%d,maxmem=%dM", memMiB, len(c.NVDIMMs)+1, int64(memMiB)+total>>20+1024))
 	case PmemE820:
-		// Each region a NUMA node of its own memory backend: QEMU lays the
-		// nodes out in order from address 0, so region i starts where the
-		// RAM and the regions before it end. (The kernel needs no NUMA
-		// support: without it the SRAT is ignored.)
-		// The kernel adds memory in 128 MiB sections, pmem in 2 MiB
-		// subsections (CONFIG_SPARSEMEM_VMEMMAP): the regions, after the
-		// RAM, need only the size check above; the RAM must end on a
-		// section.
-		const section = 128 << 20
-		if int64(memMiB)<<20%section != 0 {
-			return p, fmt.Errorf("vm: %d MiB of RAM: pmem as e820 regions starts after the RAM, which must then be a multiple of 128 MiB", memMiB)
-		}
-		if int64(memMiB)+total>>20 > lowRAMLimit {
-			return p, fmt.Errorf("vm: %d MiB of RAM and %d MiB of pmem: as e820 regions they must fit in the first %d MiB", memMiB, total>>20, lowRAMLimit)
-		}
-		p.args = append(p.args, "-object", fmt.Sprintf("memory-backend-ram,id=ram,size=%dM", memMiB), "-numa", "node,memdev=ram")
-		off := int64(memMiB) << 20
+		return c.e820Args(memMiB, sizes)
+	case PmemVirtio:
+		// Each region at a fixed place in the device-memory area
+		// (memaddr: QEMU refuses to start if it is not there), 2 MiB-aligned
+		// as an fsdax namespace's data must be.
+		base := pcDeviceMemBase(int64(memMiB))
+		off := base
 		for i, n := range c.NVDIMMs {
 			p.args = append(p.args,
-				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, sizes[i]),
-				"-numa", fmt.Sprintf("node,memdev=pm%d", i))
-			p.cmdline += fmt.Sprintf("memmap=%dM!%dM ", sizes[i]>>20, off>>20)
+				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d,align=2M", i, n.Path, sizes[i]),
+				"-device", fmt.Sprintf("virtio-pmem-pci,memdev=pm%d,id=vp%d,memaddr=%#x", i, i, off))
 			off += sizes[i]
 		}
-		p.args = append(p.args, "-m", fmt.Sprintf("%dM", off>>20))
+		p.args = append(p.args, "-m", fmt.Sprintf("%dM,maxmem=%dM", memMiB, int64(memMiB)+total>>20))
+		if c.NoACPI {
+			// Without ACPI's _CRS the kernel does not know the area is
+			// taken and put the devices' own 64-bit BARs on it (it did:
+			// their registers then read as the pmem's zeros, and the
+			// driver refused them). Reserved in e820, it is left alone.
+			p.cmdline += fmt.Sprintf("memmap=%dM$%#x ", total>>20, base)
+		}
 	default:
-		return p, fmt.Errorf("vm: PmemAs %q: want %s or %s", c.PmemAs, PmemNVDIMM, PmemE820)
+		return p, fmt.Errorf("vm: PmemAs %q: want %s, %s or %s", c.PmemAs, PmemNVDIMM, PmemE820, PmemVirtio)
 	}
 	return p, nil
+}
+
+// e820Args lays out pmem as e820 regions after the RAM (PmemE820): the pc
+// board's and the microvm board's, which keep RAM below 4 GiB alike.
+func (c Config) e820Args(memMiB int, sizes []int64) (pmemSetup, error) {
+	var p pmemSetup
+	var total int64
+	for _, size := range sizes {
+		total += size
+	}
+	// Each region a NUMA node of its own memory backend: QEMU lays the
+	// nodes out in order from address 0, so region i starts where the
+	// RAM and the regions before it end. (The kernel needs no NUMA
+	// support: without it the SRAT is ignored.)
+	// The kernel adds memory in 128 MiB sections, pmem in 2 MiB
+	// subsections (CONFIG_SPARSEMEM_VMEMMAP): the regions, after the
+	// RAM, need only the size check of nvdimmSizes; the RAM must end on a
+	// section.
+	const section = 128 << 20
+	if int64(memMiB)<<20%section != 0 {
+		return p, fmt.Errorf("vm: %d MiB of RAM: pmem as e820 regions starts after the RAM, which must then be a multiple of 128 MiB", memMiB)
+	}
+	if int64(memMiB)+total>>20 > lowRAMLimit {
+		return p, fmt.Errorf("vm: %d MiB of RAM and %d MiB of pmem: as e820 regions they must fit in the first %d MiB", memMiB, total>>20, lowRAMLimit)
+	}
+	p.args = append(p.args, "-object", fmt.Sprintf("memory-backend-ram,id=ram,size=%dM", memMiB), "-numa", "node,memdev=ram")
+	off := int64(memMiB) << 20
+	for i, n := range c.NVDIMMs {
+		p.args = append(p.args,
+			"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, sizes[i]),
+			"-numa", fmt.Sprintf("node,memdev=pm%d", i))
+		p.cmdline += fmt.Sprintf("memmap=%dM!%dM ", sizes[i]>>20, off>>20)
+		off += sizes[i]
+	}
+	p.args = append(p.args, "-m", fmt.Sprintf("%dM", off>>20))
+	return p, nil
+}
+
+// pcDeviceMemBase is where QEMU's pc machine (7.2) starts its
+// device-memory area, where virtio-pmem devices go, for memMiB of RAM:
+// at 4 GiB after the RAM above 4 GiB, rounded up to a GiB. The RAM is all
+// below 4 GiB up to 3.5 GiB; from there 3 GiB of it is.
+func pcDeviceMemBase(memMiB int64) int64 {
+	const gib = 1 << 30
+	ram, above := memMiB<<20, int64(0)
+	if ram >= 0xe000_0000 {
+		above = ram - 0xc000_0000
+	}
+	return 4*gib + (above+gib-1)/gib*gib
 }

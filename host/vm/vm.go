@@ -22,7 +22,10 @@ import (
 type Config struct {
 	// Arch is the board: ArchX86_64 ("" too), QEMU's pc machine, or
 	// ArchArm64, QEMU's virt machine (arm64.go).
-	Arch    string
+	Arch string
+	// Board is the x86-64 machine: BoardPC ("" too), QEMU's pc, or
+	// BoardMicrovm, QEMU's microvm (microvm.go). The arm64 board is Arch's.
+	Board   string
 	QEMU    string // the QEMU binary; default qemu-system-x86_64 (arm64: qemu-system-aarch64)
 	Kernel  string // bzImage (arm64: Image) to boot directly (-kernel); required unless BootDisk
 	Initrd  string // initramfs, optional
@@ -60,7 +63,8 @@ type Config struct {
 	// Firmware is the firmware image QEMU runs at power-on (-bios, e.g.
 	// OVMF). "": qboot where it is installed and the kernel is booted
 	// directly (it hands over to a -kernel in 0.4-0.6 ms of guest time at
-	// 1 GIPS, SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS).
+	// 1 GIPS, SeaBIOS in 5.6-7 ms), else QEMU's default (SeaBIOS), which
+	// is also the default for virtio-pmem without ACPI (pciINTx).
 	// "seabios": QEMU's default. On arm64 only UEFI firmware, and only
 	// to boot the disk (BootDisk; "" is then AAVMFCode).
 	Firmware string
@@ -154,9 +158,19 @@ func (c Config) args(accel string) ([]string, error) {
 	switch c.Arch {
 	case "", ArchX86_64:
 	case ArchArm64:
+		if c.Board != "" {
+			return nil, fmt.Errorf("vm: board %q is an x86-64 machine: the arm64 board is QEMU's virt", c.Board)
+		}
 		return c.argsArm64(accel)
 	default:
 		return nil, fmt.Errorf("vm: arch %q: want %s or %s", c.Arch, ArchX86_64, ArchArm64)
+	}
+	switch c.Board {
+	case "", BoardPC:
+	case BoardMicrovm:
+		return c.argsMicrovm(accel)
+	default:
+		return nil, fmt.Errorf("vm: board %q: want %s or %s", c.Board, BoardPC, BoardMicrovm)
 	}
 	mem := c.MemMiB
 	if mem == 0 {
@@ -175,8 +189,8 @@ func (c Config) args(accel string) ([]string, error) {
 	}
 	machine += pm.machine
 	if c.NoACPI {
-		if c.PmemAs != PmemE820 && len(c.NVDIMMs) > 0 {
-			return nil, fmt.Errorf("vm: NoACPI with pmem as %q: the kernel finds NVDIMMs through ACPI's NFIT (use PmemE820)", cmp.Or(c.PmemAs, PmemNVDIMM))
+		if (c.PmemAs == "" || c.PmemAs == PmemNVDIMM) && len(c.NVDIMMs) > 0 {
+			return nil, fmt.Errorf("vm: NoACPI with pmem as %q: the kernel finds NVDIMMs through ACPI's NFIT (use PmemE820 or PmemVirtio)", cmp.Or(c.PmemAs, PmemNVDIMM))
 		}
 		if c.BootDisk {
 			return nil, fmt.Errorf("vm: NoACPI with BootDisk: UEFI firmware boots a board with ACPI")
@@ -256,8 +270,9 @@ func (c Config) commonArgs(a []string) []string {
 	return a
 }
 
-// deviceArgs appends the PCI devices every board has the same way (disks,
-// network, entropy) and c.Extra.
+// deviceArgs appends the virtio devices every board has the same way
+// (disks, network, entropy; on PCI, or on microvm's virtio-mmio) and
+// c.Extra.
 func (c Config) deviceArgs(a []string) ([]string, error) {
 	for i, d := range c.Disks {
 		if _, err := os.Stat(d.Path); err != nil {
@@ -270,7 +285,7 @@ func (c Config) deviceArgs(a []string) ([]string, error) {
 		if t := d.Storage.throttle(); t != "" {
 			opt += "," + t
 		}
-		a = append(a, "-drive", opt, "-device", fmt.Sprintf("virtio-blk-pci,drive=d%d", i))
+		a = append(a, "-drive", opt, "-device", fmt.Sprintf("%s,drive=d%d", c.virtioDevice("virtio-blk"), i))
 	}
 	if len(c.Forwards) > 0 {
 		net := "user,id=n0"
@@ -283,8 +298,8 @@ func (c Config) deviceArgs(a []string) ([]string, error) {
 		for _, f := range c.Forwards {
 			net += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
 		}
-		dev := "virtio-net-pci,netdev=n0"
-		if c.repeats() {
+		dev := c.virtioDevice("virtio-net") + ",netdev=n0"
+		if c.repeats() && c.Board != BoardMicrovm { // microvm's: argsMicrovm
 			// The guest's notifications handled at once, on its own clock:
 			// through an eventfd they wait for QEMU's main loop, and the
 			// driver spins on its control queue until they are done (the
@@ -299,7 +314,7 @@ func (c Config) deviceArgs(a []string) ([]string, error) {
 		// (machineCmdline): virtio-rng answers from QEMU's main loop, at
 		// an instant of the host's choosing, and each answer would land
 		// at a different point of the guest's clock from boot to boot.
-		a = append(a, "-device", "virtio-rng-pci")
+		a = append(a, "-device", c.virtioDevice("virtio-rng"))
 	}
 	return append(a, c.Extra...), nil
 }
@@ -322,7 +337,9 @@ func machineCmdline(accel string, c Config) string {
 	if c.NoACPI {
 		s += "acpi=off "
 	}
-	if accel == "tcg" {
+	if accel == "tcg" && (c.Board != BoardMicrovm || c.NoACPI) {
+		// Not on microvm with ACPI: the APIC timer is its one clock event
+		// device (argsMicrovm).
 		s += "noapictimer "
 	}
 	if c.CPURate != 0 {

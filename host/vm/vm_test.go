@@ -51,16 +51,23 @@ func TestScriptStatusAndConsole(t *testing.T) {
 // second boot finds the fsdax device without any setup (the PFN info block is
 // on the media) and the file that was written before the cut.
 //
-// Both ways of giving the guest pmem (an emulated NVDIMM, an e820 region)
-// must behave the same.
+// Every way of giving the guest pmem must behave the same: an emulated
+// NVDIMM, an e820 region, a virtio-pmem device (on a board without ACPI,
+// as the appliance boots it), and an e820 region on the microvm board
+// (its disk on virtio-mmio, the device clock).
 func TestFsdaxPersistsAcrossPowerCut(t *testing.T) {
 	k := vmtest.Kernel(t, "qemu-system-x86_64")
-	for _, as := range []string{PmemNVDIMM, PmemE820} {
-		t.Run(as, func(t *testing.T) { fsdaxPersistsAcrossPowerCut(t, k, as) })
+	for name, c := range map[string]Config{
+		PmemNVDIMM:             {PmemAs: PmemNVDIMM},
+		PmemE820:               {PmemAs: PmemE820},
+		PmemVirtio:             {PmemAs: PmemVirtio, NoACPI: true},
+		BoardMicrovm + "-e820": {PmemAs: PmemE820, Board: BoardMicrovm, CPURate: DefaultCPURate},
+	} {
+		t.Run(name, func(t *testing.T) { fsdaxPersistsAcrossPowerCut(t, k, c) })
 	}
 }
 
-func fsdaxPersistsAcrossPowerCut(t *testing.T, k, pmemAs string) {
+func fsdaxPersistsAcrossPowerCut(t *testing.T, k string, board Config) {
 	dir := t.TempDir()
 	pmem := filepath.Join(dir, "pmem.img")
 	if err := os.WriteFile(pmem, nil, 0o644); err != nil {
@@ -76,7 +83,8 @@ func fsdaxPersistsAcrossPowerCut(t *testing.T, k, pmemAs string) {
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-b", "4096", "-d", src, fsimg, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
-	cfg := Config{Kernel: k, NVDIMMs: []NVDIMM{{Path: pmem}}, Disks: []Disk{{Path: fsimg, ReadOnly: true}}, PmemAs: pmemAs}
+	cfg := board
+	cfg.Kernel, cfg.NVDIMMs, cfg.Disks = k, []NVDIMM{{Path: pmem}}, []Disk{{Path: fsimg, ReadOnly: true}}
 
 	ctx := ctxFor(t, 5*time.Minute)
 	script := Script{Script: `

@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,6 +141,9 @@ func TestCheckDisk(t *testing.T) {
 // so the board has none and nvinit ends it with a reset; under the device
 // clock nvinit also applies the storage model inside the contract. Neither
 // reaches a board's own command line (BootDisk) or a wall-clock boot.
+// TestVMConfigBoard: which board, ACPI or not, and the disk model inside
+// the guest, for each way of booting; and what a board cannot carry,
+// refused naming the image and why.
 func TestVMConfigBoard(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "img")
 	im := diskImage(t, dir)
@@ -161,6 +165,11 @@ func TestVMConfigBoard(t *testing.T) {
 		{"NVDIMMs", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemAs: vm.PmemNVDIMM}, false, true},
 		{"disk booted", BootOptions{Storage: sd, BootDisk: true}, false, false},
 		{"disk booted, device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, BootDisk: true}, false, false},
+		{"virtio-pmem", BootOptions{Storage: sd, PmemAs: vm.PmemVirtio}, true, false},
+		{"virtio-pmem, device clock", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, PmemAs: vm.PmemVirtio}, true, true},
+		// microvm keeps ACPI: its pmem needs the PCIe host bridge ACPI
+		// describes, and it powers off through ACPI.
+		{"microvm", BootOptions{Storage: sd, CPURate: vm.DefaultCPURate, Board: vm.BoardMicrovm}, false, true},
 	} {
 		cfg, err := VMConfig(dir, im, c.o)
 		if err != nil {
@@ -170,8 +179,25 @@ func TestVMConfigBoard(t *testing.T) {
 		if cfg.NoACPI != c.noACPI || off != c.noACPI {
 			t.Errorf("%s: NoACPI %v, %s=reset %v; want both %v", c.name, cfg.NoACPI, contract.OffParam, off, c.noACPI)
 		}
+		if want := cmp.Or(c.o.Board, vm.BoardPC); cfg.Board != want {
+			t.Errorf("%s: board %q, want %q", c.name, cfg.Board, want)
+		}
 		if got := strings.Contains(cfg.Cmdline, limit); got != c.limit {
 			t.Errorf("%s: command line %q has %s: %v, want %v", c.name, cfg.Cmdline, limit, got, c.limit)
+		}
+	}
+	for name, c := range map[string]struct {
+		o    BootOptions
+		want string
+	}{
+		"microvm, NVDIMMs":     {BootOptions{Board: vm.BoardMicrovm, PmemAs: vm.PmemNVDIMM}, "no device-memory area"},
+		"microvm, virtio-pmem": {BootOptions{Board: vm.BoardMicrovm, PmemAs: vm.PmemVirtio}, "no device-memory area"},
+		"microvm, UEFI":        {BootOptions{Board: vm.BoardMicrovm, BootDisk: true}, "directly"},
+		"microvm, firmware":    {BootOptions{Board: vm.BoardMicrovm, Firmware: vm.OVMF}, "bios-microvm"},
+		"no such board":        {BootOptions{Board: "q35"}, "want pc or microvm"},
+	} {
+		if _, err := VMConfig(dir, im, c.o); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", name, err, dir, c.want)
 		}
 	}
 }

@@ -194,9 +194,21 @@
 // e820 regions by default (DefaultPmemAs): emulated NVDIMMs cost the kernel
 // about 40 ms of a 1-GIPS boot in QEMU's ACPI methods. Such a board needs
 // no ACPI, so VMConfig asks the VM runner for none and adds
-// nvboot.off=reset. On the device clock the storage model is also applied
+// nvboot.off=reset; so does a board with its pmem as virtio-pmem devices
+// (PmemAs vm.PmemVirtio: asynchronous pmem, pheap and omf flushing with
+// msync there; the kernel region is the third device, booted as from an
+// e820 region; the boot waits for the host's fsyncs, so it is not
+// Deterministic). On the device clock the storage model is also applied
 // inside the guest (GuestDiskLimit, docs/DEVICE-CLOCK.md). With BootDisk the
 // firmware boots disk.img through OVMF, as a board would.
+//
+// BootOptions.Board vm.BoardMicrovm boots an amd64-pc image on QEMU's
+// microvm instead (x86Board): the kernel directly, the pmem as e820
+// regions only (it maps no NVDIMM or virtio-pmem device; either is
+// refused, naming the image), with ACPI, which its pmem needs and through
+// which it powers off (no nvboot.off=reset), and without the image's
+// acpi=noirq, since ACPI routes its virtio-mmio interrupts (host/vm says
+// why each, measured).
 //
 // An arm64-virt image boots on QEMU's virt board (armBoard): QEMU's boot
 // stub enters the Image directly with the image's command line (no
@@ -366,7 +378,8 @@
 //     a blanked region boots the card, nvinit rewrites it, the next boot
 //     takes pmem: TestKernelRegionRewritten, on arm64 (the Image in a
 //     device-tree region) TestKernelRegionRewrittenArm64 (QEMU). The board:
-//     TestVMConfigBoard, TestVMConfigArm64KernelRegion. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
+//     TestVMConfigBoard (the boards and pmem transports, and what a board
+//     cannot carry), TestVMConfigArm64KernelRegion. Slots: TestSlotsLayout, TestSlotsRefusesInitramfs.
 //   - gokrazy: TestPlaceGokrazy, TestPlaceGokrazyRefuses, TestImportDir,
 //     TestApplianceGokrazyPrograms (QEMU). The skeleton and the other
 //     builders' config and /etc files: TestInstallSkeleton,

@@ -131,16 +131,16 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 }
 
 // regionBoard says whether im's board boots from the kernel region: the
-// direct boot of a pc board with its pmem as e820 regions, or of the virt
-// board (its regions the device tree's), whose firmware the VM runner
-// plays. UEFI firmware (BootDisk) boots the card's UKI, and with emulated
+// direct boot of an x86 board (pc or microvm) with its pmem as e820
+// regions or virtio-pmem devices, or of the virt board (its regions the
+// device tree's), whose firmware the VM runner plays. UEFI firmware (BootDisk) boots the card's UKI, and with emulated
 // NVDIMMs the region would be a third ACPI NVDIMM whose namespace order
 // nvinit cannot rely on; both boot without it.
 func regionBoard(im *Image, o BootOptions) bool {
 	pmem := cmp.Or(o.PmemAs, DefaultPmemAs)
 	switch im.TargetOrDefault() {
 	case config.TargetPC:
-		return !o.BootDisk && pmem == vm.PmemE820
+		return !o.BootDisk && (pmem == vm.PmemE820 || pmem == vm.PmemVirtio)
 	case config.TargetVirt:
 		return !o.BootDisk && (pmem == vm.PmemE820 || pmem == vm.PmemDeviceTree)
 	}

@@ -1,0 +1,119 @@
+package vm
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// As virtio-pmem, each region is a virtio-pmem-pci device at a fixed place
+// in the pc machine's device-memory area, after the RAM's; on a board
+// without ACPI the kernel is told the area is reserved and the firmware is
+// SeaBIOS, whose MP table routes the device's interrupt (qboot's does not).
+func TestArgsVirtio(t *testing.T) {
+	for _, c := range []struct {
+		mem  int
+		base string
+	}{{256, "0x100000000"}, {3584, "0x140000000"}, {5000, "0x180000000"}} {
+		a, err := Config{Kernel: "bz", MemMiB: c.mem, PmemAs: PmemVirtio, NoACPI: true,
+			NVDIMMs: []NVDIMM{{Path: "t", Size: 128 << 20}, {Path: "s", Size: 64 << 20}}}.args("tcg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Join(a, " ")
+		for _, want := range []string{
+			"memory-backend-file,id=pm0,share=on,mem-path=t,size=134217728,align=2M -device virtio-pmem-pci,memdev=pm0,id=vp0,memaddr=" + c.base,
+			"mem-path=s,size=67108864,align=2M -device virtio-pmem-pci,memdev=pm1,id=vp1,memaddr=",
+			"memmap=192M$" + c.base + " ",
+			"-machine pc,smm=off,vmport=off,acpi=off",
+		} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%d MiB: args lack %q:\n%s", c.mem, want, s)
+			}
+		}
+		if m := argAfter(a, "-m"); m != fmt.Sprintf("%dM,maxmem=%dM", c.mem, c.mem+192) {
+			t.Errorf("%d MiB: -m %q: want maxmem for the regions and no DIMM slots", c.mem, m)
+		}
+		if strings.Contains(s, QBoot) || strings.Contains(s, "nvdimm") {
+			t.Errorf("%d MiB: qboot or an NVDIMM with virtio-pmem and no ACPI:\n%s", c.mem, s)
+		}
+	}
+	// With ACPI its _CRS keeps the kernel off the area: no memmap=.
+	a, err := Config{Kernel: "bz", PmemAs: PmemVirtio, NVDIMMs: []NVDIMM{{Path: "t", Size: 128 << 20}}}.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(a, " "); strings.Contains(s, "memmap=") || !strings.Contains(s, "-m 256M,maxmem=384M") {
+		t.Errorf("virtio-pmem with ACPI:\n%s", s)
+	}
+}
+
+// The microvm board: its machine with ACPI and the PCIe host bridge its
+// pmem needs, virtio on mmio, pmem as e820 regions, the APIC timer kept;
+// and what it cannot carry, refused with the reason.
+func TestArgsMicrovm(t *testing.T) {
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "d")
+	os.WriteFile(disk, make([]byte, 4096), 0o644)
+	c := Config{Kernel: "bz", Board: BoardMicrovm, PmemAs: PmemE820, CPURate: DefaultCPURate, Deterministic: true,
+		NVDIMMs: []NVDIMM{{Path: "t", Size: 128 << 20}}, Disks: []Disk{{Path: disk}}, Forwards: []Forward{{8080, 80}}}
+	a, err := c.args("tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(a, " ")
+	for _, want := range []string{"-machine microvm,isa-serial=on,pit=on,rtc=on,acpi=on,pcie=on", "memmap=128M!256M",
+		"-numa node,memdev=pm0", "virtio-blk-device,drive=d0", "virtio-net-device,netdev=n0", "-global virtio-mmio.ioeventfd=off",
+		"-icount shift=0,sleep=off", "console=ttyS0 tsc_early_khz=1000000"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("args lack %q:\n%s", want, s)
+		}
+	}
+	for _, not := range []string{"-pci", "noapictimer", "acpi=off", "-bios", "nvdimm"} {
+		if strings.Contains(s, not) {
+			t.Errorf("args have %q:\n%s", not, s)
+		}
+	}
+	// Without the device clock virtio-rng is there, on mmio.
+	c.CPURate, c.Deterministic = 0, false
+	if a, err = c.args("kvm"); err != nil || !strings.Contains(strings.Join(a, " "), "virtio-rng-device") {
+		t.Errorf("microvm under KVM: %v\n%s", err, strings.Join(a, " "))
+	}
+	pm := []NVDIMM{{Path: "p", Size: 128 << 20}}
+	for name, c := range map[string]struct {
+		c    Config
+		want string
+	}{
+		"NVDIMM":        {Config{Kernel: "bz", Board: BoardMicrovm, NVDIMMs: pm, CPURate: DefaultCPURate}, "no device-memory area"},
+		"virtio-pmem":   {Config{Kernel: "bz", Board: BoardMicrovm, NVDIMMs: pm, PmemAs: PmemVirtio, CPURate: DefaultCPURate}, "no device-memory area"},
+		"wall clock":    {Config{Kernel: "bz", Board: BoardMicrovm, PmemAs: PmemE820}, "device clock"},
+		"no ACPI, pmem": {Config{Kernel: "bz", Board: BoardMicrovm, NVDIMMs: pm, PmemAs: PmemE820, NoACPI: true, CPURate: DefaultCPURate}, "PCI resource survey"},
+		"UEFI":          {Config{Board: BoardMicrovm, BootDisk: true}, "directly"},
+		"firmware":      {Config{Kernel: "bz", Board: BoardMicrovm, Firmware: OVMF}, "bios-microvm"},
+		"watchdog":      {Config{Kernel: "bz", Board: BoardMicrovm, Watchdog: true}, "no PCI"},
+		"board":         {Config{Kernel: "bz", Board: "q35"}, "want pc or microvm"},
+		"arm64 board":   {Config{Kernel: "Image", Arch: ArchArm64, Board: BoardMicrovm}, "virt"},
+	} {
+		if _, err := c.c.args("tcg"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+	// Without ACPI and pmem it runs on the wall clock with the PIT.
+	a, err = Config{Kernel: "bz", Board: BoardMicrovm, NoACPI: true}.args("tcg")
+	if s := strings.Join(a, " "); err != nil || !strings.Contains(s, "acpi=off,pcie=off") || !strings.Contains(s, "console=ttyS0 acpi=off noapictimer") {
+		t.Errorf("microvm without ACPI: %v\n%s", err, s)
+	}
+}
+
+// argAfter is the argument after the last flag in a, "" when there is none.
+func argAfter(a []string, flag string) string {
+	v := ""
+	for i := 0; i+1 < len(a); i++ {
+		if a[i] == flag {
+			v = a[i+1]
+		}
+	}
+	return v
+}
