@@ -399,10 +399,10 @@
 //   - A Pi card reads back with sfdisk, mtools and e2fsck (autoboot.txt,
 //     each slot's cmdline.txt, nvinit's config, aarch64 programs, the
 //     state on the data partition): TestBuildRPi; it boots in QEMU's
-//     raspi3b to kv ready on the card's state, and commits a test boot of
-//     slot B there: TestRPiBootsInQEMU; the update endpoint's test boot
-//     restarts the kernel with "0 tryboot", and a test boot that panics
-//     falls back: TestRPiTestBootInQEMU. The elf layout's image id names
+//     raspi3b to kv ready on the card's state, and takes a deploy there:
+//     TestRPiDeployInQEMU; the update endpoint's test boot restarts the
+//     kernel with "0 tryboot", slot B is committed, and a test boot that
+//     panics falls back: TestRPiTestBootInQEMU. The elf layout's image id names
 //     its programs: TestImageIDNamesThePrograms.
 //
 // # Limits

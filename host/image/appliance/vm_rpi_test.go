@@ -22,59 +22,6 @@ import (
 	"github.com/nvboot/nvboot/internal/testutil/raspi"
 )
 
-// TestRPiBootsInQEMU boots a Slots 2 Pi card in QEMU's raspi3b, the test
-// playing the Pi firmware QEMU does not run (internal/testutil/raspi: it
-// reads autoboot.txt, and takes the kernel, device tree and cmdline.txt
-// from the boot partition it names). The card's own kernel (gokrazy's
-// kernel.rpi), device tree and root (root-a by PARTUUID, a logical
-// partition) bring up nvinit, which mounts the state from the card's data
-// partition without DAX and starts kv on it, ready, and the probe beside
-// it. Then the firmware's tryboot flag boots slot B's partition once:
-// nvinit sees a test boot (autoboot.txt's [all] still names slot A), every
-// service becomes ready, and the commit rewrites autoboot.txt on the card,
-// which the firmware reads after a power cut: the next boot is slot B's,
-// committed.
-func TestRPiBootsInQEMU(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-aarch64"); err != nil {
-		t.Skip("qemu-system-aarch64 not installed (qemu-system-arm)")
-	}
-	dir, im := buildRPi(t, rpiConfig(t, 2))
-	b := raspi.New(t, filepath.Join(dir, im.Disk))
-	if part := b.PowerOn(); part != contract.RPiPartNumber(2, contract.PartBootA) {
-		t.Fatalf("the firmware booted partition %d", part)
-	}
-	b.Expect("NVBOOT-MARK init", 5*time.Minute)
-	b.Expect("NVBOOT-MARK slot-committed a", time.Minute)
-	b.Expect("NVBOOT-MARK service-ready kv", 3*time.Minute)
-	line := b.Expect("NVBOOT-PROBE ", time.Minute)
-	var r probeReport
-	if err := json.Unmarshal([]byte(line[strings.Index(line, "NVBOOT-PROBE ")+len("NVBOOT-PROBE "):]), &r); err != nil {
-		t.Fatal(err)
-	}
-	if m := r.Mounts[contract.StateDir]; !strings.HasPrefix(m, "/dev/mmcblk0p7 ext4 rw") || strings.Contains(m, "dax") || r.Error != "" {
-		t.Errorf("the state: %q (probe error %q), want the card's data partition, ext4, no DAX", m, r.Error)
-	}
-	if len(r.ServiceText) == 0 || r.ServiceText[0] != "/bin/kv" {
-		t.Errorf("kv runs from %v, want /bin/kv on the card", r.ServiceText)
-	}
-	b.PowerOff()
-
-	b.SetTryboot()
-	if part := b.PowerOn(); part != contract.RPiPartNumber(2, contract.PartBootB) {
-		t.Fatalf("with the tryboot flag the firmware booted partition %d", part)
-	}
-	b.Expect("NVBOOT-MARK slot-trial b", 5*time.Minute)
-	b.Expect("slot b: every service is ready: committed", 5*time.Minute)
-	b.PowerOff()
-	if a, _ := b.Autoboot(); a != (tryboot.Autoboot{Boot: 3, TryBoot: 2, AB: true}) {
-		t.Errorf("autoboot.txt after slot b's commit: %+v; want every boot to start partition 3", a)
-	}
-	if part := b.PowerOn(); part != contract.RPiPartNumber(2, contract.PartBootB) {
-		t.Fatalf("after the commit the firmware booted partition %d", part)
-	}
-	b.Expect("NVBOOT-MARK slot-committed b", 5*time.Minute)
-}
-
 // TestRPiTestBootInQEMU is the device's side of nvboot update on a Pi, in
 // raspi3b with the test playing the firmware. The card's two slots hold
 // the image as built, so slot B needs no new bytes: the test sends the
@@ -171,11 +118,18 @@ func TestRPiTestBootInQEMU(t *testing.T) {
 	}
 }
 
-// TestRPiDeployInQEMU deploys another kv (a small stand-in that listens
-// on kv's port) to a Pi card in raspi3b: the card has no text store, so
-// the whole static program goes into the state on the card's data
-// partition (contract.ELFDeployDir), and is kept once ready; after a power
-// cycle the deployed program runs again, from its link on the card.
+// TestRPiDeployInQEMU boots a Slots 2 Pi card in QEMU's raspi3b, the test
+// playing the Pi firmware QEMU does not run (internal/testutil/raspi: it
+// reads autoboot.txt, and takes the kernel, device tree and cmdline.txt
+// from the boot partition it names). The card's own kernel (gokrazy's
+// kernel.rpi), device tree and root (root-a by PARTUUID, a logical
+// partition) bring up nvinit, which mounts the state from the card's data
+// partition without DAX and starts kv from the card, ready. Then it
+// deploys another kv (a small stand-in that listens on kv's port): the
+// card has no text store, so the whole static program goes into the state
+// on the card's data partition (contract.ELFDeployDir), and is kept once
+// ready; after a power cycle the deployed program runs again, from its
+// link on the card. (TestRPiTestBootInQEMU has the slots' test boots.)
 func TestRPiDeployInQEMU(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-aarch64"); err != nil {
 		t.Skip("qemu-system-aarch64 not installed (qemu-system-arm)")
@@ -199,8 +153,19 @@ func TestRPiDeployInQEMU(t *testing.T) {
 	}
 	b := raspi.New(t, filepath.Join(dir, im.Disk))
 	cl := &deploy.Client{URL: fmt.Sprintf("http://127.0.0.1:%d", b.Forward(contract.DefaultUpdatePort)), Password: "test"}
-	b.PowerOn()
+	if part := b.PowerOn(); part != contract.RPiPartNumber(2, contract.PartBootA) {
+		t.Fatalf("the firmware booted partition %d", part)
+	}
+	b.Expect("NVBOOT-MARK init", 5*time.Minute)
+	b.Expect("NVBOOT-MARK slot-committed a", time.Minute)
 	b.Expect("NVBOOT-MARK service-ready kv", 8*time.Minute)
+	r := rpiProbe(t, b)
+	if m := r.Mounts[contract.StateDir]; !strings.HasPrefix(m, "/dev/mmcblk0p7 ext4 rw") || strings.Contains(m, "dax") || r.Error != "" {
+		t.Errorf("the state: %q (probe error %q), want the card's data partition, ext4, no DAX", m, r.Error)
+	}
+	if len(r.ServiceText) == 0 || r.ServiceText[0] != "/bin/kv" {
+		t.Errorf("kv runs from %v, want /bin/kv on the card", r.ServiceText)
+	}
 	ctx := context.Background()
 	f, err := cl.Features(ctx)
 	if err != nil || f.Arch != "arm64" || !slices.Contains(f.Features, contract.FeatureDeployELF) {
@@ -214,12 +179,18 @@ func TestRPiDeployInQEMU(t *testing.T) {
 	b.PowerOff()
 	b.PowerOn()
 	b.Expect("NVBOOT-MARK service-ready kv", 8*time.Minute)
+	if r := rpiProbe(t, b); len(r.ServiceText) == 0 || r.ServiceText[0] != res.Program {
+		t.Errorf("after a power cycle kv runs from %v, want the deployed %s", r.ServiceText, res.Program)
+	}
+}
+
+// rpiProbe reads the next report of the image's probe from the console.
+func rpiProbe(t *testing.T, b *raspi.Board) probeReport {
+	t.Helper()
 	line := b.Expect("NVBOOT-PROBE ", time.Minute)
 	var r probeReport
 	if err := json.Unmarshal([]byte(line[strings.Index(line, "NVBOOT-PROBE ")+len("NVBOOT-PROBE "):]), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.ServiceText) == 0 || r.ServiceText[0] != res.Program {
-		t.Errorf("after a power cycle kv runs from %v, want the deployed %s", r.ServiceText, res.Program)
-	}
+	return r
 }

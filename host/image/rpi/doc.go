@@ -100,7 +100,7 @@
 //     defaults, and an unpinned package is refused naming the go.mod to
 //     pin it in: TestPinned. The card's partition plan: TestLayout.
 //   - The card boots in QEMU's raspi3b and commits a test boot there
-//     (host/image/appliance's TestRPiBootsInQEMU, TestRPiTestBootInQEMU);
+//     (host/image/appliance's TestRPiDeployInQEMU, TestRPiTestBootInQEMU);
 //     its table passes sfdisk --verify and each filesystem its checker
 //     (TestBuildRPi).
 //
