@@ -289,6 +289,10 @@ func (d *density) run(ctx context.Context, l appliance.Layout, start string, n i
 		if err != nil {
 			return nil, err
 		}
+		if left > 0 {
+			// Mapped by some process: counted with what the guests bring.
+			d.logf("%s: %.1f MiB of %s stay in the page cache before the guests start", l, mib(left), f)
+		}
 		r.Dropped += left
 	}
 	svc, err := probeService(d.imageDir(l), im)
@@ -313,8 +317,8 @@ func (d *density) run(ctx context.Context, l appliance.Layout, start string, n i
 		opts[i] = d.boot
 		opts[i].PmemDir = g
 	}
-	// Every guest lives until the memory is read; a guest that does not
-	// answer in bootTimeout after the one before it fails the run.
+	// Every guest lives until the memory is read: the run has a boot's
+	// timeout for each of its guests, all together.
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*bootTimeout+d.settle+time.Minute)
 	defer cancel()
 	served := make([]*Served, n)

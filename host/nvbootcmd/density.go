@@ -94,7 +94,17 @@ func densityCmd(ctx context.Context, c *cli.Context, fs *flag.FlagSet, f density
 	if err != nil {
 		return err
 	}
-	return emitDensity(c.Stdout, rep, f.asJSON, f.charts, log)
+	return emitDensity(c.Stdout, rep, f.asJSON, f.charts, densityChartName(f.cfgPath), log)
+}
+
+// densityChartName is the chart's file: measure-density.svg for the demo,
+// measure-density-NAME.svg for a config NAME.json, so that the charts of
+// two configs can share a directory.
+func densityChartName(cfgPath string) string {
+	if cfgPath == "" {
+		return "measure-density.svg"
+	}
+	return "measure-density-" + strings.TrimSuffix(filepath.Base(cfgPath), filepath.Ext(cfgPath)) + ".svg"
 }
 
 // parseCounts reads -density: whole numbers of guests, each once.
@@ -116,8 +126,8 @@ func parseCounts(s string) ([]int, error) {
 }
 
 // emitDensity prints the result (JSON or the table) and writes the chart
-// into charts ("": none).
-func emitDensity(w io.Writer, r *measure.DensityReport, asJSON bool, charts string, log *cli.Progress) error {
+// into charts ("": none) as name.
+func emitDensity(w io.Writer, r *measure.DensityReport, asJSON bool, charts, name string, log *cli.Progress) error {
 	var err error
 	if asJSON {
 		err = cli.JSON(w, r.Output())
@@ -127,7 +137,7 @@ func emitDensity(w io.Writer, r *measure.DensityReport, asJSON bool, charts stri
 	if err != nil || charts == "" {
 		return err
 	}
-	p := filepath.Join(charts, "measure-density.svg")
+	p := filepath.Join(charts, name)
 	if err := os.WriteFile(p, r.Chart("nvboot measure -density: host memory per appliance"), 0o644); err != nil {
 		return fmt.Errorf("-charts %s: %w (the results are printed above)", charts, err)
 	}

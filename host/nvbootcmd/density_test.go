@@ -77,3 +77,12 @@ func TestMeasureDensity(t *testing.T) {
 		t.Errorf("no density chart: %v", err)
 	}
 }
+
+// Two configs' density charts can share a directory.
+func TestDensityChartName(t *testing.T) {
+	for cfg, want := range map[string]string{"": "measure-density.svg", "examples/big.json": "measure-density-big.svg", "x/kv": "measure-density-kv.svg"} {
+		if got := densityChartName(cfg); got != want {
+			t.Errorf("config %q: chart %s, want %s", cfg, got, want)
+		}
+	}
+}

@@ -84,7 +84,8 @@ their first answer, and the ratios density_N.off2f_vs_<layout> (off2f's
 memory per appliance over the layout's, from the staggered runs;
 density_N.burst.off2f_vs_<layout> from the burst ones); -json prints
 {"bench":"measure-density","env","ratios","results"}, -charts DIR writes
-measure-density.svg (memory per appliance against N). It runs on the wall
+measure-density.svg (measure-density-NAME.svg for -config NAME.json:
+memory per appliance against N). It runs on the wall
 clock (a guest's device clock is its own, the same for any N), its pmem as
 NVDIMMs; the times under TCG with N guests on a few cores are a figure of
 the host's load, not of a device. -runs and -profile are not for it.
