@@ -30,7 +30,7 @@ func (c Config) checkReadOnlyPmem() error {
 			as = PmemDeviceTree
 		}
 		if cmp.Or(as, PmemNVDIMM) != PmemNVDIMM {
-			return fmt.Errorf("vm: pmem %d (%s) read-only as %s: only an NVDIMM tells the guest it is read-only (its NFIT flags it not armed); as %[3]s the kernel would take writes that QEMU then drops silently (use PmemNVDIMM on the pc board)", i, n.Path, as)
+			return fmt.Errorf("vm: pmem %d (%s) read-only as %s: only an NVDIMM tells the guest it is read-only (its NFIT flags it not armed); as %[3]s the kernel would take writes that QEMU then drops silently (use PmemNVDIMM)", i, n.Path, as)
 		}
 	}
 	return nil
