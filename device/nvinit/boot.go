@@ -58,18 +58,21 @@ type boot struct {
 	InitPath        string
 
 	// What the stages found, for the stages after them.
-	mnt      mounter              // Mounter or sysMounter
-	cmdline  string               // the kernel's, as PID 1; "": no nvboot.* parameter applies
-	cfg      *contract.InitConfig // never nil after loadConfig
-	mounted  []string             // to take down at the end, state first
-	texts    textChecker          // the mounted store's text check; nil: none
-	programs *update.Programs     // deployed programs: the text store is mounted; nil: not
-	reboot   chan struct{}        // a reboot nvinit asks for itself (requestReboot)
-	slots    *update.SlotState    // a slotted boot; nil: none
-	watchdog *update.Watchdog     // armed on a slotted boot; nil: none
-	steps    *bootprof.Steps      // points inside the stages, for a profile
-	answered chan struct{}        // closed when the first-answer probe ends; nil: none runs
-	ownText  string               // what repairOwnText found and did; "": nothing to say
+	mnt     mounter              // Mounter or sysMounter
+	cmdline string               // the kernel's, as PID 1; "": no nvboot.* parameter applies
+	cfg     *contract.InitConfig // never nil after loadConfig
+	mounted []string             // to take down at the end, state first
+	texts   textChecker          // the mounted store's text check; nil: none
+	// storeRO: the mounted store's device is read-only, one store the
+	// host shares among appliances: no repair writes it, no deploy.
+	storeRO  bool
+	programs *update.Programs  // deployed programs: the text store is mounted; nil: not
+	reboot   chan struct{}     // a reboot nvinit asks for itself (requestReboot)
+	slots    *update.SlotState // a slotted boot; nil: none
+	watchdog *update.Watchdog  // armed on a slotted boot; nil: none
+	steps    *bootprof.Steps   // points inside the stages, for a profile
+	answered chan struct{}     // closed when the first-answer probe ends; nil: none runs
+	ownText  string            // what repairOwnText found and did; "": nothing to say
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -201,9 +204,13 @@ func (b *boot) provisionStore() {
 	}
 	if isMountPoint(s.MountInfo, ts.DirOrDefault()) {
 		b.mounted = append(b.mounted, ts.DirOrDefault())
+		b.storeRO = s.DeviceReadOnly
+		if b.storeRO {
+			con.Logf("text store: %s is read-only (the host shares it among appliances): no text repair, no deploys", ts.Device)
+		}
 		// Texts are checked (read whole) only for a service that
 		// failed, never at boot: see supervisor.checkText.
-		b.texts = &textRepair{Store: ts, Mounter: b.mnt}
+		b.texts = &textRepair{Store: ts, Mounter: b.mnt, ReadOnly: b.storeRO}
 		b.programs = &update.Programs{Store: ts, Mounter: b.mnt}
 		b.programs.UseDeployed(b.cfg.Services, con.Logf)
 	}
@@ -489,19 +496,24 @@ func (b *boot) supervise(ctx context.Context, allReady func()) ending {
 // into, and it says so (a slotted boot still serves the A/B update).
 func (b *boot) serveUpdate(ctx context.Context, s *supervisor, pullToken string) {
 	up := b.cfg.Update
-	if b.programs == nil && b.slots == nil {
-		b.Console.Logf("update endpoint: no text store (nor, without one, a state) is mounted; not serving deploys")
+	programs, why := b.programs, "no text store (nor, without one, a state) is mounted"
+	if b.storeRO {
+		// A deploy would write the store every appliance of the host runs.
+		programs, why = nil, "the text store is read-only (shared among appliances)"
+	}
+	if programs == nil && b.slots == nil {
+		b.Console.Logf("update endpoint: %s; not serving deploys", why)
 		if pullToken == "" {
 			return
 		}
 	}
-	u := &update.Server{Programs: b.programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots, InitText: b.ownText}
-	if b.programs != nil {
-		u.Images = b.programs.Images
+	u := &update.Server{Programs: programs, Sup: s, Logf: b.Console.Logf, Slots: b.slots, InitText: b.ownText}
+	if programs != nil {
+		u.Images = programs.Images
 	} else if b.slots != nil {
 		// A slotted boot still takes a whole image: the way to mend a
 		// store that does not mount.
-		b.Console.Logf("update endpoint: no text store is mounted; serving the A/B update only, no deploys")
+		b.Console.Logf("update endpoint: %s; serving the A/B update only, no deploys", why)
 	}
 	if b.PID1 {
 		u.Reboot = b.requestReboot

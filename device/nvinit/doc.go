@@ -80,6 +80,16 @@
 // Every error is logged and the boot goes on: the loader falls back by
 // itself.
 //
+// A store whose device is read-only (BLKROGET: one store the host maps into
+// many appliances, an unarmed NVDIMM; host/image/appliance's SharedText)
+// is never written: stale, blank or unmountable, it is not provisioned
+// (the error says so, and a stale one stays mounted: the loader finds the
+// texts it holds by their hashes and runs the fallback of the others); a
+// damaged text in it is found but not repaired, and the update endpoint
+// serves no deploys. One appliance must not change what the others run,
+// and the device would refuse it anyway (TestStoreSetup's read-only
+// cases, TestStoreSetupReadOnlyLoop, TestTextRepairReadOnlyStore).
+//
 // # State
 //
 // stateSetup mounts first, so a normal boot reads nothing more. Without a
@@ -197,7 +207,7 @@
 //     maps its blocks (DAX) until it exits; the next start gets the new
 //     file. Nothing is written from a clean copy that does not check out.
 //   - The text store is read-write only between the two remounts of one
-//     step.
+//     step, and never when its device is read-only.
 //   - The state device is written only when blank or holding this
 //     template's cut-short copy.
 //

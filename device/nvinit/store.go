@@ -13,6 +13,7 @@ import (
 	"github.com/nvboot/nvboot/device/bootprof"
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/off2f"
+	"golang.org/x/sys/unix"
 )
 
 // headSize is what provisioning writes last: the primary superblock (ext4
@@ -40,6 +41,12 @@ type storeSetup struct {
 	// afterBody, when set, runs between the body and the head writes (tests
 	// interrupt provisioning there).
 	afterBody func() error
+	// ReadOnly says whether the device is read-only; nil: blockReadOnly.
+	ReadOnly func(dev string) (bool, error)
+	// DeviceReadOnly is set by Run: the store's device is read-only (one
+	// text store the host maps into many appliances), so it was never
+	// written, and nothing may write it later (no repair, no deploy).
+	DeviceReadOnly bool
 }
 
 // Run returns with the store mounted and current, or an error saying why not;
@@ -62,6 +69,15 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 	if err := waitFor(dev, s.DeviceWait); err != nil {
 		return false, err
 	}
+	readOnly := s.ReadOnly
+	if readOnly == nil {
+		readOnly = blockReadOnly
+	}
+	ro, err := readOnly(dev)
+	if err != nil {
+		return false, fmt.Errorf("the store's device %s: %w", dev, err)
+	}
+	s.DeviceReadOnly = ro
 	s.Steps.Step("store-device")
 	want, err := off2f.ReadManifest(c.Manifest)
 	if err != nil {
@@ -93,8 +109,14 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 				s.Mounter.Unmount(dir, 0)
 				return false, fmt.Errorf("%s mounts without %q but not with it: is it an fsdax namespace?", dev, c.OptionsOrDefault())
 			}
+			if ro {
+				return false, notWritten(dev, fmt.Sprintf("does not mount (%v)", err))
+			}
 			s.logf("text store: %s does not mount (%v); provisioning it", dev, err)
 		default:
+			if ro {
+				return false, notWritten(dev, "holds no filesystem")
+			}
 			s.logf("text store: %s holds no filesystem; provisioning it", dev)
 		}
 	}
@@ -103,6 +125,11 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 		if current() {
 			s.Steps.Step("store-manifest-check")
 			return false, nil
+		}
+		if ro {
+			// Left mounted: the loader finds in it the texts it has
+			// (content-addressed) and runs the fallback of the others.
+			return false, notWritten(dev, fmt.Sprintf("is stale (its MANIFEST differs from %s)", c.Manifest))
 		}
 		s.logf("text store: %s is stale (its MANIFEST differs from %s); provisioning it", dev, c.Manifest)
 		// The old store must be gone before its blocks change under it. Not
@@ -121,6 +148,28 @@ func (s *storeSetup) Run() (provisioned bool, err error) {
 		return true, fmt.Errorf("the provisioned store's MANIFEST differs from %s: is %s built from the same image?", c.Manifest, c.Image)
 	}
 	return true, nil
+}
+
+// notWritten is the error of a read-only store that provisioning would
+// have written: the host shares it among appliances, and this one must
+// not change what the others run (nor can it: the device refuses).
+func notWritten(dev, why string) error {
+	return fmt.Errorf("%s %s but is read-only (a text store the host shares among appliances): not provisioned", dev, why)
+}
+
+// blockReadOnly says whether the block device dev is read-only (BLKROGET);
+// a file that is no block device (a test's) is not.
+func blockReadOnly(dev string) (bool, error) {
+	f, err := os.Open(dev)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
+	if errors.Is(err, syscall.ENOTTY) {
+		return false, nil
+	}
+	return ro != 0, err
 }
 
 func (s *storeSetup) mount(options string) error {

@@ -77,3 +77,39 @@ func blankLoop(t *testing.T, backing string, size int) string {
 	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
 	return loop
 }
+
+// TestStoreSetupReadOnlyLoop: a store on a read-only loop device (as a
+// shared store's NVDIMM is read-only) that is blank is not provisioned,
+// and its bytes stay as they were; the same device read-write is.
+func TestStoreSetupReadOnlyLoop(t *testing.T) {
+	needLoopRoot(t, "mkfs.ext4")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "MANIFEST"), []byte(hashA+"\n"), 0o644)
+	image := filepath.Join(dir, "text.img")
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", src, image, "8M").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	backing := filepath.Join(dir, "pmem.img")
+	blankLoop(t, backing, 16<<20)
+	out, err := exec.Command("losetup", "--find", "--show", "--read-only", backing).Output()
+	if err != nil {
+		t.Skipf("losetup --read-only: %v", err)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+	if ro, err := blockReadOnly(loop); err != nil || !ro {
+		t.Fatalf("blockReadOnly(%s) = %v, %v; want a read-only device", loop, ro, err)
+	}
+	cfg := contract.TextStore{Device: loop, Options: "dax=never", Dir: filepath.Join(dir, "nv/text"),
+		Image: image, Manifest: filepath.Join(src, "MANIFEST")}
+	s := &storeSetup{Config: cfg, Mounter: sysMounter{}, MountInfo: "/proc/self/mountinfo", Logf: t.Logf}
+	provisioned, err := s.Run()
+	if provisioned || err == nil || !strings.Contains(err.Error(), "read-only") || !s.DeviceReadOnly {
+		t.Errorf("Run = %v, %v (read-only %v); want no provisioning and an error saying the device is read-only", provisioned, err, s.DeviceReadOnly)
+	}
+	if b, _ := os.ReadFile(backing); strings.Trim(string(b), "\x00") != "" {
+		t.Error("the read-only device was written")
+	}
+}

@@ -132,6 +132,7 @@ func TestStoreSetup(t *testing.T) {
 		premounted  bool
 		busy        bool
 		noOpts      bool
+		readOnly    bool // the device is read-only: one store shared among appliances
 		provisioned bool
 		err         string
 		calls       string
@@ -148,6 +149,14 @@ func TestStoreSetup(t *testing.T) {
 		{name: "options refused", device: fakeImage(current, 64<<10), noOpts: true,
 			err: "mounts without", calls: `mount pmem0 "dax=always",mount pmem0 "",umount`},
 		{name: "no device", err: "no such file"},
+		{name: "read-only and current", device: fakeImage(current, 64<<10), readOnly: true,
+			calls: `mount pmem0 "dax=always"`},
+		{name: "read-only and stale", device: fakeImage(stale, 64<<10), readOnly: true,
+			err: "is stale (its MANIFEST differs", calls: `mount pmem0 "dax=always"`},
+		{name: "read-only and mounted stale by the loader", device: fakeImage(stale, 64<<10), readOnly: true, premounted: true,
+			err: "but is read-only (a text store the host shares among appliances): not provisioned"},
+		{name: "read-only and blank", device: make([]byte, 64<<10), readOnly: true,
+			err: "holds no filesystem but is read-only", calls: `mount pmem0 "dax=always"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -166,7 +175,8 @@ func TestStoreSetup(t *testing.T) {
 			os.WriteFile(m.mountinfo, nil, 0o644)
 			var log []string
 			s := &storeSetup{Config: cfg, Mounter: m, MountInfo: m.mountinfo,
-				Logf: func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }}
+				Logf:     func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) },
+				ReadOnly: func(string) (bool, error) { return tc.readOnly, nil }}
 			if tc.premounted {
 				os.MkdirAll(cfg.Dir, 0o755)
 				if err := m.Mount(cfg.Device, cfg.Dir, "ext4", syscall.MS_RDONLY, ""); err != nil {
@@ -190,8 +200,11 @@ func TestStoreSetup(t *testing.T) {
 					t.Error("device does not hold the image")
 				}
 			}
-			if tc.busy && !bytes.Equal(mustRead(t, cfg.Device), tc.device) {
-				t.Error("a busy stale store was written")
+			if (tc.busy || tc.readOnly) && !bytes.Equal(mustRead(t, cfg.Device), tc.device) {
+				t.Error("a busy or read-only store was written")
+			}
+			if s.DeviceReadOnly != tc.readOnly {
+				t.Errorf("DeviceReadOnly = %v, want %v", s.DeviceReadOnly, tc.readOnly)
 			}
 		})
 	}

@@ -29,6 +29,9 @@ type textRepair struct {
 	// and it is remounted read-write for the time of a repair.
 	Store   contract.TextStore
 	Mounter mounter
+	// ReadOnly: the store's device is read-only (shared among
+	// appliances): texts are checked, never rewritten.
+	ReadOnly bool
 }
 
 // CheckText: see textChecker. An error with a zero Repaired means the text
@@ -55,6 +58,9 @@ func (r *textRepair) CheckText(program string) (textCheck, error) {
 	}
 	if h.Note.FallbackDir == "" {
 		return c, errors.New("the program names no clean copy (its note has no fallback directory)")
+	}
+	if r.ReadOnly {
+		return c, fmt.Errorf("the store %s is read-only (the host shares it among appliances): the text is left as it is", r.Store.Device)
 	}
 	clean := filepath.Join(h.Note.FallbackDir, name)
 	text, err := readText(h, clean)

@@ -229,3 +229,24 @@ func TestTextRepairRefuses(t *testing.T) {
 		}
 	})
 }
+
+// A read-only store (shared among appliances) is checked, and a damaged
+// text found, but never remounted or written: the error says why.
+func TestTextRepairReadOnlyStore(t *testing.T) {
+	f := newTextFixture(t)
+	f.damage(t, f.storeText())
+	damaged, _ := os.ReadFile(f.storeText())
+	m := &remountLog{f: f}
+	r := f.repairer(m)
+	r.ReadOnly = true
+	got, err := r.CheckText(f.header)
+	if got.Damage == nil || got.Repaired != "" || err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("CheckText = %+v, %v; want the damage found, not repaired, an error saying the store is read-only", got, err)
+	}
+	if len(m.calls) != 0 {
+		t.Errorf("a read-only store was remounted: %q", m.calls)
+	}
+	if b, _ := os.ReadFile(f.storeText()); !bytes.Equal(b, damaged) {
+		t.Error("the read-only store's text was written")
+	}
+}

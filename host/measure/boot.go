@@ -170,7 +170,7 @@ func kernelEntry(ctx context.Context, dir string, im *appliance.Image, o applian
 	if err != nil {
 		return 0, err
 	}
-	cfg, _, err := serveConfig(dir, im, svc, o)
+	cfg, _, err := serveConfig(dir, im, svc, o, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +219,12 @@ func prepare(ctx context.Context, dir string, im *appliance.Image, dst string, o
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
-	if err := appliance.CopyPmem(dir, im, dst); err != nil {
+	// A guest of a shared text store has its own pmem but that.
+	copyPmem := appliance.CopyPmem
+	if o.SharedText {
+		copyPmem = appliance.CopyGuestPmem
+	}
+	if err := copyPmem(dir, im, dst); err != nil {
 		return err
 	}
 	in, inject := io.Pipe()
@@ -263,7 +268,12 @@ func Serve(ctx context.Context, dir string, im *appliance.Image, o appliance.Boo
 
 // ServeService is Serve with svc's port forwarded and awaited.
 func ServeService(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (*Served, error) {
-	cfg, port, err := serveConfig(dir, im, svc, o)
+	return serveOn(ctx, dir, im, svc, o, 0)
+}
+
+// serveOn is ServeService on host port port (0: a free one).
+func serveOn(ctx context.Context, dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions, port int) (*Served, error) {
+	cfg, port, err := serveConfig(dir, im, svc, o, port)
 	if err != nil {
 		return nil, err
 	}
@@ -295,13 +305,15 @@ func ServeService(ctx context.Context, dir string, im *appliance.Image, svc appl
 	return &Served{VM: m, Service: svc, Base: base, Answered: answered}, nil
 }
 
-// serveConfig is the machine Serve boots: svc's port on a free host port
-// and, under the device clock, nvboot.answer for that port, so nvinit
+// serveConfig is the machine Serve boots: svc's port on host port port
+// (0: a free one) and, under the device clock, nvboot.answer for that port, so nvinit
 // times the first answer.
-func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions) (vm.Config, int, error) {
-	port, err := vm.FreePort()
-	if err != nil {
-		return vm.Config{}, 0, err
+func serveConfig(dir string, im *appliance.Image, svc appliance.ServiceInfo, o appliance.BootOptions, port int) (vm.Config, int, error) {
+	if port == 0 {
+		var err error
+		if port, err = vm.FreePort(); err != nil {
+			return vm.Config{}, 0, err
+		}
 	}
 	o.Forwards = []vm.Forward{{Host: port, Guest: svc.ForwardPort}}
 	if o.CPURate != 0 {

@@ -2,8 +2,9 @@
 // image per layout, cold-boots each in QEMU a number of times, turns the
 // serial boot markers into the time of every stage since power-on, and sums
 // the runs up into statistics, ratios, a table, the JSON object of
-// `nvboot measure -json` and a boot chart. The nvboot CLI's measure verb and
-// bench/bigapp call it; they parse flags, it measures.
+// `nvboot measure -json` and a boot chart; and what N appliances of one
+// image cost the host's memory (RunDensity). The nvboot CLI's measure verb
+// and bench/bigapp call it; they parse flags, it measures.
 //
 // # The boots
 //
@@ -91,11 +92,44 @@
 // counts their time too. The chart draws the longest under the kernel →
 // handover bar.
 //
+// # Density
+//
+// RunDensity (nvboot measure -density) measures what many appliances of one
+// image cost the host's memory. Each layout's image boots once to create
+// its state; then for every N it starts N guests of it (staggered, each
+// once the one before has answered, and as a burst, all at once), every
+// one mapping the image's text store from one host file, read-only
+// (appliance.BootOptions.SharedText), with a copy of that state of its
+// own, and waits for each one's first answer. Settle later it reads the
+// host's memory (hostmem.go): each QEMU's Pss less its share of the
+// shared files' mappings, plus the pages of the files every guest uses
+// (text store, disk, kernel) that the host keeps for them, counted once:
+// what mincore(2) finds resident once the host has dropped every clean
+// page no process maps (read-ahead, and the disk's pages, which a guest
+// caches in its own RAM); what was cached before that drop is reported
+// beside it (shared_cached_mib), and so is the sum of the QEMUs' Pss of
+// the store's mappings (shared_mapped_mib: the kernel keeps a large folio
+// whole while any page of it is mapped, so the host keeps more than the
+// guests map). Each QEMU's TCG translation cache (the anonymous executable
+// mapping) and guest RAM (the anonymous mapping of its size) are reported
+// too, and the ratios come with and without the translation caches, which
+// a KVM host has not. Host memory per appliance is that sum over N; the
+// ratios density_N.off2f_vs_<layout> compare off2f's with each layout's.
+// It runs on the wall clock, its pmem as NVDIMMs (the one transport that
+// tells a guest a region is read-only); the times to the first answer
+// under TCG with N guests on a few host cores are a figure of the host's
+// load, and are reported as that. DensityReport has the table, the
+// benchjson output and the chart (memory per appliance against N).
+//
 // # Limits
 //
 // The firmware's read of the kernel is a model, not a measurement. On the
 // device clock the throttled disk's waits pass on the host's clock while the
 // guest's time counts instructions, so a busy host stretches them; the
 // spread figure shows it. A boot that does not reach its first answer
-// within three minutes fails the run.
+// within three minutes fails the run. A density run's memory is this host's
+// QEMU's under TCG (its translation cache is most of a guest's own
+// memory); its kept page cache depends on the host's page cache (large
+// folios, read-ahead): the env records the read_ahead_kb of the work
+// directory's disk.
 package measure

@@ -36,6 +36,37 @@ type Options struct {
 	Profile bool
 }
 
+// buildLayouts builds the image of each layout into dir/<layout> and
+// locks each: its boots read it in place, and no build may replace it
+// meanwhile. unlock releases them all.
+func buildLayouts(ctx context.Context, image appliance.Options, ls []appliance.Layout, dir string, logf func(string, ...any)) (map[appliance.Layout]*appliance.Image, func(), error) {
+	images := map[appliance.Layout]*appliance.Image{}
+	var unlocks []func()
+	unlock := func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+	for _, l := range ls {
+		logf("building the %s image", l)
+		bo := image
+		bo.Layout, bo.Out = l, filepath.Join(dir, string(l))
+		im, err := appliance.Build(ctx, bo)
+		if err != nil {
+			unlock()
+			return nil, nil, fmt.Errorf("building the %s image: %w", l, err)
+		}
+		images[l] = im
+		u, err := appliance.LockImage(bo.Out)
+		if err != nil {
+			unlock()
+			return nil, nil, err
+		}
+		unlocks = append(unlocks, u)
+	}
+	return images, unlock, nil
+}
+
 // bootTimeout bounds one measured boot, up to its first answer.
 const bootTimeout = 3 * time.Minute
 
@@ -77,23 +108,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		b.PmemDir = filepath.Join(dir, "prepared", string(l))
 		return b
 	}
-	images := map[appliance.Layout]*appliance.Image{}
-	for _, l := range ls {
-		logf("building the %s image", l)
-		bo := o.Image
-		bo.Layout, bo.Out = l, imageDir(l)
-		im, err := appliance.Build(ctx, bo)
-		if err != nil {
-			return nil, fmt.Errorf("building the %s image: %w", l, err)
-		}
-		images[l] = im
-		// Its boots read it in place: no build replaces it meanwhile.
-		unlock, err := appliance.LockImage(imageDir(l))
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
+	images, unlock, err := buildLayouts(ctx, o.Image, ls, dir, logf)
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	for _, l := range ls {
 		logf("%s: first boot, to create the service's state (not timed)", l)
 		if err := prepare(ctx, imageDir(l), images[l], boot(l).PmemDir, mach.BootOptions(prof)); err != nil {

@@ -19,8 +19,8 @@ mapped straight from persistent memory, and state lives on pmem too.
 
 Commands:
   build     build an appliance image (disk, pmem images, kernel) from a config
-  run       boot an image in QEMU with emulated NVDIMMs, serial on the terminal
-  measure   cold-boot layouts side by side and time power-on to service
+  run       boot an image in QEMU with emulated NVDIMMs, serial on the terminal (-shared-text: many at once)
+  measure   cold-boot layouts side by side and time power-on to service (-density: host memory of N at once)
   powercut  cut the power at random while writing; check no acknowledged write is lost
   flash     write an image onto an SD card, eMMC or USB device (or a file) and verify it
   deploy    send one service to a running appliance; kept only if it becomes ready

@@ -68,6 +68,28 @@ the kernel's System.map when it lies beside the bzImage
 object's "profile" key, by layout; with -charts the kernel's longest
 initcalls are rows under its kernel → handover bar.
 
+With -density N,... it measures instead what many appliances of one image
+cost the host: for each layout (default off2f,elf,dax-elf) it builds the
+image, boots it once to create its state, then for each N starts N guests
+of it, each with the image's text store mapped read-only from one host file
+(nvboot run -shared-text) and a copy of that state of its own, waits for
+each one's first answer, and reads the host's memory: every QEMU's
+proportional set size (/proc/PID/smaps_rollup) less its share of the shared
+files' mappings, plus the page-cache pages of the files every guest uses
+(the text store, the disk, the kernel: mincore), counted once, their cache
+dropped before the first guest starts. -start says how the N start:
+staggered (each once the one before has answered) and burst (all at once).
+It prints per N the host memory per appliance and the guests' times to
+their first answer, and the ratios density_N.off2f_vs_<layout> (off2f's
+memory per appliance over the layout's, from the staggered runs;
+density_N.burst.off2f_vs_<layout> from the burst ones); -json prints
+{"bench":"measure-density","env","ratios","results"}, -charts DIR writes
+measure-density.svg (measure-density-NAME.svg for -config NAME.json:
+memory per appliance against N). It runs on the wall
+clock (a guest's device clock is its own, the same for any N), its pmem as
+NVDIMMs; the times under TCG with N guests on a few cores are a figure of
+the host's load, not of a device. -runs and -profile are not for it.
+
 ` + clockHelp + `
 Where KVM really works the wall clock on KVM is the default; elsewhere the
 device clock.`
@@ -76,7 +98,9 @@ const measureExamples = `  nvboot measure -runs 5 -storage sd
   nvboot measure -layouts off2f,elf -runs 1 -profile        # where each millisecond goes
   nvboot measure -clock device -cpu-rate 5e8 -layouts off2f,elf -runs 3   # a 500-MIPS core
   nvboot measure -layouts off2f,elf -runs 3 -charts out/charts
-  nvboot measure -layouts off2f,elf -runs 3 -json > measure.json`
+  nvboot measure -layouts off2f,elf -runs 3 -json > measure.json
+  nvboot measure -density 1,2,4,8,16 -charts out/charts     # host memory per appliance, N guests of one image
+  nvboot measure -density 8 -start burst -config examples/big.json -json`
 
 func measureCmd(ctx context.Context, c *cli.Context) error {
 	fs := cli.FlagSet(c, "nvboot measure", "nvboot measure [-layouts L,...] [-runs N] [-storage P] [-json]", measureDescription, measureExamples)
@@ -92,11 +116,17 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 	mf := addMachineFlags(fs, "")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	profile := fs.Bool("profile", false, "after the measured boots, boot each layout once more with "+measure.ProfileCmdline+" and print where its time went")
+	density := fs.String("density", "", "measure host memory per appliance instead: start `N,...` guests of each layout's image at once (e.g. 1,2,4,8,16), the text store shared")
+	starts := fs.String("start", measure.StartStaggered+","+measure.StartBurst, "with -density: how the N guests start, comma-separated: staggered (each once the one before answered), burst (all at once)")
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if *density != "" {
+		return densityCmd(ctx, c, fs, densityFlags{counts: *density, starts: *starts, layouts: *layouts, storage: *storage, cfgPath: *cfgPath,
+			work: *work, charts: *charts, kernel: *kernel, arch: *arch, src: *src, asJSON: *asJSON}, mf)
 	}
 	if *runs < 1 {
 		return cli.Usagef("-runs %d: want at least 1", *runs)

@@ -87,6 +87,18 @@
 // personality from the PFN info block on the media: the images format/fsdax
 // writes boot on any of them.
 //
+// An NVDIMM can be read-only (NVDIMM.ReadOnly, readonly.go): one file
+// mapped into many guests, as a text store shared by many appliances is.
+// QEMU opens it read-only and maps it as ROM (memory-backend-file
+// readonly=on, share=on: every QEMU maps the same page-cache pages), and
+// the DIMM is unarmed (unarmed=on, which QEMU 7.2 demands with a read-only
+// backend): its NFIT flags say "not armed", for which Linux makes the
+// region and /dev/pmemN read-only (a write fails with EPERM, a read-write
+// mount with EACCES). A guest's root that sets the region's read_only back
+// to 0 writes into the ROM, never the file. Only an NVDIMM: e820 and
+// device-tree regions have no read-only kind, so the kernel would take
+// writes that QEMU drops silently; vm refuses them.
+//
 // A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
 // boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,
 // and the kernel skips its ACPI interpreter, the PM timer's check and ACPI's
@@ -261,6 +273,11 @@
 //     stand-in QEMU that never runs the guest),
 //     TestProbeCleanExitWithoutGuestIsNotUsable, TestChooseAccelFromEnv,
 //     TestSilentHint, TestKVMUsableAnswers.
+//   - A read-only NVDIMM: its command line, and the refusal of a
+//     read-only e820 or device-tree region, TestArgsReadOnlyPmem; two
+//     guests map one file at once, neither can write it (EPERM, no
+//     read-write mount, a forced write dropped), the file's bytes are
+//     unchanged: TestReadOnlyPmem.
 //   - A power cut keeps what the guest wrote to pmem, and the fsdax
 //     namespace the guest set up is found again, with every pmem kind and
 //     on microvm (its disk on virtio-mmio):

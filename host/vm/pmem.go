@@ -53,6 +53,9 @@ const lowRAMLimit = 3 << 10 // MiB
 // file's, a positive multiple of 2 MiB (the kernel adds pmem in 2 MiB
 // subsections).
 func (c Config) nvdimmSizes() ([]int64, error) {
+	if err := c.checkReadOnlyPmem(); err != nil {
+		return nil, err
+	}
 	sizes := make([]int64, len(c.NVDIMMs))
 	for i, n := range c.NVDIMMs {
 		size := n.Size
@@ -90,8 +93,8 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 		p.machine = ",nvdimm=on"
 		for i, n := range c.NVDIMMs {
 			p.args = append(p.args,
-				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d", i, n.Path, sizes[i]),
-				"-device", fmt.Sprintf("nvdimm,id=nv%d,memdev=pm%d", i, i))
+				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d%s", i, n.Path, sizes[i], n.backendOptions()),
+				"-device", fmt.Sprintf("nvdimm,id=nv%d,memdev=pm%d%s", i, i, n.dimmOptions()))
 		}
 		p.args = append(p.args, "-m", fmt.Sprintf("%dM,slots=%d,maxmem=%dM", memMiB, len(c.NVDIMMs)+1, int64(memMiB)+total>>20+1024))
 	case PmemE820:

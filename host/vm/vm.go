@@ -115,6 +115,12 @@ type NVDIMM struct {
 	// Size of the DIMM; 0 means the file's size. The kernel adds pmem in
 	// 2 MiB subsections, so keep it a multiple of 2 MiB.
 	Size int64
+	// ReadOnly gives the guest a device it cannot write, so that many
+	// guests can map one file (readonly.go): QEMU opens the file
+	// read-only and maps it as ROM, and the NVDIMM is unarmed, for which
+	// the kernel makes its region and /dev/pmemN read-only. NVDIMMs only
+	// (PmemNVDIMM): an e820 region or a device-tree one has no way to say so.
+	ReadOnly bool
 }
 
 // repeats says the machine runs on the deterministic device clock: every
@@ -577,6 +583,9 @@ func (m *Machine) Wait(ctx context.Context) error {
 
 // Done is closed when QEMU has ended.
 func (m *Machine) Done() <-chan struct{} { return m.done }
+
+// Pid is QEMU's process id: where its memory is read (/proc/PID/smaps).
+func (m *Machine) Pid() int { return m.cmd.Process.Pid }
 
 // FreePort returns a TCP port free on the host's 127.0.0.1 now, to forward a
 // guest port from (Forward.Host). Another process may take it before QEMU

@@ -51,6 +51,12 @@ type BootOptions struct {
 	// model's waits (nvinit's io.max, on the guest's timers), never the
 	// host's I/O latency. Needs CPURate and a Storage model; measure sets it.
 	DiskAsPmem bool
+	// SharedText maps the image's own text store (dir's pmem-text.img)
+	// read-only into the guest, so that many guests of one image share
+	// that file and the host's page cache of it (shared.go); the other
+	// pmem images come from PmemDir, which each guest needs its own of,
+	// and the disk is attached read-only.
+	SharedText bool
 }
 
 // DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
@@ -58,6 +64,15 @@ type BootOptions struct {
 // NVDIMMs (vm.PmemNVDIMM) work the same but cost the kernel about 40 ms of
 // a 1-GIPS boot in QEMU's ACPI methods (docs/BENCHMARKS.md).
 const DefaultPmemAs = vm.PmemE820
+
+// pmemAs is how the pmem images reach the guest: o.PmemAs, else
+// DefaultPmemAs, but NVDIMMs for a shared text store (sharedTextBoard).
+func (o BootOptions) pmemAs() string {
+	if o.SharedText && o.PmemAs == "" {
+		return vm.PmemNVDIMM
+	}
+	return cmp.Or(o.PmemAs, DefaultPmemAs)
+}
 
 // DefaultMemMiB is the guest's RAM when BootOptions leave it unset.
 const DefaultMemMiB = 256
@@ -89,7 +104,7 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		MemMiB:   o.MemMiB,
 		Accel:    o.Accel,
 		CPURate:  o.CPURate,
-		PmemAs:   cmp.Or(o.PmemAs, DefaultPmemAs),
+		PmemAs:   o.pmemAs(),
 		Disks:    append([]vm.Disk{{Path: filepath.Join(dir, im.Disk), Storage: o.Storage}}, o.Disks...),
 		Forwards: o.Forwards,
 		Console:  o.Console,
@@ -105,6 +120,11 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		c.Initrd = filepath.Join(dir, im.Initrd)
 	}
 	arm := im.TargetOrDefault() == config.TargetVirt
+	if o.SharedText {
+		if err := sharedTextBoard(dir, im, &c, o); err != nil {
+			return vm.Config{}, err
+		}
+	}
 	if arm {
 		if err := armBoard(dir, &c, o); err != nil {
 			return vm.Config{}, err
@@ -138,11 +158,14 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		}
 	}
 	for _, p := range attachedPmem(im, o) {
-		path := filepath.Join(pdir, p)
-		if _, err := os.Stat(path); err != nil {
+		n := vm.NVDIMM{Path: filepath.Join(pdir, p)}
+		if o.SharedText && p == outdir.TextPmemFile {
+			n = vm.NVDIMM{Path: filepath.Join(dir, p), ReadOnly: true}
+		}
+		if _, err := os.Stat(n.Path); err != nil {
 			return vm.Config{}, fmt.Errorf("image %s: pmem image: %w", dir, err)
 		}
-		c.NVDIMMs = append(c.NVDIMMs, vm.NVDIMM{Path: path})
+		c.NVDIMMs = append(c.NVDIMMs, n)
 	}
 	if o.DiskAsPmem {
 		if o.PmemDir == "" {

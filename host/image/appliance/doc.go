@@ -210,6 +210,20 @@
 // acpi=noirq, since ACPI routes its virtio-mmio interrupts (host/vm says
 // why each, measured).
 //
+// Many guests of one image share its text store (BootOptions.SharedText,
+// shared.go): each maps the image's own pmem-text.img as a read-only
+// NVDIMM (vm.NVDIMM.ReadOnly: QEMU opens it read-only and maps it as ROM,
+// share=on, so the texts are in the host's page cache once; the NFIT says
+// "not armed" and the guest's kernel makes /dev/pmem0 read-only, which
+// nvinit then never writes), its state and kernel region from a pmem
+// directory of its own (CopyGuestPmem), its disk read-only (QEMU locks a
+// writable disk against a second QEMU; the appliance writes its disk only
+// in a UEFI board's A/B update, refused here), under the image's shared
+// lock (LockImageShared). NVDIMMs over e820 regions there, because the
+// e820 table has no read-only pmem: the guest would take writes the ROM
+// drops silently; the NFIT's ACPI costs the boot about 40 ms at 1 GIPS,
+// and the board boots the card's kernel (no kernel region on it).
+//
 // An arm64-virt image boots on QEMU's virt board (armBoard): QEMU's boot
 // stub enters the Image directly with the image's command line (no
 // firmware runs; Firmware without BootDisk is refused), vm adds
@@ -404,6 +418,12 @@
 //     kernel with "0 tryboot", slot B is committed, and a test boot that
 //     panics falls back: TestRPiTestBootInQEMU. The elf layout's image id names
 //     its programs: TestImageIDNamesThePrograms.
+//   - A shared text store: the board, the refusals and the lock,
+//     TestVMConfigSharedText, TestLockImageShared; two guests of one image
+//     at once, both QEMUs mapping the image's pmem-text.img, kv and nvinit
+//     run from it on DAX, each kv with its own state, every write a root
+//     process tries refused and a forced one dropped, the file unchanged:
+//     TestSharedTextStore (QEMU).
 //
 // # Limits
 //

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"cmp"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -137,7 +136,7 @@ func ChooseKernel(dir string, im *Image, pmemDir string) (BootKernel, error) {
 // NVDIMMs the region would be a third ACPI NVDIMM whose namespace order
 // nvinit cannot rely on; both boot without it.
 func regionBoard(im *Image, o BootOptions) bool {
-	pmem := cmp.Or(o.PmemAs, DefaultPmemAs)
+	pmem := o.pmemAs()
 	switch im.TargetOrDefault() {
 	case config.TargetPC:
 		return !o.BootDisk && (pmem == vm.PmemE820 || pmem == vm.PmemVirtio)

@@ -28,11 +28,25 @@ var ErrImageBusy = errors.New("image directory in use")
 // LockImage takes the lock of the image directory dir without waiting; the
 // error, when another process holds it, wraps ErrImageBusy and names the
 // directory and that process. unlock releases it.
-func LockImage(dir string) (unlock func(), err error) {
+func LockImage(dir string) (unlock func(), err error) { return lockImage(dir, false) }
+
+// LockImageShared takes the image directory's lock shared, for a guest
+// that only reads what is in it (BootOptions.SharedText: its text store
+// read-only, its disk read-only, its own pmem elsewhere): guests of one
+// image share it, and a build or a guest that writes the image
+// (LockImage) waits for none of them but is refused while one runs.
+func LockImageShared(dir string) (unlock func(), err error) { return lockImage(dir, true) }
+
+func lockImage(dir string, shared bool) (unlock func(), err error) {
 	// A build renames a new directory into dir's place: the directory
 	// opened may no longer be dir once locked. Then lock the new one.
 	for try := 0; try < 5; try++ {
-		f, err := lockDir(dir, true)
+		var f *os.File
+		if shared {
+			f, err = lockDirShared(dir)
+		} else {
+			f, err = lockDir(dir, true)
+		}
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, busy(dir)
 		}
@@ -50,6 +64,19 @@ func LockImage(dir string) (unlock func(), err error) {
 		f.Close()
 	}
 	return nil, fmt.Errorf("image directory %s: replaced again and again while being locked (a build looping?)", dir)
+}
+
+// lockDirShared is lockDir's shared flock, without waiting.
+func lockDirShared(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // lockOut takes the lock of a build's output directory out, when there is

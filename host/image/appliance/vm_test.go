@@ -52,6 +52,7 @@ type probeReport struct {
 	TextFile       string
 	TextBytes      int64
 	CacheGrowthKiB int64
+	StoreWrite     map[string]string
 	Error          string
 }
 

@@ -2,7 +2,9 @@
 // named by -service answers on -addr it reports, as one NVBOOT-PROBE JSON
 // line on stdout, where that service's and nvinit's text is mapped from,
 // how the text store and state are mounted, and how much the page cache
-// grows when the service's whole text is read (DAX: not at all).
+// grows when the service's whole text is read (DAX: not at all). With
+// -try-store-write it then tries to write the text store every way a root
+// process could, and reports what each try got.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -29,16 +32,23 @@ type report struct {
 	TextFile       string
 	TextBytes      int64
 	CacheGrowthKiB int64
-	Error          string `json:",omitempty"`
+	// StoreWrite is what each try to write the store got (-try-store-write):
+	// "written", or the error.
+	StoreWrite map[string]string `json:",omitempty"`
+	Error      string            `json:",omitempty"`
 }
 
 func main() {
 	service := flag.String("service", "kv", "the service to look at (its /proc/PID/comm)")
 	addr := flag.String("addr", "127.0.0.1:8080", "wait until this answers")
+	tryWrite := flag.Bool("try-store-write", false, "then try to write the text store (/dev/pmem0 on /nv/text)")
 	flag.Parse()
 	r := &report{Mounts: map[string]string{}}
 	if err := probe(r, *service, *addr); err != nil {
 		r.Error = err.Error()
+	}
+	if *tryWrite && r.Error == "" {
+		r.StoreWrite = tryStoreWrite("/dev/pmem0", "/nv/text")
 	}
 	b, _ := json.Marshal(r)
 	fmt.Printf("NVBOOT-PROBE %s\n", b)
@@ -195,4 +205,46 @@ func parentComm(pid int) string {
 		return ""
 	}
 	return strings.TrimSpace(string(c))
+}
+
+// tryStoreWrite tries to write the text store: its device, a remount
+// read-write, a new file in it; last, as a root process may, it sets the
+// device's region read-write again and writes the device's last 4 KiB (a
+// read-only NVDIMM's writes then go to QEMU's ROM: the host checks its
+// file).
+func tryStoreWrite(dev, dir string) map[string]string {
+	out := map[string]string{}
+	result := func(err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		return "written"
+	}
+	writeEnd := func() error {
+		f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		end, err := f.Seek(0, io.SeekEnd)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(make([]byte, 4096), end-4096); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	out["device"] = result(writeEnd())
+	out["remount"] = result(syscall.Mount(dev, dir, "ext4", syscall.MS_REMOUNT, "dax=always"))
+	out["create"] = result(os.WriteFile(filepath.Join(dir, "written-by-a-guest"), []byte("x"), 0o644))
+	region, err := filepath.EvalSymlinks("/sys/block/" + filepath.Base(dev) + "/device")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(filepath.Dir(region), "read_only"), []byte("0\n"), 0)
+	}
+	if err == nil {
+		err = writeEnd()
+	}
+	out["forced"] = result(err)
+	return out
 }
