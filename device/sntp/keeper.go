@@ -37,6 +37,8 @@ type Keeper struct {
 	// Retry is the wait before the second round of queries when the first
 	// got no good answer, doubling up to 64 s; 0: a second.
 	Retry time.Duration
+
+	failed map[string]bool // servers failing since their last good answer
 }
 
 // Run asks until ctx ends: every server in turn until one answers well,
@@ -89,9 +91,19 @@ func (k *Keeper) round(ctx context.Context) (Answer, bool) {
 			return Answer{}, false
 		}
 		if err != nil {
-			k.logf("clock: %v", err)
+			// Said once until it answers well: a server that is down
+			// would otherwise fill the console every retry (and each
+			// error names a new local port).
+			if k.failed == nil {
+				k.failed = map[string]bool{}
+			}
+			if !k.failed[s] {
+				k.failed[s] = true
+				k.logf("clock: %v; asking again, quietly, until it answers", err)
+			}
 			continue
 		}
+		delete(k.failed, s)
 		return a, true
 	}
 	return Answer{}, false
@@ -118,8 +130,12 @@ func (k *Keeper) apply(a Answer, step bool) error {
 	if err := st(to); err != nil {
 		return fmt.Errorf("stepping to %s from %s: %w", to.UTC().Format(time.RFC3339), a.Server, err)
 	}
-	k.logf("clock: stepped by %v to %s from %s (%s, stratum %d, delay %v)", a.Offset.Round(time.Millisecond),
-		to.UTC().Format(time.RFC3339), a.Server, a.Addr, a.Stratum, a.Delay.Round(time.Microsecond))
+	from := a.Server
+	if a.Addr != a.Server {
+		from += " (" + a.Addr + ")"
+	}
+	k.logf("clock: stepped by %v to %s from %s, stratum %d, delay %v", a.Offset.Round(time.Millisecond),
+		to.UTC().Format(time.RFC3339), from, a.Stratum, a.Delay.Round(time.Microsecond))
 	return nil
 }
 
