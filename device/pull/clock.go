@@ -9,15 +9,17 @@ import (
 	"time"
 )
 
-// clockLogEvery is how often a wait for the clock says it still waits.
-const clockLogEvery = 10 * time.Minute
+// clockWaitMax bounds the wait for the clock: a board whose network
+// reaches no NTP server may still have a time good enough (saved on the
+// state), and a certificate error then names the clock (withClockHint).
+const clockWaitMax = 5 * time.Minute
 
 // waitClock waits until ClockSet exists (nvinit's SNTP client set the
 // clock: contract.ClockSetPath), checking every second, when ClockSet
 // names a file; a TLS request before would fail its certificate check on a
-// board that boots at 1970. It says so when it starts waiting, every 10
-// minutes after, and when the clock is set. It returns ctx's error when
-// ctx ends first.
+// board that boots at 1970. It says so when it starts waiting and when the
+// clock is set; after clockWaitMax it polls anyway, and says that. It
+// returns ctx's error when ctx ends first.
 func (p *Puller) waitClock(ctx context.Context) error {
 	if p.ClockSet == "" {
 		return nil
@@ -30,7 +32,11 @@ func (p *Puller) waitClock(ctx context.Context) error {
 			}
 			return nil
 		}
-		if waited%clockLogEvery == 0 {
+		if waited >= clockWaitMax {
+			p.logf("the clock is still not set by SNTP after %v: polling anyway (it reads %s)", clockWaitMax, p.now().UTC().Format(time.RFC3339))
+			return nil
+		}
+		if waited == 0 {
 			p.logf("waiting for the clock to be set by SNTP (%s) before the first request: it reads %s, and a TLS certificate check needs the right time",
 				p.ClockSet, p.now().UTC().Format(time.RFC3339))
 		}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestWaitClock: with ClockSet, Run's first poll waits for the file, saying
-// why once; ctx's end ends the wait.
+// why once, or polls anyway after clockWaitMax; ctx's end ends the wait.
 func TestWaitClock(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "clock-set")
 	var logs []string
@@ -43,6 +43,14 @@ func TestWaitClock(t *testing.T) {
 	}
 	if err := (&Puller{}).waitClock(ctx); err != nil {
 		t.Errorf("without ClockSet: %v", err)
+	}
+	// A clock never set: polled anyway after clockWaitMax, and said.
+	logs, sleeps = nil, 0
+	never := &Puller{ClockSet: mark + ".never", Now: p.Now, Logf: p.Logf,
+		Sleep: func(context.Context, time.Duration) error { sleeps++; return nil }}
+	if err := never.waitClock(context.Background()); err != nil || sleeps != int(clockWaitMax/time.Second) ||
+		!strings.Contains(strings.Join(logs, "\n"), "polling anyway") {
+		t.Errorf("never set: %v after %d sleeps, logs %q", err, sleeps, logs)
 	}
 }
 
