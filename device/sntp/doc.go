@@ -22,14 +22,15 @@
 // (clock_settime) on the first good answer, then asks again every
 // Interval (an hour by default): an offset within StepLimit (128 ms, as
 // ntpd) is slewed by adjtimex's single-shot adjustment, a larger one
-// stepped. Each step and refusal is logged. It never blocks a boot: nvinit
+// stepped. Each step is logged, and a server's failure (no answer, an
+// answer refused) once until it answers well. It never blocks a boot: nvinit
 // runs it on a goroutine of its own and the services start meanwhile.
 //
 // # Decisions
 //
 //   - SNTP over a full NTP client (filtering, clock discipline): one
 //     answer a while is enough for certificate checks and log times, and
-//     the client stays about 300 lines of the standard library.
+//     the client stays about 400 lines of the standard library.
 //   - The nonce as transmit timestamp over the clock's time: the origin
 //     check needs only a value the client knows, and a device at 1970
 //     would otherwise send a timestamp every server sees as absurd.
