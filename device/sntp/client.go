@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 )
@@ -27,7 +28,7 @@ type Answer struct {
 // bad packet) are refused as they come and the wait goes on, so a stray
 // packet cannot end a query.
 func Query(ctx context.Context, server string) (Answer, error) {
-	raddr, err := net.ResolveUDPAddr("udp", server)
+	raddr, err := resolve(ctx, server)
 	if err != nil {
 		return Answer{}, fmt.Errorf("NTP server %s: %w", server, err)
 	}
@@ -92,4 +93,25 @@ func answer(server, addr string, p Packet, t1, t4 time.Time) Answer {
 	offset := (t2.Sub(w1) + t3.Sub(w4)) / 2
 	delay := max(t4.Sub(t1)-t3.Sub(t2), 0)
 	return Answer{Server: server, Addr: addr, Stratum: p.Stratum, Offset: offset, Delay: delay, Time: t4.Round(0).Add(offset)}
+}
+
+// resolve is server's first address, looked up within ctx (a shutdown
+// must not wait out a resolver's timeouts).
+func resolve(ctx context.Context, server string) (*net.UDPAddr, error) {
+	host, port, err := net.SplitHostPort(server)
+	if err != nil {
+		return nil, err
+	}
+	p, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	if len(ips) == 0 {
+		return nil, fmt.Errorf("no address for %s", host)
+	}
+	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(ips[0].Unmap(), uint16(p))), nil
 }
