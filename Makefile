@@ -92,6 +92,7 @@ fuzz: build
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/sntp -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/mbr -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/tryboot -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/tryboot -run '^$$' -fuzz '^FuzzLocate$$' -fuzztime $(FUZZTIME)

@@ -53,7 +53,9 @@
 //	/nv/state/nvboot/off2f/<hash>  clean copies of deployed texts the image
 //	                             lacks (device/update's CleanSubdir)
 //	/nv/state/nvboot/pull        nvpull's state, status and downloads (PullDir)
+//	/nv/state/nvboot/clock       the time nvinit last saved (ClockSavedPath)
 //	/run/nvboot/update.sock      the update endpoint for nvpull (PullSocket)
+//	/run/nvboot/clock-set        SNTP set the clock this boot (ClockSetPath)
 //	/dev/pmem2                   the kernel region, raw (KernelRegionDevice)
 //	/dev/vda2                    the root partition (RootDevice)
 //	/dev/mmcblk0p1...7           a Raspberry Pi card's partitions, the

@@ -54,6 +54,10 @@ type InitConfig struct {
 	// its links in /sbin write to, instead of reading the console, which
 	// is the shell's. Empty: no shell, nvinit reads the console.
 	Shell string `json:",omitempty"`
+	// Clock is the image's floor for the clock and its NTP servers
+	// (clock.go); zero: no floor, no NTP (the time saved on the state is
+	// still kept).
+	Clock Clock `json:",omitzero"`
 }
 
 // KernelRegion is the kernel kept uncompressed on pmem (format/kernelpmem).
@@ -261,6 +265,9 @@ func ParseInitConfig(b []byte) (*InitConfig, error) {
 // Validate checks every field and names each one that is wrong.
 func (c *InitConfig) Validate() error {
 	var v validator
+	if err := c.Clock.Validate(); err != nil {
+		v.badf("Clock: %v", err)
+	}
 	if c.Hostname != "" && !ValidHostname(c.Hostname) {
 		v.badf("Hostname %q: letters, digits and '-', up to 63", c.Hostname)
 	}

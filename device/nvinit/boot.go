@@ -73,6 +73,8 @@ type boot struct {
 	steps    *bootprof.Steps   // points inside the stages, for a profile
 	answered chan struct{}     // closed when the first-answer probe ends; nil: none runs
 	ownText  string            // what repairOwnText found and did; "": nothing to say
+	stateOK  bool              // the state filesystem is mounted
+	clock    *wallClock        // as PID 1, after restoreClock; nil: not kept
 }
 
 // Run boots, supervises until a shutdown signal (or, with Poweroff, until
@@ -96,12 +98,15 @@ func (b *boot) Run(ctx context.Context) ending {
 	b.Console.Mark("store", "")
 	b.repairOwnText()  // owntext.go: only after the loader ran the fallback
 	b.provisionState() // marks "state" when the config has one
+	b.restoreClock()   // clock.go: the saved time is on the state
 	b.mountDevices()
 	b.configureNetwork()
+	stopClock := b.keepClock(ctx) // SNTP needs the network
 	stopProbe := b.probeFirstAnswer(ctx)
 	defer stopProbe()
 	b.startSlots(ctx)
 	action := b.supervise(ctx, calls(b.kernelRegionWriter(), b.profileWriter()))
+	stopClock() // and saves the time, before the state is unmounted
 	unmountAll(b.mnt, b.mounted, b.Console.Logf)
 	if b.PID1 {
 		b.halt(action)
@@ -231,6 +236,7 @@ func (b *boot) provisionState() {
 		b.Console.Logf("state: %v; services run without state", err)
 	} else {
 		b.mounted = append([]string{st.DirOrDefault()}, b.mounted...)
+		b.stateOK = true
 		if b.programs != nil {
 			// Deployed texts keep their clean copies here, off the
 			// text store's pmem (see update.CleanSubdir).

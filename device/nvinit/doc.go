@@ -32,8 +32,16 @@
 //	provisionState    the state filesystem mounted (mark state); without
 //	                  a text store, the deploy store on it readied
 //	                  (update.NewELFPrograms): interrupted deploys undone
+//	restoreClock      as PID 1: the clock set forward to the later of the
+//	                  image's floor (Clock.Floor) and the time saved on the
+//	                  state (contract.ClockSavedPath), when it reads before
+//	                  them, and logged (clock.go)
 //	mountDevices      the config's Mounts
 //	configureNetwork  as PID 1: loopback, static addresses and routes
+//	keepClock         as PID 1, on a goroutine (nothing waits for it): the
+//	                  time saved every 10 min and at a clean shutdown; with
+//	                  Clock.NTP, the SNTP client (device/sntp), which
+//	                  steps the clock, saves it and writes ClockSetPath
 //	probeFirstAnswer  as PID 1: the answered mark, when asked
 //	startSlots        as PID 1 on a slotted image: watchdog, boot entries
 //	                  or a Pi's autoboot.txt, the test boot (update.SlotBoot)
@@ -185,6 +193,15 @@
 //   - The supervisor's clock is injected, so tests check backoff sequences
 //     without sleeping; so are the homes' directories (Homes, set as PID 1
 //     only), so a test or a run on the build machine makes none.
+//   - The clock is only ever set forward at boot, to the time saved on the
+//     state or the image's floor: a board without a real-time clock (a Pi)
+//     starts at 1970, where every certificate is not yet valid; a board
+//     with one reads later than both and is left alone. The floor is the
+//     newest NotBefore of the image's CA bundle (computed by the build),
+//     over the build's time, which would make builds differ, because the
+//     bundle is already an input of the image's bytes and a clock before
+//     it fails every TLS chain anyway. SNTP may step back (a saved time
+//     from a clock that ran ahead).
 //   - A HOME on the state over one on the tmpfs, because servers keep keys,
 //     certificates and settings there (os.UserConfigDir); over HOME=/,
 //     which the read-only root made unwritable. Its directory is made at
@@ -225,6 +242,8 @@
 //     handshake before the program accepts): a service must listen once it
 //     can serve. One that dies within healthyAfter of its ready mark counts
 //     as a failed start, and its exit line says so.
+//   - After a power cut the saved time is up to 10 minutes old: a Pi
+//     without NTP (or before its first answer) starts that far behind.
 //   - A given-up service starts again only by a reboot or start NAME on the
 //     console.
 package nvinit

@@ -23,7 +23,13 @@ func (b *boot) withPuller(services []contract.Service) ([]contract.Service, stri
 	var key [32]byte
 	rand.Read(key[:])
 	token := hex.EncodeToString(key[:])
+	env := []string{contract.PullTokenEnv + "=" + token}
+	if len(b.cfg.Clock.NTP) > 0 {
+		// nvpull waits for SNTP to set the clock before its first TLS
+		// request, whose certificate check needs the right time.
+		env = append(env, contract.ClockWaitEnv+"="+contract.ClockSetPath)
+	}
 	out := append(append([]contract.Service(nil), services...), contract.Service{Name: contract.PullService, Path: contract.PullProgram,
-		Env: []string{contract.PullTokenEnv + "=" + token}})
+		Env: env})
 	return out, token
 }

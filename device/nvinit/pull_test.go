@@ -10,7 +10,8 @@ import (
 
 // TestWithPuller: with Pull, nvpull is supervised after the services with
 // a fresh token in its environment (a new one each boot), and the
-// config's services are left as they were; without Pull, nothing.
+// config's services are left as they were; without Pull, nothing. With
+// NTP servers it is told where the mark of a set clock appears.
 func TestWithPuller(t *testing.T) {
 	services := []contract.Service{{Name: "kv", Path: "/bin/kv"}}
 	b := &boot{cfg: &contract.InitConfig{Services: services}}
@@ -28,5 +29,11 @@ func TestWithPuller(t *testing.T) {
 	}
 	if _, again := b.withPuller(services); again == token || strings.Trim(again, "0") == "" {
 		t.Errorf("a second boot's token %q: want another, random", again)
+	}
+	// With NTP servers nvpull is told to wait for the clock.
+	b.cfg.Clock.NTP = []string{"pool.ntp.org"}
+	got, token = b.withPuller(services)
+	if !slices.Equal(got[1].Env, []string{contract.PullTokenEnv + "=" + token, contract.ClockWaitEnv + "=" + contract.ClockSetPath}) {
+		t.Errorf("with NTP: nvpull's environment %q", got[1].Env)
 	}
 }

@@ -67,6 +67,14 @@
 //     answered) where the link names that; a link nvpull did not make
 //     counts as unknown, and its deploy answers "unchanged" when it is the
 //     same program.
+//   - With the config's NTP servers nvinit names contract.ClockSetPath in
+//     nvpull's environment (contract.ClockWaitEnv), and Run waits for that
+//     file, which SNTP writes once it set the clock, before its first
+//     poll (clock.go), for 5 minutes at most, over polling at once: on a
+//     board that boots at 1970 every certificate is not yet valid, and the
+//     polls would fail and back off. A certificate outside its validity
+//     period makes the poll's error say what the clock reads
+//     (withClockHint).
 //   - Jitter on every poll (a fifth of the interval) and a doubling
 //     backoff with jitter after polls that did not reach the registry (or
 //     got a damaged blob), up to 64 intervals or an hour (Wait).

@@ -81,7 +81,8 @@ func newPuller(cfgPath string, logf func(string, ...any)) (*Puller, error) {
 	if cfg.Pull == nil {
 		return nil, fmt.Errorf("%s has no Pull: nothing to poll", cfgPath)
 	}
-	p := &Puller{Pull: *cfg.Pull, Init: cfg, Dir: contract.PullDir, Arch: runtime.GOARCH, Logf: logf}
+	p := &Puller{Pull: *cfg.Pull, Init: cfg, Dir: contract.PullDir, Arch: runtime.GOARCH, Logf: logf,
+		ClockSet: os.Getenv(contract.ClockWaitEnv)}
 	token := os.Getenv(contract.PullTokenEnv)
 	if token == "" {
 		return p, errors.New("$" + contract.PullTokenEnv + " is empty: nvinit starts nvpull with its update endpoint's token")

@@ -47,6 +47,10 @@ type Puller struct {
 	Rand  *rand.Rand       // nil: seeded randomly
 	// Sleep waits d or until ctx ends; nil: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// ClockSet, when set, is the file whose existence says the clock was
+	// set (contract.ClockSetPath): Run waits for it before its first poll
+	// (clock.go).
+	ClockSet string
 
 	st    state
 	blobs *Blobs
@@ -98,6 +102,9 @@ func (p *Puller) Run(ctx context.Context) error {
 	p.load()
 	if err := p.reconcile(ctx); err != nil {
 		return err
+	}
+	if err := p.waitClock(ctx); err != nil {
+		return nil // shut down
 	}
 	wait := p.firstWait()
 	for {
@@ -188,6 +195,7 @@ func (p *Puller) record(err error) time.Duration {
 		s.Failures, s.LastError, s.LastErrorAt = 0, "", time.Time{}
 		return Wait(p.Pull.Poll(), 0, p.Rand)
 	}
+	err = p.withClockHint(err)
 	if s.LastError != err.Error() {
 		p.logf("%v", err)
 	}

@@ -38,9 +38,6 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(st.root, contract.InitConfigPath[1:]), dev.Init); err != nil {
-		return err
-	}
 	if err := b.placeUpdateTLS(st); err != nil { // updatetls.go
 		return err
 	}
@@ -71,7 +68,16 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	if err := b.placeGokrazy(st); err != nil {
 		return err
 	}
-	return b.placeEtc(st) // rootfs.go
+	if err := b.placeEtc(st); err != nil { // rootfs.go
+		return err
+	}
+	// After placeEtc: the floor is the bundle the image carries.
+	floor, err := clockFloor(filepath.Join(st.root, HostFiles[0].Image))
+	if err != nil {
+		return err
+	}
+	dev.Init.Clock.Floor = floor
+	return writeJSON(filepath.Join(st.root, contract.InitConfigPath[1:]), dev.Init)
 }
 
 // placePrograms puts nvinit and the services where the layout wants them

@@ -25,6 +25,7 @@ func (b *builder) prepare() (staging, *derive.Configs, error) {
 	do := derive.Options{BinDir: b.binDir(), TextStore: b.useStore()}
 	if b.Board == BoardRPi {
 		do.StateDevice, do.SlotFirmware = contract.RPiDevice(b.Config.Slots, contract.PartData), contract.FirmwareTryboot
+		do.NoRTC = true
 	}
 	dev, err := derive.FromImage(b.Config, do)
 	if err != nil {

@@ -60,6 +60,12 @@ type Config struct {
 	// network's (DefaultNameservers) when Interfaces is empty too, else
 	// none (names beyond /etc/hosts do not resolve).
 	Nameservers []string `json:",omitempty"`
+	// NTP are the SNTP servers, HOST or HOST:PORT, nvinit sets the clock
+	// from once the network is up (device/sntp). Unset: DefaultNTP on a
+	// board without a real-time clock (a Raspberry Pi boots at 1970), none
+	// on a QEMU board (its RTC starts at the host's time, and its user
+	// network reaches no NTP server unless a test runs one). [] : none.
+	NTP []string `json:",omitzero"`
 	// RootFS is the root filesystem type: "erofs" (default) or "ext4".
 	RootFS string `json:",omitempty"`
 	// Slots 2 lays disk.img out for `nvboot update`: two slots, A and B,
@@ -110,6 +116,19 @@ func (c *Config) InterfacesOrDefault() []Interface {
 // DefaultNameservers is the DNS server of QEMU's user network, which goes
 // with DefaultInterfaces.
 var DefaultNameservers = []string{"10.0.2.3"}
+
+// DefaultNTP is what a board without a real-time clock asks when NTP is
+// unset: the NTP Pool's, as most distributions' defaults.
+var DefaultNTP = []string{"pool.ntp.org"}
+
+// NTPOrDefault is NTP, or when unset DefaultNTP on a board without a
+// real-time clock (noRTC) and none on another.
+func (c *Config) NTPOrDefault(noRTC bool) []string {
+	if c.NTP == nil && noRTC {
+		return DefaultNTP
+	}
+	return c.NTP
+}
 
 // MaxNameservers is how many nameserver lines resolvers read (glibc's
 // MAXNS, Go's net package): more would be ignored on the device.
@@ -434,6 +453,11 @@ func (c *Config) Validate() error {
 		// A zone (fe80::1%eth0) is left out: Go's resolver drops such a line.
 		if a, err := netip.ParseAddr(ns); err != nil || a.Zone() != "" {
 			bad("Nameservers[%d] %q: want an IPv4 or IPv6 address, such as 192.168.1.1", i, ns)
+		}
+	}
+	for i, ns := range c.NTP {
+		if err := contract.CheckNTPServer(ns); err != nil {
+			bad("NTP[%d]: %v", i, err)
 		}
 	}
 	switch c.RootFSOrDefault() {

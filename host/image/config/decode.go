@@ -11,7 +11,7 @@ import (
 
 // NvbootOnly are the fields only nvboot's schema has: a config that sets
 // one is nvboot's, and an unknown key in it is an error.
-var NvbootOnly = []string{"KernelPath", "NoBootTrims", "KernelCmdline", "TextStoreMiB", "StateMiB", "Interfaces", "Nameservers", "RootFS", "Userland", "Slots", "TestBootDeadline", "Version", "ForwardPort", "Pool", "Checker"}
+var NvbootOnly = []string{"KernelPath", "NoBootTrims", "KernelCmdline", "TextStoreMiB", "StateMiB", "Interfaces", "Nameservers", "NTP", "RootFS", "Userland", "Slots", "TestBootDeadline", "Version", "ForwardPort", "Pool", "Checker"}
 
 // Parse decodes and validates a config (nvboot's or a gokrazy instance's)
 // and returns the warnings about it: each unknown key, each field set

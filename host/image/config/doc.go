@@ -5,7 +5,7 @@
 // without a manual and nvboot builds a gokrazy instance's config.json
 // unchanged; nvboot's own parts have their own fields: ForwardPort, Pool,
 // Checker (for nvboot powercut), KernelPath, NoBootTrims, KernelCmdline,
-// TextStoreMiB, StateMiB, Interfaces, Nameservers, RootFS, Userland, Slots,
+// TextStoreMiB, StateMiB, Interfaces, Nameservers, NTP, RootFS, Userland, Slots,
 // TestBootDeadline and Version. gokrazy's Update (HTTPPort, HTTPPassword,
 // HTTPSPort, UseTLS) sets the endpoint nvboot deploy and nvboot update
 // talk to (docs/UPDATE.md); the key nvboot push signs with is kept beside
@@ -95,8 +95,8 @@
 //	DeviceType, BootloaderExtraEEPROM, GokrazyPackages,
 //	InternalCompatibilityFlags
 //	                    warned: board parts and gokrazy's system services
-//	                    (nvinit sets the network up, the kernel reads the
-//	                    RTC and seeds its random pool)
+//	                    (nvinit sets the network up and the clock, by
+//	                    SNTP with NTP; the kernel seeds its random pool)
 //	PackageConfig       per package: CommandLineFlags and Environment (the
 //	                    service's), GoBuildFlags, GoBuildTags (after the
 //	                    gokrazy tag, as gokrazy builds), GoBuildEnvironment

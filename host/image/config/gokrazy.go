@@ -421,7 +421,7 @@ func (c *Config) IgnoredFor(t Target) []string {
 		warn("DeviceType %q: names a gokrazy board; %s", c.DeviceType, deviceTypeIgnored(t))
 	}
 	if p := c.GokrazyPackages; p != nil && len(*p) > 0 {
-		warn("GokrazyPackages %q: nvboot builds none of gokrazy's system services: nvinit sets the network up itself (Interfaces) instead of dhcp, the kernel reads the clock from the board's RTC instead of ntp, the kernel seeds its own random pool instead of randomd, and there is no heartbeat", *p)
+		warn("GokrazyPackages %q: nvboot builds none of gokrazy's system services: nvinit sets the network up itself (Interfaces) instead of dhcp, nvinit sets the clock by SNTP (NTP) instead of ntp, the kernel seeds its own random pool instead of randomd, and there is no heartbeat", *p)
 	}
 	w = append(w, c.partsIgnored(t)...)
 	w = append(w, c.Update.ignored()...) // update.go

@@ -158,6 +158,15 @@ func TestNameservers(t *testing.T) {
 			t.Errorf("%q: error %v, want %q", tc.ns, err, tc.want)
 		}
 	}
+	for _, ntp := range [][]string{{""}, {"pool.ntp.org:"}, {"a b"}, {"http://pool.ntp.org"}} {
+		c := Config{Packages: []string{"kv"}, NTP: ntp}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "NTP[0]") {
+			t.Errorf("NTP %q: error %v, want one naming NTP[0]", ntp, err)
+		}
+	}
+	if err := (&Config{Packages: []string{"kv"}, NTP: []string{"pool.ntp.org", "10.0.2.2:1123", "2001:db8::123", "[2001:db8::1]:123"}}).Validate(); err != nil {
+		t.Errorf("good NTP servers: %v", err)
+	}
 	online := func(c Config) bool {
 		c.Packages = []string{"a/x"}
 		c.PackageConfig = map[string]PackageConfig{"a/x": {WaitFor: WaitFor{"net-online"}}}

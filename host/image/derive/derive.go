@@ -24,6 +24,9 @@ type Options struct {
 	// SlotFirmware is the Slots' Firmware (contract.FirmwareTryboot on a
 	// Pi); "": UEFI.
 	SlotFirmware string
+	// NoRTC: the board has no real-time clock (a Pi), so NTP defaults to
+	// config.DefaultNTP.
+	NoRTC bool
 }
 
 // Configs are the device configs of one image.
@@ -56,6 +59,7 @@ func FromImage(c *config.Config, o Options) (*Configs, error) {
 		in.Network = append(in.Network, contract.Interface{Name: n.Name, Address: n.Address, Gateway: n.Gateway})
 	}
 	in.Update = c.Update.Guest()
+	in.Clock.NTP = c.NTPOrDefault(o.NoRTC)
 	// The puller installs a change of services through the deploy path
 	// (the text store; on a Pi card, whose image nvboot push publishes
 	// with its programs whole, the state) and anything else through the

@@ -2,6 +2,7 @@ package derive
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,5 +151,32 @@ func TestPullNeedsSomewhereToInstall(t *testing.T) {
 	cfg.Slots = 2
 	if c, err := FromImage(cfg, Options{}); err != nil || c.Init.Pull == nil {
 		t.Errorf("no text store, Slots 2: %v", err)
+	}
+}
+
+// TestNTPDefault: unset, NTP is DefaultNTP on a board without a real-time
+// clock (a Pi) and none on a QEMU board; set, it is the config's, and []
+// turns it off on a Pi too.
+func TestNTPDefault(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ntp   []string
+		noRTC bool
+		want  []string
+	}{
+		{"QEMU board, unset", nil, false, nil},
+		{"Pi, unset", nil, true, config.DefaultNTP},
+		{"Pi, none", []string{}, true, nil},
+		{"QEMU board, set", []string{"10.0.2.2:1123"}, false, []string{"10.0.2.2:1123"}},
+	} {
+		cfg := config.Demo()
+		cfg.NTP = c.ntp
+		got, err := FromImage(cfg, Options{NoRTC: c.noRTC})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Init.Clock.NTP, c.want) {
+			t.Errorf("%s: NTP %q, want %q", c.name, got.Init.Clock.NTP, c.want)
+		}
 	}
 }
