@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -85,13 +86,19 @@ const (
 // Poll is PollSeconds as a duration.
 func (p *Pull) Poll() time.Duration { return time.Duration(p.PollSeconds) * time.Second }
 
-// repoRE is a repository as the OCI distribution spec names one: a
+// The repository's parts as the OCI distribution spec names them: a
 // registry host (a name or address, with a port), then path components of
-// lowercase letters and digits with separators.
+// lowercase letters and digits with separators; and a tag. Compiled when
+// first used, not at init: every program that imports the contract (nvinit
+// among them, on the boot's critical path) would pay for them at start.
 var (
-	repoPathRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$`)
-	hostRE     = regexp.MustCompile(`^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]{1,5})?$`)
-	tagRE      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	repoPathRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*)*$`)
+	})
+	hostRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(?::[0-9]{1,5})?$`)
+	})
+	tagRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`) })
 )
 
 // SplitRepository is a repository's registry host and path, or why it is
@@ -101,16 +108,16 @@ func SplitRepository(r string) (host, path string, err error) {
 	switch {
 	case !ok || host == "" || path == "":
 		return "", "", fmt.Errorf("%q: want REGISTRY/REPO, e.g. registry.example.com:5000/fleet/kv", r)
-	case !hostRE.MatchString(host):
+	case !hostRE().MatchString(host):
 		return "", "", fmt.Errorf("%q: %q is not a registry host[:port]", r, host)
-	case !repoPathRE.MatchString(path) || len(path) > 255:
+	case !repoPathRE().MatchString(path) || len(path) > 255:
 		return "", "", fmt.Errorf("%q: repository %q: want lowercase path components (letters, digits, '.', '_', '-') separated by '/'", r, path)
 	}
 	return host, path, nil
 }
 
 // ValidTag reports whether t is an OCI tag.
-func ValidTag(t string) bool { return tagRE.MatchString(t) }
+func ValidTag(t string) bool { return tagRE().MatchString(t) }
 
 // Validate checks every field, naming it.
 func (p *Pull) Validate() error {

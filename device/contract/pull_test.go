@@ -56,3 +56,21 @@ func TestParsePullStatusStrict(t *testing.T) {
 		t.Error("a misspelt field was taken")
 	}
 }
+
+// IsTextHash takes 64 lower-case hex digits and nothing else.
+func TestIsTextHash(t *testing.T) {
+	ok := strings.Repeat("0123456789abcdef", 4)
+	for s, want := range map[string]bool{
+		ok:                      true,
+		ok[:63]:                 false,
+		ok + "0":                false,
+		strings.ToUpper(ok):     false,
+		ok[:63] + "g":           false,
+		"":                      false,
+		ok[:32] + "/" + ok[33:]: false,
+	} {
+		if got := IsTextHash(s); got != want {
+			t.Errorf("IsTextHash(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package contract
 
 import (
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -243,10 +242,18 @@ type GCResult struct {
 	Bytes int64
 }
 
-var textHashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // IsTextHash reports whether s names a text: 64 lower-case hex digits.
-func IsTextHash(s string) bool { return textHashRE.MatchString(s) }
+func IsTextHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseReadyDeadline reads HeaderDeadline's value: "" is the default.
 func ParseReadyDeadline(s string) (time.Duration, error) {

@@ -42,7 +42,10 @@ func slotLoadOptions(tab *gpt.Table) (map[string]efivar.LoadOption, error) {
 	return opts, nil
 }
 
-var bootVarRE = regexp.MustCompile(`^Boot([0-9A-F]{4})-` + efivar.GlobalGUID + `$`)
+// bootVarRE is compiled when first used, not at nvinit's start.
+var bootVarRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^Boot([0-9A-F]{4})-` + efivar.GlobalGUID + `$`)
+})
 
 // ensureEntries makes sure each slot has a Boot#### entry booting its
 // option: an entry for the same partition and file is kept (rewritten if
@@ -56,7 +59,7 @@ func ensureEntries(v efivar.Vars, opts map[string]efivar.LoadOption) (map[string
 	used := map[uint16]bool{}
 	found := map[string]uint16{}
 	for _, e := range ents {
-		m := bootVarRE.FindStringSubmatch(e.Name())
+		m := bootVarRE().FindStringSubmatch(e.Name())
 		if m == nil {
 			continue
 		}
