@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,31 @@ func TestPID1(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// nvinit's start is on the boot's critical path, and every package it
+// links runs its init there: none of nvboot's may do real work at init (a
+// regexp compiled, a table parsed with fmt; three such regexps once cost
+// the boot 1.7 ms at 1 GIPS). Allocations are the deterministic sign of
+// it: GODEBUG=inittrace=1 counts each package's.
+func TestInitIsCheap(t *testing.T) {
+	const maxAllocs = 10
+	cmd := exec.Command(os.Args[0], "-h")
+	cmd.Env = append(os.Environ(), "NVINIT_TEST_MAIN=1", "GODEBUG=inittrace=1")
+	out, _ := cmd.CombinedOutput() // -h exits non-zero
+	seen := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 11 || f[0] != "init" || !strings.HasPrefix(f[1], "github.com/nvboot/nvboot/") || f[10] != "allocs" {
+			continue
+		}
+		seen++
+		if n, err := strconv.Atoi(f[9]); err != nil || n > maxAllocs {
+			t.Errorf("package %s allocates %s times at init (at most %d): make what it builds lazy (sync.OnceValue) or a constant\n%s", f[1], f[9], maxAllocs, l)
+		}
+	}
+	if seen == 0 {
+		t.Fatalf("no init lines of nvboot's packages in GODEBUG=inittrace=1's output:\n%s", out)
 	}
 }

@@ -35,20 +35,48 @@ const (
 // GUID is a GUID in its on-disk byte order (first three fields little-endian).
 type GUID [16]byte
 
+// mustGUID parses a GUID written the usual way. Without fmt: the type
+// GUIDs are made at init, in every program that imports this package,
+// nvinit among them, whose start is on the boot's critical path.
 func mustGUID(s string) GUID {
-	var g GUID
-	var a uint32
-	var b, c uint16
-	var d [8]byte
-	if _, err := fmt.Sscanf(s, "%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X", &a, &b, &c,
-		&d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &d[6], &d[7]); err != nil {
+	var raw [16]byte
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' && (i == 8 || i == 13 || i == 18 || i == 23) {
+			continue
+		}
+		hi, lo := unhex(s[i]), byte(0xff)
+		if i+1 < len(s) {
+			lo = unhex(s[i+1])
+		}
+		if n == 16 || hi > 15 || lo > 15 {
+			panic("gpt: bad GUID " + s)
+		}
+		raw[n] = hi<<4 | lo
+		n, i = n+1, i+1
+	}
+	if n != 16 || len(s) != 36 {
 		panic("gpt: bad GUID " + s)
 	}
-	binary.LittleEndian.PutUint32(g[0:], a)
-	binary.LittleEndian.PutUint16(g[4:], b)
-	binary.LittleEndian.PutUint16(g[6:], c)
-	copy(g[8:], d[:])
+	var g GUID
+	binary.LittleEndian.PutUint32(g[0:], binary.BigEndian.Uint32(raw[0:]))
+	binary.LittleEndian.PutUint16(g[4:], binary.BigEndian.Uint16(raw[4:]))
+	binary.LittleEndian.PutUint16(g[6:], binary.BigEndian.Uint16(raw[6:]))
+	copy(g[8:], raw[8:])
 	return g
+}
+
+// unhex is a hex digit's value, or 0xff.
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 0xff
 }
 
 // String formats g the usual way.

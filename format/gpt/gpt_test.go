@@ -116,3 +116,22 @@ func TestRead(t *testing.T) {
 		t.Errorf("empty: %v", err)
 	}
 }
+
+// mustGUID reads the usual form, upper or lower case, and panics on
+// anything else.
+func TestMustGUID(t *testing.T) {
+	if g := mustGUID("c12a7328-f81f-11d2-ba4b-00a0c93ec93b"); g != TypeESP {
+		t.Errorf("lower case: %v", g)
+	}
+	for _, bad := range []string{"", "C12A7328F81F11D2BA4B00A0C93EC93B", "C12A7328-F81F-11D2-BA4B-00A0C93EC93", "C12A7328-F81F-11D2-BA4B-00A0C93EC93BB",
+		"G12A7328-F81F-11D2-BA4B-00A0C93EC93B", "C12A7328-F81F-11D2-BA4B0-0A0C93EC93B", "C12A7328--81F-11D2-BA4B-00A0C93EC93B"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("mustGUID(%q) did not panic", bad)
+				}
+			}()
+			mustGUID(bad)
+		}()
+	}
+}
