@@ -9,7 +9,7 @@ import (
 
 // The clock: a board without a real-time clock (a Raspberry Pi) starts at
 // 1970, where every TLS certificate is not yet valid. nvinit sets the clock
-// forward to the latest of the image's floor (Clock.Floor) and the time it
+// forward to the latest of the floor (Clock.FloorTime: ClockEpoch) and the time it
 // saved on the state (ClockSavedPath), and, with Clock.NTP, from an SNTP
 // server once the network is up; ClockSetPath then tells nvpull the clock
 // is right.
@@ -29,25 +29,30 @@ const (
 	ClockWaitEnv = "NVBOOT_CLOCK_SET"
 	// NTPPort is the port of an NTP server that names none.
 	NTPPort = "123"
+	// ClockEpoch is the earliest time any image of this nvboot runs at,
+	// in Unix seconds (2026-11-01 UTC; moved forward with a release): a
+	// clock before it is certainly wrong. A constant of the source over
+	// the build's time or the newest NotBefore of the image's CA bundle,
+	// because nvboot build, Buildroot and Yocto then write the same
+	// config byte for byte (each installs its own bundle, and a build's
+	// time would make builds differ).
+	ClockEpoch = 1793491200
 )
 
 // Clock is how nvinit keeps the system clock (InitConfig.Clock).
 type Clock struct {
-	// Floor is the earliest time this image can run at, in Unix seconds
-	// (the newest NotBefore of its CA bundle): a clock before it is set to
-	// it at boot. 0: none.
+	// Floor is a later floor than ClockEpoch for this image, in Unix
+	// seconds, for a config written by hand (no builder sets it): a clock
+	// before it is set to it at boot. 0: ClockEpoch alone.
 	Floor int64 `json:",omitempty"`
 	// NTP are SNTP servers, HOST or HOST:PORT, asked in turn once the
 	// network is up; empty: none.
 	NTP []string `json:",omitempty"`
 }
 
-// FloorTime is Floor as a time; the zero time when there is none.
+// FloorTime is the later of Floor and ClockEpoch, as a time.
 func (c Clock) FloorTime() time.Time {
-	if c.Floor <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(c.Floor, 0).UTC()
+	return time.Unix(max(c.Floor, ClockEpoch), 0).UTC()
 }
 
 // Validate checks each server's form.

@@ -3,6 +3,7 @@ package contract
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPullValidate: each bad field of Pull is named, and an InitConfig
@@ -71,6 +72,19 @@ func TestIsTextHash(t *testing.T) {
 	} {
 		if got := IsTextHash(s); got != want {
 			t.Errorf("IsTextHash(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// The floor is ClockEpoch unless a config names a later one.
+func TestClockFloorTime(t *testing.T) {
+	epoch := time.Unix(ClockEpoch, 0).UTC()
+	for _, c := range []struct {
+		floor int64
+		want  time.Time
+	}{{0, epoch}, {ClockEpoch - 1, epoch}, {ClockEpoch + 60, epoch.Add(time.Minute)}} {
+		if got := (Clock{Floor: c.floor}).FloorTime(); !got.Equal(c.want) {
+			t.Errorf("Floor %d: FloorTime %v, want %v", c.floor, got, c.want)
 		}
 	}
 }

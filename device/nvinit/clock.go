@@ -43,7 +43,7 @@ func (c *wallClock) now() time.Time {
 // time when it reads before them, and says so; a clock already past them
 // is left alone (it is never set backwards here).
 func (c *wallClock) Restore() {
-	target, why := c.Floor, "the image's floor (its newest CA certificate)"
+	target, why := c.Floor, "the floor (contract.ClockEpoch)"
 	if c.Saved != "" {
 		saved, err := readSavedClock(c.Saved)
 		switch {
@@ -139,7 +139,7 @@ func readSavedClock(path string) (time.Time, error) {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// restoreClock, as PID 1, sets the clock forward to the image's floor or
+// restoreClock, as PID 1, sets the clock forward to the floor or
 // the time saved on the state (once it is mounted), whichever is later,
 // when it reads before them.
 func (b *boot) restoreClock() {

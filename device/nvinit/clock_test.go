@@ -28,7 +28,7 @@ func TestClockRestore(t *testing.T) {
 		want        time.Time // zero: not set
 		log         string
 	}{
-		{"first boot at 1970: the floor", "", time.Unix(5, 0), floor, "before the image's floor"},
+		{"first boot at 1970: the floor", "", time.Unix(5, 0), floor, "before the floor"},
 		{"saved is later", "2026-11-01T08:00:00Z\n", time.Unix(5, 0), at("2026-11-01T08:00:00Z"), "before the time saved on the state"},
 		{"saved is earlier than the floor", "2020-01-01T00:00:00Z\n", time.Unix(5, 0), floor, "floor"},
 		{"clock already right", "2026-11-01T08:00:00Z\n", at("2026-11-29T10:00:00Z"), time.Time{}, ""},

@@ -33,7 +33,7 @@
 //	                  a text store, the deploy store on it readied
 //	                  (update.NewELFPrograms): interrupted deploys undone
 //	restoreClock      as PID 1: the clock set forward to the later of the
-//	                  image's floor (Clock.Floor) and the time saved on the
+//	                  floor (Clock.FloorTime) and the time saved on the
 //	                  state (contract.ClockSavedPath), when it reads before
 //	                  them, and logged (clock.go)
 //	mountDevices      the config's Mounts
@@ -194,14 +194,12 @@
 //     without sleeping; so are the homes' directories (Homes, set as PID 1
 //     only), so a test or a run on the build machine makes none.
 //   - The clock is only ever set forward at boot, to the time saved on the
-//     state or the image's floor: a board without a real-time clock (a Pi)
+//     state or the floor: a board without a real-time clock (a Pi)
 //     starts at 1970, where every certificate is not yet valid; a board
-//     with one reads later than both and is left alone. The floor is the
-//     newest NotBefore of the image's CA bundle (computed by the build),
-//     over the build's time, which would make builds differ, because the
-//     bundle is already an input of the image's bytes and a clock before
-//     it fails every TLS chain anyway. SNTP may step back (a saved time
-//     from a clock that ran ahead).
+//     with one reads later than both and is left alone. The floor is
+//     nvboot's (contract.ClockEpoch), a constant of the source, so that
+//     every builder writes the same config (contract.ClockEpoch says why).
+//     SNTP may step back (a saved time from a clock that ran ahead).
 //   - A HOME on the state over one on the tmpfs, because servers keep keys,
 //     certificates and settings there (os.UserConfigDir); over HOME=/,
 //     which the read-only root made unwritable. Its directory is made at

@@ -141,9 +141,8 @@
 // mkfs.vfat --invariant with a derived volume id; the pmem info block's
 // uuid from the filesystem's SHA-256; the initramfs sorted with mtime 0;
 // the UKI's PE time stamp (objcopy ignores SOURCE_DATE_EPOCH) set to 0 and
-// its checksum recomputed. The floor of the device's clock in nvinit's
-// config (contract.Clock.Floor) is the newest NotBefore of the CA bundle
-// the image carries (clockfloor.go), never the build's time.
+// its checksum recomputed. The floor of the device's clock is nvboot's
+// (contract.ClockEpoch), never the build's time.
 //
 // The host tools a build runs are listed once, each with its Debian package
 // (config.Config.Tools); CheckTools adds the layout's own before anything is

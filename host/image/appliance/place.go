@@ -71,12 +71,6 @@ func (b *builder) place(progs []program, loader string, dev *derive.Configs, st 
 	if err := b.placeEtc(st); err != nil { // rootfs.go
 		return err
 	}
-	// After placeEtc: the floor is the bundle the image carries.
-	floor, err := clockFloor(filepath.Join(st.root, HostFiles[0].Image))
-	if err != nil {
-		return err
-	}
-	dev.Init.Clock.Floor = floor
 	return writeJSON(filepath.Join(st.root, contract.InitConfigPath[1:]), dev.Init)
 }
 

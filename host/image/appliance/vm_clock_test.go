@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/sntp"
 	"github.com/nvboot/nvboot/host/image/config"
 	"github.com/nvboot/nvboot/host/vm"
@@ -22,7 +23,7 @@ import (
 // (QEMU's -rtc base=, as a board without a real-time clock starts wrong)
 // and whose config names an SNTP server this test runs on the host's
 // loopback (10.0.2.2 from the guest): nvinit sets the clock forward to the
-// image's floor, then SNTP steps it to the host's time while kv starts.
+// floor (contract.ClockEpoch), then SNTP steps it to the host's time while kv starts.
 // After a clean power-off, a second boot at 2001 with the server silent
 // starts at the time the first one saved on the state.
 func TestApplianceClock(t *testing.T) {
@@ -99,8 +100,8 @@ func TestApplianceClock(t *testing.T) {
 
 	b := boot()
 	floor := b.expect(t, "nvinit: clock: 2001-01-01T")
-	if !strings.Contains(floor, "before the image's floor") {
-		t.Errorf("first boot: %q, want the clock set to the image's floor", floor)
+	if !strings.Contains(floor, "before the floor") || !stepTime(floor, "set forward to ").Equal(time.Unix(contract.ClockEpoch, 0)) {
+		t.Errorf("first boot: %q, want the clock set to the floor, contract.ClockEpoch", floor)
 	}
 	stepped := b.expect(t, "nvinit: clock: stepped by")
 	if got := stepTime(stepped, " to "); time.Until(got).Abs() > time.Minute || !strings.Contains(stepped, server) {
