@@ -189,19 +189,11 @@ func RunDensity(ctx context.Context, o DensityOptions) (*DensityReport, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	dir := o.Work
-	if dir != "" {
-		var err error
-		if dir, err = filepath.Abs(dir); err != nil {
-			return nil, fmt.Errorf("work directory %s: %w", o.Work, err)
-		}
-	} else {
-		var err error
-		if dir, err = os.MkdirTemp("", "nvboot-density-"); err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
+	dir, cleanup, err := workDir(o.Work, "nvboot-density-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	images, unlock, err := buildLayouts(ctx, o.Image, o.Layouts, dir, logf)
 	if err != nil {
 		return nil, err

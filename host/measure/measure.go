@@ -86,20 +86,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	dir := o.Work
-	if dir != "" {
-		// Absolute: the builds run go build and make in other directories.
-		var err error
-		if dir, err = filepath.Abs(dir); err != nil {
-			return nil, fmt.Errorf("work directory %s: %w", o.Work, err)
-		}
-	} else {
-		var err error
-		if dir, err = os.MkdirTemp("", "nvboot-measure-"); err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
+	dir, cleanup, err := workDir(o.Work, "nvboot-measure-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	ls, mach, prof := o.Layouts, o.Machine, o.Storage
 	imageDir := func(l appliance.Layout) string { return filepath.Join(dir, string(l)) }
 	// boot is how every boot of l starts: from the pmem its first boot left.
@@ -177,4 +168,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// workDir is the directory a measurement builds its images in: work made
+// absolute (the builds run go build and make in other directories), or a
+// temporary one named by prefix, removed by cleanup.
+func workDir(work, prefix string) (dir string, cleanup func(), err error) {
+	if work != "" {
+		if dir, err = filepath.Abs(work); err != nil {
+			return "", nil, fmt.Errorf("work directory %s: %w", work, err)
+		}
+		return dir, func() {}, nil
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }
