@@ -55,6 +55,9 @@ type DensityOptions struct {
 	// Settle is the wait after the last answer before the memory is read;
 	// 0: DefaultSettle.
 	Settle time.Duration
+	// TCGCacheMiB is each guest's TCG translation cache under TCG;
+	// 0: appliance.SharedTCGCacheMiB.
+	TCGCacheMiB int
 }
 
 // DensityRun is N guests of one image, all up at once.
@@ -109,6 +112,24 @@ func (r *DensityRun) TCGBytes() int64 {
 	return n
 }
 
+// GuestBytes is what the image decides of HostBytes: the N guests' RAM
+// and the shared files' pages, without what each QEMU costs beside its
+// guest's RAM (its own code and heap, TCG's translation cache and
+// metadata), which is the same for every image.
+func (r *DensityRun) GuestBytes() int64 {
+	var n int64
+	for _, q := range r.QEMUs {
+		n += q.RAMPss
+	}
+	for _, b := range r.Shared {
+		n += b
+	}
+	return n
+}
+
+// PerApplianceGuest is GuestBytes over N, in MiB.
+func (r *DensityRun) PerApplianceGuest() float64 { return mib(r.GuestBytes()) / float64(r.N) }
+
 // PerApplianceNoTCG is PerAppliance without the TCG translation caches.
 func (r *DensityRun) PerApplianceNoTCG() float64 {
 	return mib(r.HostBytes()-r.TCGBytes()) / float64(r.N)
@@ -138,8 +159,10 @@ type DensityReport struct {
 	Layouts []appliance.Layout
 	Counts  []int
 	Starts  []string
-	Runs    []*DensityRun
-	Images  map[appliance.Layout]*appliance.Image
+	// TCGCacheMiB is each guest's TCG translation cache (under TCG).
+	TCGCacheMiB int
+	Runs        []*DensityRun
+	Images      map[appliance.Layout]*appliance.Image
 	// ReadAheadKiB is the read-ahead of the block device under the work
 	// directory, which the shared files' cached pages depend on; 0:
 	// unknown.
@@ -203,8 +226,10 @@ func RunDensity(ctx context.Context, o DensityOptions) (*DensityReport, error) {
 	mach.PmemAs = vm.PmemNVDIMM
 	boot := mach.BootOptions(o.Storage)
 	boot.SharedText = true
+	boot.TCGCacheMiB = cmp.Or(o.TCGCacheMiB, appliance.SharedTCGCacheMiB)
 	rep := &DensityReport{Storage: o.Storage, Machine: mach, MemMiB: cmp.Or(mach.MemMiB, appliance.DefaultMemMiB),
-		Settle: cmp.Or(o.Settle, DefaultSettle), Layouts: o.Layouts, Counts: o.Counts, Starts: o.Starts, Images: images}
+		Settle: cmp.Or(o.Settle, DefaultSettle), Layouts: o.Layouts, Counts: o.Counts, Starts: o.Starts, Images: images,
+		TCGCacheMiB: boot.TCGCacheMiB}
 	rep.ReadAheadKiB = readAheadKiB(dir)
 	d := &density{dir: dir, images: images, boot: boot, settle: rep.Settle, ramBytes: int64(rep.MemMiB) << 20, logf: logf}
 	for _, l := range o.Layouts {

@@ -14,11 +14,11 @@ import (
 )
 
 // densityRun is a run of n guests, each QEMU costing own MiB (tcg of it its
-// translation cache), sharing files of shared MiB.
-func densityRun(l appliance.Layout, start string, n int, own, tcg, shared float64) *DensityRun {
+// translation cache, ram its guest's RAM), sharing files of shared MiB.
+func densityRun(l appliance.Layout, start string, n int, own, tcg, ram, shared float64) *DensityRun {
 	r := &DensityRun{Layout: l, Start: start, N: n, Shared: map[string]int64{"pmem-text.img": int64(shared * (1 << 20))}}
 	for i := 0; i < n; i++ {
-		r.QEMUs = append(r.QEMUs, qemuMemory{Pss: int64(own * (1 << 20)), TCGPss: int64(tcg * (1 << 20))})
+		r.QEMUs = append(r.QEMUs, qemuMemory{Pss: int64(own * (1 << 20)), TCGPss: int64(tcg * (1 << 20)), RAMPss: int64(ram * (1 << 20))})
 		r.Answers = append(r.Answers, time.Duration(i+1)*time.Second)
 	}
 	r.AllAnswered = time.Duration(n) * time.Second
@@ -32,9 +32,9 @@ func testDensityReport() *DensityReport {
 	for _, start := range r.Starts {
 		for _, n := range r.Counts {
 			r.Runs = append(r.Runs,
-				densityRun(appliance.OFF2F, start, n, 100, 60, 40),
-				densityRun(appliance.ELF, start, n, 160, 60, 20),
-				densityRun(appliance.DAXELF, start, n, 110, 60, 80))
+				densityRun(appliance.OFF2F, start, n, 100, 60, 30, 40),
+				densityRun(appliance.ELF, start, n, 160, 60, 90, 20),
+				densityRun(appliance.DAXELF, start, n, 110, 60, 35, 80))
 		}
 	}
 	return r
@@ -52,6 +52,9 @@ func TestDensityFigures(t *testing.T) {
 	if got, want := off8.PerApplianceNoTCG(), 40+40.0/8; got != want {
 		t.Errorf("off2f, 8, no TCG: %.3f MiB, want %.3f", got, want)
 	}
+	if got, want := off8.PerApplianceGuest(), 30+40.0/8; got != want {
+		t.Errorf("off2f, 8, the guests alone: %.3f MiB, want %.3f", got, want)
+	}
 	rat := r.Ratios()
 	for name, want := range map[string]float64{
 		"density_8.off2f_vs_elf":              round(105.0/162.5, 3),
@@ -60,13 +63,15 @@ func TestDensityFigures(t *testing.T) {
 		"density_8.burst.off2f_vs_elf":        round(105.0/162.5, 3),
 		"density_8.no_tcg.off2f_vs_elf":       round(45.0/102.5, 3),
 		"density_8.no_tcg.burst.off2f_vs_elf": round(45.0/102.5, 3),
+		"density_8.guest.off2f_vs_elf":        round(35.0/92.5, 3),
+		"density_1.guest.burst.off2f_vs_elf":  round(70.0/110, 3),
 	} {
 		if got, ok := rat[name]; !ok || got != want {
 			t.Errorf("ratio %s = %v (present %v), want %v", name, got, ok, want)
 		}
 	}
-	if len(rat) != 2*2*2*2 {
-		t.Errorf("%d ratios, want 16: %v", len(rat), rat)
+	if len(rat) != 2*2*2*3 {
+		t.Errorf("%d ratios, want 24: %v", len(rat), rat)
 	}
 	names := map[string]int{}
 	for _, res := range r.Results() {
@@ -76,6 +81,7 @@ func TestDensityFigures(t *testing.T) {
 		"density_8.off2f.staggered.host_mib_per_appliance": 1, "density_8.elf.burst.answer_ms": 8,
 		"density_8.dax-elf.staggered.qemu_own_mib": 8, "density_1.off2f.burst.shared_files_mib": 1,
 		"density_8.off2f.staggered.tcg_cache_mib": 8, "density_8.off2f.staggered.all_answered_ms": 1,
+		"density_8.off2f.staggered.vmm_mib": 8, "density_8.elf.burst.guest_mib_per_appliance": 1,
 	} {
 		if names[name] != runs {
 			t.Errorf("result %s: %d runs, want %d", name, names[name], runs)

@@ -34,15 +34,21 @@ func (r *DensityReport) ratioStart() string {
 	return r.Starts[0]
 }
 
-// NoTCG names the ratios without the TCG translation caches.
-const NoTCG = "no_tcg"
+// NoTCG names the ratios without the TCG translation caches, Guest those
+// of the guests' RAM and the shared files alone.
+const (
+	NoTCG = "no_tcg"
+	Guest = "guest"
+)
 
 // Ratios compare off2f's host memory per appliance with every other
 // layout's, for each N: "density_N.off2f_vs_<layout>" (the layout's dash
 // dropped) from the staggered runs, "density_N.burst.off2f_vs_<layout>"
 // from the burst ones when both were measured; the same with ".no_tcg"
 // after the N compare the memory without the QEMUs' TCG translation
-// caches, which a KVM host would not have.
+// caches, which a KVM host would not have; with ".guest" the guests' RAM
+// and the shared files alone, what the image decides (every QEMU's own
+// memory left out, the same for every layout).
 func (r *DensityReport) Ratios() map[string]float64 {
 	out := map[string]float64{}
 	main := r.ratioStart()
@@ -62,9 +68,12 @@ func (r *DensityReport) Ratios() map[string]float64 {
 					continue
 				}
 				out[prefix+"off2f_vs_"+ratioName(l)] = round(a.PerAppliance()/b.PerAppliance(), 3)
+				rest := strings.TrimPrefix(prefix, densityName(n)+".") + "off2f_vs_" + ratioName(l)
 				if b.PerApplianceNoTCG() > 0 {
-					out[densityName(n)+"."+NoTCG+"."+strings.TrimPrefix(prefix, densityName(n)+".")+"off2f_vs_"+ratioName(l)] =
-						round(a.PerApplianceNoTCG()/b.PerApplianceNoTCG(), 3)
+					out[densityName(n)+"."+NoTCG+"."+rest] = round(a.PerApplianceNoTCG()/b.PerApplianceNoTCG(), 3)
+				}
+				if b.PerApplianceGuest() > 0 {
+					out[densityName(n)+"."+Guest+"."+rest] = round(a.PerApplianceGuest()/b.PerApplianceGuest(), 3)
 				}
 			}
 		}
@@ -76,6 +85,8 @@ func (r *DensityReport) Ratios() map[string]float64 {
 const (
 	FigureHostPerAppliance = "host_mib_per_appliance"        // HostBytes / N
 	FigureNoTCG            = "host_mib_per_appliance_no_tcg" // the same less the TCG caches
+	FigureGuest            = "guest_mib_per_appliance"       // GuestBytes / N: the guests' RAM and the shared files
+	FigureVMM              = "vmm_mib"                       // each QEMU's own less its guest's RAM and TCG's cache
 	FigureQEMUOwn          = "qemu_own_mib"                  // each QEMU's Pss less the shared files' mappings
 	FigureGuestRAM         = "guest_ram_mib"                 // each QEMU's Pss of the guest's RAM
 	FigureTCG              = "tcg_cache_mib"                 // each QEMU's Pss of TCG's translation cache
@@ -102,9 +113,10 @@ func (r *DensityReport) Results() []benchjson.Result {
 			s.Median, s.Min, s.Max = round(s.Median, digits), round(s.Min, digits), round(s.Max, digits)
 			out = append(out, s)
 		}
-		var own, ram, tcg, ans []float64
+		var own, ram, tcg, vmm, ans []float64
 		for _, q := range x.QEMUs {
 			own, ram, tcg = append(own, mib(q.Own())), append(ram, mib(q.RAMPss)), append(tcg, mib(q.TCGPss))
+			vmm = append(vmm, mib(q.Own()-q.RAMPss-q.TCGPss))
 		}
 		for _, a := range x.Answers {
 			ans = append(ans, ms(a))
@@ -118,7 +130,9 @@ func (r *DensityReport) Results() []benchjson.Result {
 		}
 		one(FigureHostPerAppliance, "MiB", x.PerAppliance(), 1)
 		one(FigureNoTCG, "MiB", x.PerApplianceNoTCG(), 1)
+		one(FigureGuest, "MiB", x.PerApplianceGuest(), 1)
 		each(FigureQEMUOwn, "MiB", own, 1)
+		each(FigureVMM, "MiB", vmm, 1)
 		each(FigureGuestRAM, "MiB", ram, 1)
 		each(FigureTCG, "MiB", tcg, 1)
 		one(FigureShared, "MiB", mib(shared), 1)
@@ -146,6 +160,10 @@ func (r *DensityReport) Env() map[string]string {
 			"the files' cache dropped before the first guest starts",
 		"times": "wall clock from each QEMU's start to its first HTTP answer, with N guests on this host's CPUs: a figure of the host's load, not of a device",
 	}
+	if r.Accel == "tcg" {
+		e["tcg_cache_mib"] = strconv.Itoa(r.TCGCacheMiB)
+	}
+	e["free_page_reporting"] = "on: each guest's virtio-balloon reports the memory its kernel frees, and QEMU gives it back to the host"
 	if r.ReadAheadKiB != 0 {
 		e["read_ahead_kib"] = strconv.Itoa(r.ReadAheadKiB)
 	}

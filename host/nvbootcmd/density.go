@@ -20,6 +20,7 @@ import (
 type densityFlags struct {
 	counts, starts, layouts, storage, cfgPath, work, charts, kernel, arch, src string
 	asJSON                                                                     bool
+	tcgCache                                                                   int
 }
 
 // densityLayouts are the layouts -density compares unless -layouts says.
@@ -46,6 +47,9 @@ func densityCmd(ctx context.Context, c *cli.Context, fs *flag.FlagSet, f density
 		*mf.clock = vm.ClockWall
 	case *mf.clock != vm.ClockWall:
 		return cli.Usagef("-clock %s with -density: it runs on the wall clock (a guest's device clock is its own, the same for any N: what the host's load does is the question)", *mf.clock)
+	}
+	if f.tcgCache < 0 {
+		return cli.Usagef("-tcg-cache %d: want a size in MiB, or 0 for %d", f.tcgCache, appliance.SharedTCGCacheMiB)
 	}
 	counts, err := parseCounts(f.counts)
 	if err != nil {
@@ -90,7 +94,7 @@ func densityCmd(ctx context.Context, c *cli.Context, fs *flag.FlagSet, f density
 		return err
 	}
 	rep, err := measure.RunDensity(ctx, measure.DensityOptions{Image: in.options("", "", nil), Layouts: ls, Counts: counts, Starts: starts,
-		Storage: prof, Machine: mach, Work: f.work, Logf: log.Printf})
+		Storage: prof, Machine: mach, Work: f.work, Logf: log.Printf, TCGCacheMiB: f.tcgCache})
 	if err != nil {
 		return err
 	}

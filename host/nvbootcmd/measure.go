@@ -79,10 +79,14 @@ files' mappings, plus the page-cache pages of the files every guest uses
 (the text store, the disk, the kernel: mincore), counted once, their cache
 dropped before the first guest starts. -start says how the N start:
 staggered (each once the one before has answered) and burst (all at once).
-It prints per N the host memory per appliance and the guests' times to
-their first answer, and the ratios density_N.off2f_vs_<layout> (off2f's
-memory per appliance over the layout's, from the staggered runs;
-density_N.burst.off2f_vs_<layout> from the burst ones); -json prints
+Each guest is one of run -shared-text: free page reporting on, and under
+TCG a translation cache of -tcg-cache MiB (16). It prints per N the host
+memory per appliance and the guests' times to their first answer, and the
+ratios density_N.off2f_vs_<layout> (off2f's memory per appliance over the
+layout's, from the staggered runs; density_N.burst.off2f_vs_<layout> from
+the burst ones; density_N.no_tcg.* without the TCG caches, which a KVM host
+does not have; density_N.guest.* the guests' RAM and the shared files
+alone, without any QEMU's own memory); -json prints
 {"bench":"measure-density","env","ratios","results"}, -charts DIR writes
 measure-density.svg (measure-density-NAME.svg for -config NAME.json:
 memory per appliance against N). It runs on the wall
@@ -118,6 +122,7 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 	profile := fs.Bool("profile", false, "after the measured boots, boot each layout once more with "+measure.ProfileCmdline+" and print where its time went")
 	density := fs.String("density", "", "measure host memory per appliance instead: start `N,...` guests of each layout's image at once (e.g. 1,2,4,8,16), the text store shared")
 	starts := fs.String("start", measure.StartStaggered+","+measure.StartBurst, "with -density: how the N guests start, comma-separated: staggered (each once the one before answered), burst (all at once)")
+	tcgCache := fs.Int("tcg-cache", 0, fmt.Sprintf("with -density under TCG: each guest's translation cache in `MiB` (QEMU's tb-size); 0: %d", appliance.SharedTCGCacheMiB))
 	if err := cli.Parse(fs, c.Args); err != nil {
 		return err
 	}
@@ -126,7 +131,10 @@ func measureCmd(ctx context.Context, c *cli.Context) error {
 	}
 	if *density != "" {
 		return densityCmd(ctx, c, fs, densityFlags{counts: *density, starts: *starts, layouts: *layouts, storage: *storage, cfgPath: *cfgPath,
-			work: *work, charts: *charts, kernel: *kernel, arch: *arch, src: *src, asJSON: *asJSON}, mf)
+			work: *work, charts: *charts, kernel: *kernel, arch: *arch, src: *src, asJSON: *asJSON, tcgCache: *tcgCache}, mf)
+	}
+	if *tcgCache != 0 {
+		return cli.Usagef("-tcg-cache without -density: a boot's time on the device clock does not depend on it (it counts guest instructions), and on the wall clock a smaller cache is slower")
 	}
 	if *runs < 1 {
 		return cli.Usagef("-runs %d: want at least 1", *runs)

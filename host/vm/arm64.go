@@ -90,7 +90,7 @@ func (c Config) argsArm64(accel string) ([]string, error) {
 			return nil, fmt.Errorf("vm: initramfs %s (%d bytes) does not fit in %d MiB of RAM before the pmem: QEMU would load it onto the pmem (give more RAM)", c.Initrd, st.Size(), mem)
 		}
 	}
-	a := []string{"-machine", "virt,gic-version=2" + pm.machine, "-accel", accel, "-cpu", arm64CPU, "-smp", strconv.Itoa(cmp.Or(c.CPUs, 1))}
+	a := []string{"-machine", "virt,gic-version=2" + pm.machine, "-accel", c.accelArg(accel), "-cpu", arm64CPU, "-smp", strconv.Itoa(cmp.Or(c.CPUs, 1))}
 	if a, err = c.clockArgs(a, accel); err != nil {
 		return nil, err
 	}

@@ -117,3 +117,37 @@ func argAfter(a []string, flag string) string {
 	}
 	return v
 }
+
+// Many guests of one host: TCG's translation cache capped (under TCG
+// only: KVM translates nothing) and free page reporting, on PCI or on
+// microvm's mmio; a negative cache refused, naming it.
+func TestArgsDensity(t *testing.T) {
+	c := Config{Kernel: "bz", TCGCacheMiB: 16, FreePageReporting: true}
+	for accel, want := range map[string]string{"tcg": "tcg,tb-size=16", "kvm": "kvm"} {
+		a, err := c.args(accel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := argAfter(a, "-accel"); got != want {
+			t.Errorf("%s: -accel %q, want %q", accel, got, want)
+		}
+		if !strings.Contains(strings.Join(a, " "), "-device virtio-balloon-pci,free-page-reporting=on") {
+			t.Errorf("%s: no free page reporting:\n%s", accel, strings.Join(a, " "))
+		}
+	}
+	m := Config{Kernel: "bz", Board: BoardMicrovm, CPURate: DefaultCPURate, TCGCacheMiB: 8, FreePageReporting: true}
+	a, err := m.args("tcg")
+	if s := strings.Join(a, " "); err != nil || !strings.Contains(s, "-accel tcg,tb-size=8") || !strings.Contains(s, "virtio-balloon-device,free-page-reporting=on") {
+		t.Errorf("microvm: %v\n%s", err, s)
+	}
+	a, err = Config{Kernel: "Image", Arch: ArchArm64, TCGCacheMiB: 32}.args("tcg")
+	if err != nil || argAfter(a, "-accel") != "tcg,tb-size=32" {
+		t.Errorf("arm64: %v\n%s", err, strings.Join(a, " "))
+	}
+	if _, err := (Config{Kernel: "bz", TCGCacheMiB: -1}).args("tcg"); err == nil || !strings.Contains(err.Error(), "-1 MiB") {
+		t.Errorf("a negative cache: %v", err)
+	}
+	if a, _ := (Config{Kernel: "bz"}).args("tcg"); argAfter(a, "-accel") != "tcg" || strings.Contains(strings.Join(a, " "), "balloon") {
+		t.Errorf("defaults changed:\n%s", strings.Join(a, " "))
+	}
+}

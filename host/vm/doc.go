@@ -99,6 +99,15 @@
 // device-tree regions have no read-only kind, so the kernel would take
 // writes that QEMU drops silently; vm refuses them.
 //
+// Many guests on one host (Config.TCGCacheMiB, Config.FreePageReporting):
+// under TCG each QEMU's translation cache grows to about 100 MiB in an
+// appliance's boot, with metadata besides, more than the guest's own
+// memory; tb-size caps it, at the price of translating again after each
+// flush (wall-clock time only: the device clock counts guest
+// instructions). A virtio-balloon with free page reporting (its kernel
+// reports free 2 MiB blocks, QEMU drops their pages) makes a guest cost
+// what it holds, not every page it ever touched.
+//
 // A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
 // boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,
 // and the kernel skips its ACPI interpreter, the PM timer's check and ACPI's
@@ -278,6 +287,8 @@
 //     guests map one file at once, neither can write it (EPERM, no
 //     read-write mount, a forced write dropped), the file's bytes are
 //     unchanged: TestReadOnlyPmem.
+//   - The TCG cache and free page reporting on each board, a negative
+//     cache refused: TestArgsDensity.
 //   - A power cut keeps what the guest wrote to pmem, and the fsdax
 //     namespace the guest set up is found again, with every pmem kind and
 //     on microvm (its disk on virtio-mmio):

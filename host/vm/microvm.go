@@ -88,7 +88,7 @@ func (c Config) argsMicrovm(accel string) ([]string, error) {
 	} else {
 		machine += ",acpi=on,pcie=on"
 	}
-	a := []string{"-machine", machine, "-accel", accel, "-cpu", c.cpuModel(accel), "-smp", strconv.Itoa(cmp.Or(c.CPUs, 1))}
+	a := []string{"-machine", machine, "-accel", c.accelArg(accel), "-cpu", c.cpuModel(accel), "-smp", strconv.Itoa(cmp.Or(c.CPUs, 1))}
 	a, err := c.clockArgs(a, accel)
 	if err != nil {
 		return nil, err

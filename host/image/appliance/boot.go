@@ -57,6 +57,10 @@ type BootOptions struct {
 	// pmem images come from PmemDir, which each guest needs its own of,
 	// and the disk is attached read-only.
 	SharedText bool
+	// TCGCacheMiB caps the guest's TCG translation cache
+	// (vm.Config.TCGCacheMiB); 0: QEMU's default, or SharedTCGCacheMiB
+	// for a guest of a shared text store.
+	TCGCacheMiB int
 }
 
 // DefaultPmemAs gives the appliance its pmem as e820 regions: RAM the
@@ -109,6 +113,8 @@ func VMConfig(dir string, im *Image, o BootOptions) (vm.Config, error) {
 		Forwards: o.Forwards,
 		Console:  o.Console,
 		Stdin:    o.Stdin,
+
+		TCGCacheMiB: o.TCGCacheMiB,
 	}
 	if c.MemMiB == 0 {
 		c.MemMiB = DefaultMemMiB

@@ -223,7 +223,9 @@
 // lock (LockImageShared). NVDIMMs over e820 regions there, because the
 // e820 table has no read-only pmem: the guest would take writes the ROM
 // drops silently; the NFIT's ACPI costs the boot about 40 ms at 1 GIPS,
-// and the board boots the card's kernel (no kernel region on it).
+// and the board boots the card's kernel (no kernel region on it). One of
+// many on its host, such a guest has free page reporting and, under TCG,
+// a translation cache of SharedTCGCacheMiB (vm.Config's fields).
 //
 // An arm64-virt image boots on QEMU's virt board (armBoard): QEMU's boot
 // stub enters the Image directly with the image's command line (no
