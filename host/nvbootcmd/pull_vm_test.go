@@ -140,7 +140,7 @@ func TestPullConverges(t *testing.T) {
 		t.Fatalf("the acknowledged write after the pull: %d %q", code, v)
 	}
 	// What changed is kv's header file and text: exactly what came.
-	repo := readBack(t, reg, "fleet/kv")
+	repo := reg.Repository(t, "fleet/kv")
 	var man ocispec.Manifest
 	desc, err := repo.Resolve(context.Background(), "stable")
 	if err != nil {
