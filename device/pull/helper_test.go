@@ -1,14 +1,9 @@
 package pull
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,11 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/update"
@@ -119,45 +111,17 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	for _, bin := range programs(t) {
-		conv, err := off2f.Convert(bin, off2f.Options{StoreDir: f.store, FallbackDir: contract.FallbackDir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.conv = append(f.conv, conv)
-	}
+	f.convert(t, f.store)
 	for _, d := range []string{f.store, image} {
 		if _, err := (off2f.Store{Dir: d}).Put(f.conv[0].TextName(), f.conv[0].Text); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.write(t, "/bin/svc", f.conv[0].Header)
-	f.write(t, contract.BasePath, []byte("base-1\n"))
-	f.write(t, contract.VersionPath, []byte("1.0.0\n"))
-	var err error
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	f.key = priv
-
 	progs := &update.Programs{Store: contract.TextStore{Device: "pmem0", Dir: f.store}, Mounter: noMounts{},
 		CleanDir: filepath.Join(f.root, "nv", "state", update.CleanSubdir), ImageFallback: image}
 	progs.Images = map[string]string{"svc": "/bin/svc"}
-	dir := filepath.Join(f.root, "nv", "state", "nvboot", "pull")
-	srv := &update.Server{Programs: progs, Sup: f.sup, Images: progs.Images, Logf: t.Logf, PullToken: "token",
-		PullStatus: filepath.Join(dir, contract.PullStatusFile)}
-	sock := filepath.Join(t.TempDir(), "update.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan struct{})
-	go func() { srv.ServeLocal(ctx, sock); close(served) }()
-	t.Cleanup(func() { cancel(); <-served })
-
-	pl := contract.Pull{Repository: f.reg.Host + "/" + testRepo, Tag: "stable", PollSeconds: 1, Credentials: f.reg.DockerConfigFor(t, f.reg.Host), CA: f.reg.CAFile}
-	repo, err := NewRegistry(&pl, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.p = &Puller{Pull: pl, Root: f.root, Dir: dir, Registry: repo, Endpoint: NewEndpoint(sock, "token"), Key: pub, Arch: runtime.GOARCH, Logf: t.Logf,
-		Init: &contract.InitConfig{Services: []contract.Service{{Name: "svc", Path: "/bin/svc"}}, TextStore: progs.Store, State: contract.State{Device: "pmem1"}}}
-	f.repo = f.publisher(t)
+	f.start(t, progs, contract.InitConfig{TextStore: progs.Store, State: contract.State{Device: "pmem1"}})
 	return f
 }
 
@@ -167,23 +131,39 @@ func newFixture(t *testing.T) *fixture {
 func newELFFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{reg: registry.Start(t), root: t.TempDir(), sup: &trialSupervisor{}}
-	state := filepath.Join(f.root, "nv", "state")
-	f.store = filepath.Join(state, contract.ELFDeploySubdir)
+	f.store = filepath.Join(f.root, "nv", "state", contract.ELFDeploySubdir)
 	f.write(t, "/bin/svc", programs(t)[0])
-	for _, bin := range programs(t) { // for an OFF2F image pushed to it
-		conv, err := off2f.Convert(bin, off2f.Options{StoreDir: contract.TextDir, FallbackDir: contract.FallbackDir})
+	f.convert(t, contract.TextDir) // for an OFF2F image pushed to it
+	progs := update.NewELFPrograms(f.store)
+	progs.UseDeployed([]contract.Service{{Name: "svc", Path: "/bin/svc"}}, t.Logf)
+	f.start(t, progs, contract.InitConfig{State: contract.State{Device: "/dev/mmcblk0p7"}})
+	return f
+}
+
+// convert converts the test programs for a text store at storeDir (as
+// the appliance sees it) into f.conv.
+func (f *fixture) convert(t *testing.T, storeDir string) {
+	t.Helper()
+	for _, bin := range programs(t) {
+		conv, err := off2f.Convert(bin, off2f.Options{StoreDir: storeDir, FallbackDir: contract.FallbackDir})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.conv = append(f.conv, conv)
 	}
+}
+
+// start finishes both fixtures: the root says base "base-1" and version
+// 1.0.0, the endpoint serves progs on a unix socket, and the puller,
+// whose appliance runs svc from /bin/svc as init says, follows the
+// registry's tag, signed by f.key.
+func (f *fixture) start(t *testing.T, progs *update.Programs, init contract.InitConfig) {
+	t.Helper()
 	f.write(t, contract.BasePath, []byte("base-1\n"))
 	f.write(t, contract.VersionPath, []byte("1.0.0\n"))
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	f.key = priv
-	progs := update.NewELFPrograms(f.store)
-	progs.UseDeployed([]contract.Service{{Name: "svc", Path: "/bin/svc"}}, t.Logf)
-	dir := filepath.Join(state, "nvboot", "pull")
+	dir := filepath.Join(f.root, "nv", "state", "nvboot", "pull")
 	srv := &update.Server{Programs: progs, Sup: f.sup, Images: progs.Images, Logf: t.Logf, PullToken: "token",
 		PullStatus: filepath.Join(dir, contract.PullStatusFile)}
 	sock := filepath.Join(t.TempDir(), "update.sock")
@@ -196,10 +176,9 @@ func newELFFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.p = &Puller{Pull: pl, Root: f.root, Dir: dir, Registry: repo, Endpoint: NewEndpoint(sock, "token"), Key: pub, Arch: runtime.GOARCH, Logf: t.Logf,
-		Init: &contract.InitConfig{Services: []contract.Service{{Name: "svc", Path: "/bin/svc"}}, State: contract.State{Device: "/dev/mmcblk0p7"}}}
-	f.repo = f.publisher(t)
-	return f
+	init.Services = []contract.Service{{Name: "svc", Path: "/bin/svc"}}
+	f.p = &Puller{Pull: pl, Root: f.root, Dir: dir, Registry: repo, Endpoint: NewEndpoint(sock, "token"), Key: pub, Arch: runtime.GOARCH, Logf: t.Logf, Init: &init}
+	f.repo = f.reg.Repository(t, testRepo)
 }
 
 // write writes a file of the appliance's root.
@@ -212,24 +191,6 @@ func (f *fixture) write(t *testing.T, dev string, b []byte) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// publisher is the registry's repository with the registry's credentials.
-func (f *fixture) publisher(t *testing.T) *remote.Repository {
-	t.Helper()
-	pem, err := os.ReadFile(f.reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	r, err := remote.NewRepository(f.reg.Host + "/" + testRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Client = &auth.Client{Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
-		Credential: auth.StaticCredential(f.reg.Host, auth.Credential{Username: f.reg.User, Password: f.reg.Password})}
-	return r
 }
 
 // release is what push publishes of an image, for the fixture's service.
@@ -260,15 +221,7 @@ func (f *fixture) push(t *testing.T, r release) published {
 		t.Fatal(err)
 	}
 	blob := func(mediaType string, b []byte, ann map[string]string) ocispec.Descriptor {
-		d := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}
-		if ok, err := f.repo.Exists(ctx, d); err != nil {
-			t.Fatal(err)
-		} else if !ok {
-			if err := f.repo.Push(ctx, d, bytes.NewReader(b)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return d
+		return registry.PushBlob(t, f.repo, mediaType, b, ann)
 	}
 	var pub published
 	layers := []ocispec.Descriptor{}
@@ -291,43 +244,15 @@ func (f *fixture) push(t *testing.T, r release) published {
 	if r.version != "" {
 		ann[contract.AnnotationVersion] = r.version
 	}
-	man, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: contract.ArtifactType, Config: cfg, Layers: layers, Annotations: ann})
-	md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: contract.ArtifactType, Digest: digest.FromBytes(man), Size: int64(len(man))}
-	if err := f.repo.Push(ctx, md, bytes.NewReader(man)); err != nil {
-		t.Fatal(err)
-	}
+	md := registry.PushManifest(t, f.repo, ocispec.Manifest{ArtifactType: contract.ArtifactType, Config: cfg, Layers: layers, Annotations: ann})
 	if r.sign != nil {
-		f.sign(t, md, r.sign)
+		registry.PushSignature(t, f.repo, md, r.sign)
 	}
 	if err := f.repo.Tag(ctx, md, "stable"); err != nil {
 		t.Fatal(err)
 	}
 	pub.digest = md.Digest.String()
 	return pub
-}
-
-// sign pushes the signature of m by k, a referrer, as nvboot push does.
-func (f *fixture) sign(t *testing.T, m ocispec.Descriptor, k ed25519.PrivateKey) {
-	t.Helper()
-	ctx := context.Background()
-	pub := k.Public().(ed25519.PublicKey)
-	body, _ := json.Marshal(contract.Signature{Manifest: m.Digest.String(), KeyID: contract.KeyID(pub), Ed25519: ed25519.Sign(k, contract.SignedMessage(m.Digest.String()))})
-	layer := ocispec.Descriptor{MediaType: contract.MediaTypeSignature, Digest: digest.FromBytes(body), Size: int64(len(body))}
-	subject := m
-	man, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: contract.SignatureArtifactType, Config: ocispec.DescriptorEmptyJSON, Layers: []ocispec.Descriptor{layer}, Subject: &subject})
-	for _, b := range []struct {
-		d    ocispec.Descriptor
-		data []byte
-	}{{ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data}, {layer, body},
-		{ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(man), Size: int64(len(man))}, man}} {
-		if ok, _ := f.repo.Exists(ctx, b.d); !ok {
-			if err := f.repo.Push(ctx, b.d, bytes.NewReader(b.data)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 }
 
 // blobGets are the digests of the blobs the registry served since the

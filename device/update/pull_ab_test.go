@@ -5,10 +5,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,11 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/pull"
@@ -32,50 +24,23 @@ import (
 // signed by k, and tags it stable; it returns the manifest's digest.
 func pushSlotted(t *testing.T, reg *registry.Registry, k ed25519.PrivateKey, version, base, id string, root, boot []byte) string {
 	t.Helper()
-	ctx := context.Background()
-	pem, _ := os.ReadFile(reg.CAFile)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	repo, err := remote.NewRepository(reg.Host + "/fleet/ab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo.Client = &auth.Client{Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
-		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.User, Password: reg.Password})}
-	put := func(d ocispec.Descriptor, b []byte) {
-		if ok, _ := repo.Exists(ctx, d); !ok {
-			if err := repo.Push(ctx, d, bytes.NewReader(b)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	repo := reg.Repository(t, "fleet/ab")
 	blob := func(mediaType string, b []byte, ann map[string]string) ocispec.Descriptor {
-		d := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b)), Annotations: ann}
-		put(d, b)
-		return d
+		return registry.PushBlob(t, repo, mediaType, b, ann)
 	}
-	layers := []ocispec.Descriptor{blob(contract.MediaTypeRoot, root, map[string]string{contract.AnnotationFSType: "erofs"}),
-		blob(contract.MediaTypeBoot, boot, map[string]string{contract.AnnotationSlot: "a"}),
-		blob(contract.MediaTypeBoot, append([]byte(nil), boot...), map[string]string{contract.AnnotationSlot: "b"})}
 	// The two slots' partitions differ in a real image (each UKI names
-	// its slot): make b's its own blob.
+	// its slot): b's is its own blob.
 	bootB := append([]byte(nil), boot...)
 	copy(bootB[100:], "slot b")
-	layers[2] = blob(contract.MediaTypeBoot, bootB, map[string]string{contract.AnnotationSlot: "b"})
+	layers := []ocispec.Descriptor{blob(contract.MediaTypeRoot, root, map[string]string{contract.AnnotationFSType: "erofs"}),
+		blob(contract.MediaTypeBoot, boot, map[string]string{contract.AnnotationSlot: "a"}),
+		blob(contract.MediaTypeBoot, bootB, map[string]string{contract.AnnotationSlot: "b"})}
 	cfg := blob(contract.MediaTypeImageJSON, []byte(`{"Slots":2}`), nil)
-	man, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: contract.ArtifactType, Config: cfg, Layers: layers, Annotations: map[string]string{contract.AnnotationArch: runtime.GOARCH,
-			contract.AnnotationBase: base, contract.AnnotationVersion: version, contract.AnnotationImageID: id}})
-	md := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, ArtifactType: contract.ArtifactType, Digest: digest.FromBytes(man), Size: int64(len(man))}
-	put(md, man)
-	pub := k.Public().(ed25519.PublicKey)
-	sb, _ := json.Marshal(contract.Signature{Manifest: md.Digest.String(), KeyID: contract.KeyID(pub), Ed25519: ed25519.Sign(k, contract.SignedMessage(md.Digest.String()))})
-	sl := blob(contract.MediaTypeSignature, sb, nil)
-	put(ocispec.DescriptorEmptyJSON, ocispec.DescriptorEmptyJSON.Data)
-	sm, _ := json.Marshal(ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
-		ArtifactType: contract.SignatureArtifactType, Config: ocispec.DescriptorEmptyJSON, Layers: []ocispec.Descriptor{sl}, Subject: &md})
-	put(ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.FromBytes(sm), Size: int64(len(sm))}, sm)
-	if err := repo.Tag(ctx, md, "stable"); err != nil {
+	md := registry.PushManifest(t, repo, ocispec.Manifest{ArtifactType: contract.ArtifactType, Config: cfg, Layers: layers,
+		Annotations: map[string]string{contract.AnnotationArch: runtime.GOARCH, contract.AnnotationBase: base,
+			contract.AnnotationVersion: version, contract.AnnotationImageID: id}})
+	registry.PushSignature(t, repo, md, k)
+	if err := repo.Tag(context.Background(), md, "stable"); err != nil {
 		t.Fatal(err)
 	}
 	return md.Digest.String()

@@ -16,8 +16,9 @@
 //     exists (the ESP, the x86-64 and arm64 roots, XBOOTLDR for an A/B
 //     slot's boot partition), so firmware and tools recognise the
 //     partitions.
-//   - The image is written through internal/atomicfile: a temporary file
-//     beside it, renamed into place, so a failure leaves no partial image.
+//   - The image is written by format/diskimage, as format/mbr's: a
+//     temporary file beside it, renamed into place, so a failure leaves no
+//     partial image. The bytes are pinned: TestWriteFrozen.
 //   - Fit changes only the tables: the partitions stay where they are, and
 //     the head becomes what Write would have made for the bigger disk.
 //

@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"os"
 	"unicode/utf16"
 
-	"github.com/nvboot/nvboot/internal/atomicfile"
+	"github.com/nvboot/nvboot/format/diskimage"
 )
 
 // Partition type GUIDs (the Discoverable Partitions Specification's where
@@ -25,11 +23,11 @@ var (
 )
 
 const (
-	sector     = 512
+	sector     = diskimage.Sector
 	numEntries = 128
 	entrySize  = 128
 	entryLBAs  = numEntries * entrySize / sector // 32
-	alignLBAs  = 2048                            // 1 MiB: what partitioning tools use
+	alignLBAs  = diskimage.AlignLBAs
 )
 
 // GUID is a GUID in its on-disk byte order (first three fields little-endian).
@@ -118,34 +116,14 @@ func Write(path, seed string, parts []Partition) ([]Layout, error) {
 	var lay []Layout
 	for i := range parts {
 		p := &parts[i]
-		size := p.Size
-		if p.Src != "" {
-			st, err := os.Stat(p.Src)
-			if err != nil {
-				return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
-			}
-			if size == 0 {
-				size = st.Size()
-			} else if st.Size() > size {
-				return nil, fmt.Errorf("disk image %s: partition %s: %s is %d bytes, larger than the partition (%d)", path, p.Name, p.Src, st.Size(), size)
-			}
+		n, err := diskimage.LBAs(path, p.Name, p.Src, p.Size)
+		if err != nil {
+			return nil, err
 		}
-		if size <= 0 {
-			return nil, fmt.Errorf("disk image %s: partition %s has no size", path, p.Name)
-		}
-		n := (size + alignLBAs*sector - 1) / (alignLBAs * sector) * alignLBAs
 		lay = append(lay, Layout{Name: p.Name, Type: p.Type, Unique: derive(seed, p.Name), First: lba, Last: lba + n - 1})
 		lba += n
 	}
 	total := lba + 1 + entryLBAs // backup entries and header
-	tmp, err := atomicfile.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("disk image %s: %w", path, err)
-	}
-	defer tmp.Abort()
-	if err := tmp.Truncate(total * sector); err != nil {
-		return nil, err
-	}
 	entries := make([]byte, numEntries*entrySize)
 	for i, l := range lay {
 		e := entries[i*entrySize:]
@@ -161,48 +139,17 @@ func Write(path, seed string, parts []Partition) ([]Layout, error) {
 		}
 	}
 	head, tail := tables(entries, derive(seed, "\x00disk"), total)
-	if _, err := tmp.WriteAt(head, 0); err != nil {
-		return nil, err
-	}
-	if _, err := tmp.WriteAt(tail, total*sector-int64(len(tail))); err != nil {
-		return nil, err
-	}
+	var srcs []diskimage.Source
 	for i, p := range parts {
-		if p.Src == "" {
-			continue
-		}
-		if err := copyAt(tmp.File, lay[i].First*sector, p.Src); err != nil {
-			return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
+		if p.Src != "" {
+			srcs = append(srcs, diskimage.Source{Name: p.Name, Src: p.Src, LBA: lay[i].First})
 		}
 	}
-	if err := tmp.Commit(0o600); err != nil {
+	tabs := []diskimage.Table{{LBA: 0, Bytes: head}, {LBA: total - int64(len(tail))/sector, Bytes: tail}}
+	if err := diskimage.Write(path, total, tabs, srcs); err != nil {
 		return nil, err
 	}
 	return lay, nil
-}
-
-func copyAt(dst *os.File, off int64, src string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if _, werr := dst.WriteAt(buf[:n], off); werr != nil {
-				return werr
-			}
-			off += int64(n)
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }
 
 // tables lays out the partition tables of a disk of total LBAs: head is the

@@ -22,8 +22,9 @@
 //     05 for the links between EBRs. The CHS fields are filled as
 //     partitioning tools fill them (255 heads, 63 sectors); nothing reads
 //     them.
-//   - The image is written through internal/atomicfile, as format/gpt's:
-//     a failure leaves no partial image.
+//   - The image is written by format/diskimage, as format/gpt's: a
+//     failure leaves no partial image. The bytes are pinned:
+//     TestWriteFrozen.
 //   - Read follows the EBR chain only forwards, inside the extended
 //     partition, for at most 128 logical partitions: a damaged or hostile
 //     chain ends with an error, never a loop.

@@ -3,10 +3,8 @@ package mbr
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
-	"os"
 
-	"github.com/nvboot/nvboot/internal/atomicfile"
+	"github.com/nvboot/nvboot/format/diskimage"
 )
 
 // Partition type bytes (the system ID of an MBR entry).
@@ -20,8 +18,8 @@ const (
 )
 
 const (
-	sector    = 512
-	alignLBAs = 2048 // 1 MiB, as partitioning tools place partitions
+	sector    = diskimage.Sector
+	alignLBAs = diskimage.AlignLBAs // 1 MiB, as partitioning tools place partitions
 	// HeadBytes is the MBR: the first sector of a disk.
 	HeadBytes = sector
 	// maxLogical bounds the EBR chain Read follows (the kernel's msdos
@@ -97,11 +95,10 @@ func Write(path string, disk uint32, parts []Partition) ([]Layout, error) {
 	number, next := 1, 5
 	for i := range parts {
 		p := &parts[i]
-		size, err := partSize(path, p)
+		n, err := partLBAs(path, p)
 		if err != nil {
 			return nil, err
 		}
-		n := (size + alignLBAs*sector - 1) / (alignLBAs * sector) * alignLBAs
 		if p.Logical {
 			if ext.Number == 0 {
 				ext = Layout{Name: "extended", Type: TypeExtendedLBA, Number: number, First: lba}
@@ -135,17 +132,7 @@ func Write(path string, disk uint32, parts []Partition) ([]Layout, error) {
 		putEntry(head[446+16*slot:], ext.Type, ext.First, ext.Last-ext.First+1, 0)
 	}
 	head[510], head[511] = 0x55, 0xAA
-	tmp, err := atomicfile.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("disk image %s: %w", path, err)
-	}
-	defer tmp.Abort()
-	if err := tmp.Truncate(lba * sector); err != nil {
-		return nil, err
-	}
-	if _, err := tmp.WriteAt(head, 0); err != nil {
-		return nil, err
-	}
+	tabs := []diskimage.Table{{LBA: 0, Bytes: head}}
 	for i, at := range ebrs {
 		// An EBR: its logical partition relative to itself, the next EBR
 		// relative to the extended partition's start.
@@ -157,45 +144,30 @@ func Write(path string, disk uint32, parts []Partition) ([]Layout, error) {
 			putEntry(ebr[462:], typeExtendedCHS, ebrs[i+1]-ext.First, nl.Last-ebrs[i+1]+1, ext.First)
 		}
 		ebr[510], ebr[511] = 0x55, 0xAA
-		if _, err := tmp.WriteAt(ebr, at*sector); err != nil {
-			return nil, err
-		}
+		tabs = append(tabs, diskimage.Table{LBA: at, Bytes: ebr})
 	}
+	var srcs []diskimage.Source
 	for i, p := range parts {
-		if p.Src == "" {
-			continue
-		}
-		if err := copyAt(tmp.File, lay[i].First*sector, p.Src); err != nil {
-			return nil, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
+		if p.Src != "" {
+			srcs = append(srcs, diskimage.Source{Name: p.Name, Src: p.Src, LBA: lay[i].First})
 		}
 	}
-	if err := tmp.Commit(0o600); err != nil {
+	if err := diskimage.Write(path, lba, tabs, srcs); err != nil {
 		return nil, err
 	}
 	return lay, nil
 }
 
-// partSize is the bytes partition p needs.
-func partSize(path string, p *Partition) (int64, error) {
-	size := p.Size
-	if p.Src != "" {
-		st, err := os.Stat(p.Src)
-		if err != nil {
-			return 0, fmt.Errorf("disk image %s: partition %s: %w", path, p.Name, err)
-		}
-		if size == 0 {
-			size = st.Size()
-		} else if st.Size() > size {
-			return 0, fmt.Errorf("disk image %s: partition %s: %s is %d bytes, larger than the partition (%d)", path, p.Name, p.Src, st.Size(), size)
-		}
-	}
-	if size <= 0 {
-		return 0, fmt.Errorf("disk image %s: partition %s has no size", path, p.Name)
+// partLBAs is the sectors partition p takes.
+func partLBAs(path string, p *Partition) (int64, error) {
+	n, err := diskimage.LBAs(path, p.Name, p.Src, p.Size)
+	if err != nil {
+		return 0, err
 	}
 	if p.Type == 0 || isExtended(p.Type) || p.Type == typeProtective {
 		return 0, fmt.Errorf("disk image %s: partition %s: type %#02x is not a partition's (empty, extended or GPT-protective)", path, p.Name, p.Type)
 	}
-	return size, nil
+	return n, nil
 }
 
 // putEntry writes a 16-byte partition entry: not bootable, type typ,
@@ -221,28 +193,4 @@ func putCHS(b []byte, lba int64) {
 
 func isExtended(t byte) bool {
 	return t == TypeExtendedLBA || t == typeExtendedCHS || t == typeExtendedLnx
-}
-
-func copyAt(dst *os.File, off int64, src string) error {
-	f, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if _, werr := dst.WriteAt(buf[:n], off); werr != nil {
-				return werr
-			}
-			off += int64(n)
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }

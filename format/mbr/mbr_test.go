@@ -2,7 +2,9 @@ package mbr
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,4 +236,32 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWriteFrozen: the bytes of an image Write makes (the Pi A/B card's
+// shape, a source not a whole number of sectors) are the ones pinned here,
+// so a change to how the image is written cannot change a card unseen.
+func TestWriteFrozen(t *testing.T) {
+	dir := t.TempDir()
+	parts := piParts(t, dir)
+	src := make([]byte, 3<<20+1234)
+	for i := range src {
+		src[i] = byte(i*131 + i>>9)
+	}
+	if err := os.WriteFile(parts[3].Src, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parts[1].Src = parts[3].Src
+	img := filepath.Join(dir, "d.img")
+	if _, err := Write(img, 0x6e76626f, parts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "a85f7e139302a56b69b72b1fa9b26f5ba88e3371aef3b1427576df17fbb77eb7"
+	if got := fmt.Sprintf("%x", sha256.Sum256(b)); got != want {
+		t.Errorf("image sha256 %s (%d bytes), pinned %s", got, len(b), want)
+	}
 }

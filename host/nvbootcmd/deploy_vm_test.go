@@ -77,31 +77,107 @@ func kvGet(t *testing.T, url, path string) (int, string, string) {
 	return resp.StatusCode, string(b), resp.Header.Get("X-Kv-Version")
 }
 
-// bootDeployable boots the image in dir with kv's port and the update
-// endpoint (HTTPS with tls) forwarded, and waits for kv to be ready; it returns the machine
-// and the two URLs.
-func bootDeployable(t *testing.T, dir string, im *appliance.Image, tls bool) (*vm.Machine, string, string) {
+// kvPut writes value under path on the appliance's kv, failing the test
+// unless kv acknowledges it.
+func kvPut(t *testing.T, url, path, value string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, url+path, strings.NewReader(value))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT %s %q: %v %v", path, value, resp, err)
+	}
+}
+
+// wantKV fails the test unless the appliance's kv at url answers with
+// version and its greeting reads greeting; when says at what point, and
+// m's console is shown.
+func wantKV(t *testing.T, m *vm.Machine, url, version, greeting, when string) {
+	t.Helper()
+	if code, _, ver := kvGet(t, url, "/healthz"); code != 200 || ver != version {
+		t.Fatalf("%s kv answers %d, version %q; want version %s\n%s", when, code, ver, version, m.Console())
+	}
+	if code, v, _ := kvGet(t, url, "/kv/greeting"); code != 200 || v != greeting {
+		t.Fatalf("state %s: %d %q; want %q\n%s", when, code, v, greeting, m.Console())
+	}
+}
+
+// kvVersion is the build flags of a kv that answers with version v.
+func kvVersion(v string) string { return "-ldflags=-s -w -buildid= -X=main.version=" + v }
+
+// startDeployable powers on the image in dir with the options o, kv's port
+// and the update endpoint (HTTPS with tls) forwarded, for ctx's life; it
+// returns the machine and the two URLs, without waiting for kv.
+func startDeployable(ctx context.Context, t *testing.T, dir string, im *appliance.Image, tls bool, o appliance.BootOptions) (*vm.Machine, string, string) {
 	t.Helper()
 	kvPort, upPort := freePort(t), freePort(t)
 	guestPort, scheme := contract.DefaultUpdatePort, "http"
 	if tls {
 		guestPort, scheme = contract.DefaultUpdateHTTPSPort, "https"
 	}
-	vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guestPort}}})
+	o.Forwards = []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: guestPort}}
+	vc, err := appliance.VMConfig(dir, im, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	t.Cleanup(cancel)
 	m, err := vm.Start(ctx, vc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Kill)
+	return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("%s://127.0.0.1:%d", scheme, upPort)
+}
+
+// bootDeployable boots the image in dir with kv's port and the update
+// endpoint (HTTPS with tls) forwarded, and waits for kv to be ready; it
+// returns the machine and the two URLs.
+func bootDeployable(t *testing.T, dir string, im *appliance.Image, tls bool) (*vm.Machine, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
+	m, kvURL, upURL := startDeployable(ctx, t, dir, im, tls, appliance.BootOptions{})
 	if _, err := m.ExpectString(ctx, "NVBOOT-MARK service-ready kv"); err != nil {
 		t.Fatalf("kv not ready: %v\n%s", err, m.Console())
 	}
-	return m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("%s://127.0.0.1:%d", scheme, upPort)
+	return m, kvURL, upURL
+}
+
+// deployJSON runs nvboot deploy -json of kv from the config cfg (sources
+// at root) to the endpoint at upURL of the appliance m: deploy's report,
+// its stderr and its error. Output that is no report fails the test.
+func deployJSON(t *testing.T, m *vm.Machine, root, upURL, cfg string) (deployReport, string, error) {
+	t.Helper()
+	stdout, stderr, err := execute("deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL)
+	var r deployReport
+	if jerr := json.Unmarshal([]byte(stdout), &r); jerr != nil {
+		t.Fatalf("deploy -json printed %q (%v); stderr:\n%s\nerr %v\nconsole:\n%s", stdout, jerr, stderr, err, m.Console())
+	}
+	return r, stderr, err
+}
+
+// cutDuringTrial deploys the kv of config hang, which never becomes ready,
+// to the appliance m (its endpoint at upURL, the sources at root), cuts
+// the power while nvinit waits for it, boots the image in dir again and
+// checks that nvinit says it undid the trial. It returns the new boot's
+// machine and kv URL, and deploy's error.
+func cutDuringTrial(t *testing.T, m *vm.Machine, dir string, im *appliance.Image, tls bool, hang, root, upURL string) (*vm.Machine, string, error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := execute("deploy", "-service", "kv", "-config", hang, "-src", root, "-deadline", "5m", upURL)
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if _, err := m.ExpectString(ctx, "kv: this build never listens"); err != nil {
+		t.Fatalf("the hanging kv did not start: %v\n%s", err, m.Console())
+	}
+	m.Kill()
+	<-m.Done()
+	deployErr := <-done
+	m, kvURL, _ := bootDeployable(t, dir, im, tls)
+	if _, err := m.ExpectString(ctx, "kv: a deploy was interrupted before its new program was kept; running the old one"); err != nil {
+		t.Errorf("no word of the undone trial: %v\n%s", err, m.Console())
+	}
+	return m, kvURL, deployErr
 }
 
 // buildDeployable builds the demo image with the update endpoint on (HTTPS
@@ -143,7 +219,7 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	}
 	cfgDir := t.TempDir()
 	dir, im, root := buildDeployable(t, cfgDir, false)
-	v2 := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=2")
+	v2 := deployConfig(t, cfgDir, false, kvPackage, kvVersion("2"))
 	broken := deployConfig(t, cfgDir, false, filepath.Join(root, "host/nvbootcmd/testdata/deploy/broken/kv"))
 
 	boot := func() (*vm.Machine, string, string) { return bootDeployable(t, dir, im, false) }
@@ -151,23 +227,11 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
 		t.Fatalf("kv as built: %d, version %q", code, ver)
 	}
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the deploys"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
+	kvPut(t, kvURL, "/kv/greeting", "written before the deploys")
 
-	deployJSON := func(cfg string) (deployReport, string, error) {
-		t.Helper()
-		stdout, stderr, err := execute("deploy", "-json", "-service", "kv", "-config", cfg, "-src", root, upURL)
-		var r deployReport
-		if jerr := json.Unmarshal([]byte(stdout), &r); jerr != nil {
-			t.Fatalf("deploy -json printed %q (%v); stderr:\n%s\nerr %v\nconsole:\n%s", stdout, jerr, stderr, err, m.Console())
-		}
-		return r, stderr, err
-	}
 	// A changed kv: kept, serving its version, the state as it was.
 	t0 := time.Now()
-	r, stderr, err := deployJSON(v2)
+	r, stderr, err := deployJSON(t, m, root, upURL, v2)
 	fig := deployFigures{EndToEndMs: ms(time.Since(t0)), ReadyMs: ms(r.Ready), DowntimeMs: ms(r.Downtime), BytesSentChanged: r.BytesSent}
 	if err != nil || r.Result != contract.DeployKept || !r.TextSent || r.BytesSent < 1<<20 {
 		t.Fatalf("deploy of version 2: %+v, %v\nstderr:\n%s\nconsole:\n%s", r, err, stderr, m.Console())
@@ -175,14 +239,9 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	if !strings.Contains(stderr, "sent ") || !strings.Contains(stderr, "waiting for kv") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
-		t.Fatalf("after the deploy kv answers %d, version %q; want version 2\n%s", code, ver, m.Console())
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
-		t.Fatalf("state after the deploy: %d %q", code, v)
-	}
+	wantKV(t, m, kvURL, "2", "written before the deploys", "after the deploy")
 	// A kv that exits at start: rolled back, version 2 serves again.
-	r, stderr, err = deployJSON(broken)
+	r, stderr, err = deployJSON(t, m, root, upURL, broken)
 	if !errors.Is(err, ErrRolledBack) || r.Result != contract.DeployRolledBack || !strings.Contains(r.Reason, "exited with status 1") {
 		t.Fatalf("deploy of the broken kv: %+v, %v\nstderr:\n%s\nconsole:\n%s", r, err, stderr, m.Console())
 	}
@@ -190,14 +249,9 @@ func TestDeployToBootedAppliance(t *testing.T) {
 		t.Errorf("deploy's error %q does not say it rolled back", err)
 	}
 	fig.RollbackDowntimeMs = ms(r.Downtime)
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
-		t.Fatalf("after the rollback kv answers %d, version %q; want version 2", code, ver)
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
-		t.Fatalf("state after the rollback: %d %q", code, v)
-	}
+	wantKV(t, m, kvURL, "2", "written before the deploys", "after the rollback")
 	// Version 2 again: its text and program are there, nothing restarts.
-	r, stderr, err = deployJSON(v2)
+	r, stderr, err = deployJSON(t, m, root, upURL, v2)
 	if err != nil || r.Result != contract.DeployUnchanged || r.TextSent {
 		t.Fatalf("deploy of version 2 again: %+v, %v\nstderr:\n%s", r, err, stderr)
 	}
@@ -239,13 +293,8 @@ func TestDeployToBootedAppliance(t *testing.T) {
 	<-m.Done()
 
 	// Cut and booted again: the kept version runs, from the store.
-	_, kvURL, _ = boot()
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
-		t.Fatalf("after a reboot kv answers %d, version %q; want version 2", code, ver)
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the deploys" {
-		t.Fatalf("state after the reboot: %d %q", code, v)
-	}
+	m, kvURL, _ = boot()
+	wantKV(t, m, kvURL, "2", "written before the deploys", "after a reboot")
 }
 
 // TestDeployPowerCutDuringTrial cuts the power while the appliance waits
@@ -263,37 +312,14 @@ func TestDeployPowerCutDuringTrial(t *testing.T) {
 	if !strings.HasPrefix(upURL, "https:") {
 		t.Fatalf("update URL %s", upURL)
 	}
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("acknowledged before the cut"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := execute("deploy", "-service", "kv", "-config", hang, "-src", root, "-deadline", "5m", upURL)
-		done <- err
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if _, err := m.ExpectString(ctx, "kv: this build never listens"); err != nil {
-		t.Fatalf("the hanging kv did not start: %v\n%s", err, m.Console())
-	}
-	m.Kill()
-	<-m.Done()
-	if err := <-done; err == nil {
+	kvPut(t, kvURL, "/kv/greeting", "acknowledged before the cut")
+	m, kvURL, err := cutDuringTrial(t, m, dir, im, true, hang, root, upURL)
+	if err == nil {
 		t.Fatal("deploy succeeded though the power was cut during its trial")
 	} else if !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "run the same nvboot deploy again") {
 		t.Errorf("deploy cut during its trial: %v; want the outcome unknown, and how to find it out", err)
 	}
-	m, kvURL, _ = bootDeployable(t, dir, im, true)
-	if _, err := m.ExpectString(ctx, "kv: a deploy was interrupted before its new program was kept; running the old one"); err != nil {
-		t.Errorf("no word of the undone trial: %v\n%s", err, m.Console())
-	}
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "dev" {
-		t.Fatalf("after the cut kv answers %d, version %q; want the kv as built", code, ver)
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "acknowledged before the cut" {
-		t.Fatalf("state after the cut: %d %q", code, v)
-	}
+	wantKV(t, m, kvURL, "dev", "acknowledged before the cut", "after the cut (the kv as built)")
 }
 
 // deployFigures are what docs/BENCHMARKS.md quotes from one run of
@@ -365,7 +391,7 @@ func deployPowerCuts(t *testing.T, l appliance.Layout) {
 	w := startWriter(kvURL, "measure")
 	writers = append(writers, w)
 	time.Sleep(500 * time.Millisecond) // answers before the command
-	r := startCmd(deployArgs(deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version=1"))...)
+	r := startCmd(deployArgs(deployConfig(t, cfgDir, false, kvPackage, kvVersion("1")))...)
 	r.wait(10 * time.Minute)
 	time.Sleep(500 * time.Millisecond)
 	w.Stop()
@@ -388,7 +414,7 @@ func deployPowerCuts(t *testing.T, l appliance.Layout) {
 
 	for i := 1; i <= cuts; i++ {
 		version := strconv.Itoa(i + 1)
-		cfg := deployConfig(t, cfgDir, false, kvPackage, "-ldflags=-s -w -buildid= -X=main.version="+version)
+		cfg := deployConfig(t, cfgDir, false, kvPackage, kvVersion(version))
 		// Drawn before the run, so that a seed replays the same instants.
 		whole := i%2 == 1
 		var at time.Duration

@@ -3,9 +3,7 @@ package nvbootcmd
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,15 +62,12 @@ func TestPullABUpdateUEFI(t *testing.T) {
 	r := startRun(t, "-firmware", "uefi", "-port", fmt.Sprintf("%d:8080", kvPort), "-port", fmt.Sprintf("%d:%d", upPort, contract.DefaultUpdatePort), v1Dir)
 	at := r.expect("NVBOOT-MARK slot-committed a", 0)
 	r.expect("NVBOOT-MARK service-ready kv", at)
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the pull"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
+	kvPut(t, kvURL, "/kv/greeting", "written before the pull")
 	cfg := filepath.Join(cfgDir, "appliance.json")
 	waitRunning(t, r.out.String, cfg, upURL, res1.Digest, 5*time.Minute)
 
 	v2Dir := filepath.Join(t.TempDir(), "img")
-	res2, _ := pushed(t, "-config", write("1.1.0", "nvtest.pulled=v2", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, "-o", v2Dir, ref)
+	res2, _ := pushed(t, "-config", write("1.1.0", "nvtest.pulled=v2", kvVersion("2")), "-kernel", kernel, "-ca", reg.CAFile, "-o", v2Dir, ref)
 	v2Im, err := appliance.ReadImage(v2Dir)
 	if err != nil {
 		t.Fatal(err)

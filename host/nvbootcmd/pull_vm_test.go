@@ -27,30 +27,75 @@ import (
 	"github.com/nvboot/nvboot/internal/testutil/registry"
 )
 
-// pullConfig writes the demo's config pulling from reg (as a QEMU guest
-// reaches it) every poll, kv built with flags, at version, into dir: the
-// same file each time, as a user edits theirs.
-func pullConfig(t *testing.T, dir string, reg *registry.Registry, poll, version string, flags ...string) string {
-	t.Helper()
-	return pullConfigVia(t, dir, reg, reg.GuestHost(), poll, version, flags...)
+// pullEnv is what the pull tests start from: a real registry, whose
+// credentials nvboot push finds in $DOCKER_CONFIG, the kernel, and the
+// directory of the appliance's config.
+type pullEnv struct {
+	t      *testing.T
+	reg    *registry.Registry
+	kernel string
+	cfgDir string
+	// guest is the registry as the appliance reaches it: GuestHost, or a
+	// proxy of it.
+	guest string
 }
 
-// pullConfigVia is pullConfig with the registry reached at host (a proxy
-// of it) by the guest.
-func pullConfigVia(t *testing.T, dir string, reg *registry.Registry, host, poll, version string, flags ...string) string {
+// newPullEnv skips under -short (why: what the test boots and builds),
+// then starts the registry.
+func newPullEnv(t *testing.T, why string) *pullEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	buildtest.NeedTools(t, "fsck.erofs")
+	kernel := vmtest.Kernel(t)
+	reg := registry.Start(t)
+	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	return &pullEnv{t: t, reg: reg, kernel: kernel, cfgDir: t.TempDir(), guest: reg.GuestHost()}
+}
+
+// cfg is the appliance's config, which nvboot status reads too.
+func (e *pullEnv) cfg() string { return filepath.Join(e.cfgDir, "appliance.json") }
+
+// config writes the demo's config pulling from the registry every poll,
+// kv built with flags, at version: the same file each time, as a user
+// edits theirs.
+func (e *pullEnv) config(poll, version string, flags ...string) string {
+	t := e.t
 	t.Helper()
 	c := config.Demo()
 	pc := c.PackageConfig[kvPackage]
 	pc.GoBuildFlags = flags
 	c.PackageConfig[kvPackage] = pc
 	c.Version = version
-	c.Update = &config.Update{HTTPPassword: "test", Registry: &config.Registry{Repository: host + "/fleet/kv", Tag: "stable",
-		PollInterval: poll, Credentials: reg.DockerConfigFor(t, host), CACert: reg.CAFile}}
-	p := filepath.Join(dir, "appliance.json")
-	if err := c.Write(p); err != nil {
+	c.Update = &config.Update{HTTPPassword: "test", Registry: &config.Registry{Repository: e.guest + "/fleet/kv", Tag: "stable",
+		PollInterval: poll, Credentials: e.reg.DockerConfigFor(t, e.guest), CACert: e.reg.CAFile}}
+	if err := c.Write(e.cfg()); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return e.cfg()
+}
+
+// push builds the demo with config(poll, version, flags...) and pushes it
+// to the registry's fleet/kv:stable.
+func (e *pullEnv) push(poll, version string, flags ...string) *publish.Result {
+	e.t.Helper()
+	res, _ := pushed(e.t, "-config", e.config(poll, version, flags...), "-kernel", e.kernel, "-ca", e.reg.CAFile, e.reg.Host+"/fleet/kv:stable")
+	return res
+}
+
+// pushFirst is push of the image the appliance boots: built into a
+// directory of its own too, returned with the image read from it.
+func (e *pullEnv) pushFirst(poll, version string) (*publish.Result, string, *appliance.Image) {
+	t := e.t
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "img")
+	res, _ := pushed(t, "-config", e.config(poll, version), "-kernel", e.kernel, "-ca", e.reg.CAFile, "-o", img, e.reg.Host+"/fleet/kv:stable")
+	im, err := appliance.ReadImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, img, im
 }
 
 // pullStatus asks the appliance what its puller says, through nvboot
@@ -91,28 +136,12 @@ func waitRunning(t *testing.T, console func() string, cfg, url, digest string, d
 // access log and by nvpull's status), kv answers with its new version, and
 // the acknowledged write reads back.
 func TestPullConverges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU, builds two images")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	kernel := vmtest.Kernel(t)
-	reg := registry.Start(t)
-	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
-	cfgDir := t.TempDir()
-	ref := reg.Host + "/fleet/kv:stable"
+	e := newPullEnv(t, "boots QEMU, builds two images")
+	reg, cfg := e.reg, e.cfg()
 	const poll = "2s"
-	img := filepath.Join(t.TempDir(), "img")
-	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
-	im, err := appliance.ReadImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res1, img, im := e.pushFirst(poll, "1.0.0")
 	m, kvURL, upURL := bootDeployable(t, img, im, false)
-	cfg := filepath.Join(cfgDir, "appliance.json")
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the pull"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
+	kvPut(t, kvURL, "/kv/greeting", "written before the pull")
 	st := waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 	if st.LastInstall != nil {
 		t.Errorf("the image it booted was installed again: %+v", st.LastInstall)
@@ -124,7 +153,7 @@ func TestPullConverges(t *testing.T) {
 	// kv changed, pushed: converges by deploy.
 	mark := len(reg.BlobGets())
 	start := time.Now()
-	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	res2 := e.push(poll, "1.1.0", kvVersion("2"))
 	pushedAt := time.Since(start)
 	st = waitRunning(t, m.Console, cfg, upURL, res2.Digest, 3*time.Minute)
 	converged := time.Since(start)
@@ -133,14 +162,9 @@ func TestPullConverges(t *testing.T) {
 		li.Services[0].Service != "kv" || li.Services[0].Result != contract.DeployKept {
 		t.Fatalf("v2 installed: %+v, %+v", st.Running, li)
 	}
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
-		t.Fatalf("after the pull kv answers %d, version %q; want version 2\n%s", code, ver, m.Console())
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the pull" {
-		t.Fatalf("the acknowledged write after the pull: %d %q", code, v)
-	}
+	wantKV(t, m, kvURL, "2", "written before the pull", "after the pull")
 	// What changed is kv's header file and text: exactly what came.
-	repo := readBack(t, reg, "fleet/kv")
+	repo := reg.Repository(t, "fleet/kv")
 	var man ocispec.Manifest
 	desc, err := repo.Resolve(context.Background(), "stable")
 	if err != nil {
@@ -195,19 +219,10 @@ const fleetSize = 4
 // poll interval, the wall time from the push's end to the last appliance
 // serving v2, and each appliance's install on its own clock.
 func TestPullFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots four QEMUs, builds two images")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	kernel := vmtest.Kernel(t)
-	reg := registry.Start(t)
-	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
-	cfgDir := t.TempDir()
-	ref := reg.Host + "/fleet/kv:stable"
+	e := newPullEnv(t, "boots four QEMUs, builds two images")
+	reg, cfg := e.reg, e.cfg()
 	const poll = "5s"
-	img := filepath.Join(t.TempDir(), "img")
-	res1, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
-	cfg := filepath.Join(cfgDir, "appliance.json")
+	res1, img, _ := e.pushFirst(poll, "1.0.0")
 	type box struct {
 		m            *vm.Machine
 		kvURL, upURL string
@@ -222,30 +237,17 @@ func TestPullFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kvPort, upPort := freePort(t), freePort(t)
-		vc, err := appliance.VMConfig(dir, im, appliance.BootOptions{CPURate: vm.DefaultCPURate,
-			Forwards: []vm.Forward{{Host: kvPort, Guest: 8080}, {Host: upPort, Guest: contract.DefaultUpdatePort}}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		t.Cleanup(cancel)
-		m, err := vm.Start(ctx, vc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(m.Kill)
-		fleet[i] = box{m, fmt.Sprintf("http://127.0.0.1:%d", kvPort), fmt.Sprintf("http://127.0.0.1:%d", upPort)}
+		m, kvURL, upURL := startDeployable(ctx, t, dir, im, false, appliance.BootOptions{CPURate: vm.DefaultCPURate})
+		fleet[i] = box{m, kvURL, upURL}
 	}
 	for i, b := range fleet {
 		waitRunning(t, b.m.Console, cfg, b.upURL, res1.Digest, 8*time.Minute)
-		req, _ := http.NewRequest(http.MethodPut, b.kvURL+"/kv/box", strings.NewReader(fmt.Sprint(i)))
-		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("appliance %d: PUT: %v %v", i, resp, err)
-		}
+		kvPut(t, b.kvURL, "/kv/box", fmt.Sprint(i))
 	}
 	mark := len(reg.BlobGets())
-	res2, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, poll, "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	res2 := e.push(poll, "1.1.0", kvVersion("2"))
 	pushedAt := time.Now()
 	var want []string
 	for i, b := range fleet {
@@ -347,33 +349,17 @@ func (p *throttle) serve(c net.Conn) {
 // range, the bytes kept are not fetched again, kv converges and the write
 // acknowledged before the cut reads back.
 func TestPullPowerCutResumes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU twice, builds two images")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	kernel := vmtest.Kernel(t)
-	reg := registry.Start(t)
-	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
+	e := newPullEnv(t, "boots QEMU twice, builds two images")
+	reg, cfg := e.reg, e.cfg()
 	proxy := startThrottle(t, reg.Host, 0)
-	guest := fmt.Sprintf("10.0.2.2:%d", proxy.port())
-	cfgDir := t.TempDir()
-	ref := reg.Host + "/fleet/kv:stable"
-	img := filepath.Join(t.TempDir(), "img")
-	res1, _ := pushed(t, "-config", pullConfigVia(t, cfgDir, reg, guest, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
-	im, err := appliance.ReadImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(cfgDir, "appliance.json")
+	e.guest = fmt.Sprintf("10.0.2.2:%d", proxy.port())
+	res1, img, im := e.pushFirst("2s", "1.0.0")
 	m, kvURL, upURL := bootDeployable(t, img, im, false)
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written before the cut"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
+	kvPut(t, kvURL, "/kv/greeting", "written before the cut")
 	waitRunning(t, m.Console, cfg, upURL, res1.Digest, 3*time.Minute)
 
 	proxy.rate.Store(1 << 20)
-	res2, _ := pushed(t, "-config", pullConfigVia(t, cfgDir, reg, guest, "2s", "1.1.0", "-ldflags=-s -w -buildid= -X=main.version=2"), "-kernel", kernel, "-ca", reg.CAFile, ref)
+	res2 := e.push("2s", "1.1.0", kvVersion("2"))
 	base := proxy.sent.Load()
 	for end := time.Now().Add(3 * time.Minute); proxy.sent.Load()-base < 5<<20; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -400,12 +386,7 @@ func TestPullPowerCutResumes(t *testing.T) {
 	if len(after) != 1 || after[0].Status != 206 || after[0].Bytes != li.Downloaded {
 		t.Errorf("after the cut the registry served the text as %+v; want one range of the %d bytes not kept", after, li.Downloaded)
 	}
-	if code, _, ver := kvGet(t, kvURL, "/healthz"); code != 200 || ver != "2" {
-		t.Errorf("kv answers %d, version %q; want version 2", code, ver)
-	}
-	if code, v, _ := kvGet(t, kvURL, "/kv/greeting"); code != 200 || v != "written before the cut" {
-		t.Errorf("the acknowledged write after the cut: %d %q", code, v)
-	}
+	wantKV(t, m, kvURL, "2", "written before the cut", "after the cut")
 	t.Logf("figures: %d bytes of the text kept across the power cut, %d fetched after it", li.Resumed, li.Downloaded)
 }
 
@@ -420,22 +401,9 @@ func TestPullPowerCutResumes(t *testing.T) {
 // and the appliance converges on the new image; every acknowledged write
 // reads back.
 func TestPullPowerCutDuringSwitch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots QEMU three times, builds three images")
-	}
-	buildtest.NeedTools(t, "fsck.erofs")
-	kernel := vmtest.Kernel(t)
-	reg := registry.Start(t)
-	t.Setenv("DOCKER_CONFIG", reg.DockerConfig(t, reg.Password))
-	cfgDir := t.TempDir()
-	ref := reg.Host + "/fleet/kv:stable"
-	img := filepath.Join(t.TempDir(), "img")
-	res, _ := pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1.0.0"), "-kernel", kernel, "-ca", reg.CAFile, "-o", img, ref)
-	im, err := appliance.ReadImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(cfgDir, "appliance.json")
+	e := newPullEnv(t, "boots QEMU three times, builds three images")
+	reg, cfg := e.reg, e.cfg()
+	res, img, im := e.pushFirst("2s", "1.0.0")
 	m, kvURL, upURL := bootDeployable(t, img, im, false)
 	waitRunning(t, m.Console, cfg, upURL, res.Digest, 3*time.Minute)
 	var writers []*kvWriter
@@ -465,8 +433,7 @@ func TestPullPowerCutDuringSwitch(t *testing.T) {
 		w := startWriter(kvURL, "pull"+cut.version)
 		writers = append(writers, w)
 		start, mark := time.Now(), len(reg.Requests())
-		res, _ = pushed(t, "-config", pullConfig(t, cfgDir, reg, "2s", "1."+cut.version+".0", "-ldflags=-s -w -buildid= -X=main.version="+cut.version),
-			"-kernel", kernel, "-ca", reg.CAFile, ref)
+		res = e.push("2s", "1."+cut.version+".0", kvVersion(cut.version))
 		for end := time.Now().Add(3 * time.Minute); !cut.at(mark, res, w, start); time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(end) {
 				w.Stop()

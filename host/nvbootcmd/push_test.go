@@ -5,13 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"debug/elf"
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +21,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/device/pull"
@@ -58,25 +54,6 @@ func pushConfig(t *testing.T, dir, version string, flags ...string) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// readBack is the registry's repository as a client reads it, with the
-// registry's credentials and certificate.
-func readBack(t *testing.T, reg *registry.Registry, repo string) *remote.Repository {
-	t.Helper()
-	pem, err := os.ReadFile(reg.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	r, err := remote.NewRepository(reg.Host + "/" + repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Client = &auth.Client{Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
-		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: reg.User, Password: reg.Password})}
-	return r
 }
 
 // fetch is the blob or manifest d, checked against its digest.
@@ -131,7 +108,7 @@ func TestPush(t *testing.T) {
 		t.Errorf("first push: %+v, want every blob pushed, version 1.0.0, amd64-pc", res1)
 	}
 
-	repo := readBack(t, reg, "fleet/kv")
+	repo := reg.Repository(t, "fleet/kv")
 	ctx := context.Background()
 	desc, err := repo.Resolve(ctx, "stable")
 	if err != nil {
@@ -476,7 +453,7 @@ func TestPushPi(t *testing.T) {
 		}
 	}
 	ref := reg.Host + "/fleet/pi:stable"
-	repo := readBack(t, reg, "fleet/pi")
+	repo := reg.Repository(t, "fleet/pi")
 	ctx := context.Background()
 	manifest := func(res *publish.Result) (*pull.Image, ocispec.Manifest) {
 		t.Helper()

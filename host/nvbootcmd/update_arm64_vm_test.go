@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +59,7 @@ func TestRunUEFIUpdateArm64(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &stats); err != nil || stats.Mode != "pheap/dax" {
 		t.Errorf("kv's heap in mode %q (%v): want pheap/dax, MAP_SYNC on the NVDIMM's fsdax namespace", stats.Mode, err)
 	}
-	req, _ := http.NewRequest(http.MethodPut, kvURL+"/kv/greeting", strings.NewReader("written under v1"))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %v %v", resp, err)
-	}
+	kvPut(t, kvURL, "/kv/greeting", "written under v1")
 
 	stdout, stderr, err := execute("update", "-json", "-config", s.v2, s.v2Dir, upURL)
 	var rep updateReport

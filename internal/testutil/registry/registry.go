@@ -3,6 +3,9 @@
 // spec), built from the module proxy at Version, with htpasswd (bcrypt)
 // authentication and TLS by a self-signed certificate (writeCert: localhost, 127.0.0.1 and 10.0.2.2, what a QEMU guest reaches),
 // on a loopback port, stopped at the test's cleanup (a benchmark: Launch, Close). No fake registry.
+// Repository is a client of it; PushBlob, PushManifest and PushSignature
+// publish through one as nvboot push lays an image out, for tests that
+// need an image nvboot push cannot make.
 //
 // The command is built once with `go install MODULE/cmd/registry@Version`
 // into a cache directory outside the checkout keyed by the version
