@@ -233,13 +233,7 @@ func (p *Programs) putProgram(staged, path string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := os.Chmod(staged, 0o555); err != nil {
-		return err
-	}
-	if err := os.Rename(staged, path); err != nil {
-		return err
-	}
-	return dirsync.Sync(p.programsDir())
+	return installStaged(staged, path, 0o555)
 }
 
 // gcELF removes the programs no link names and what an interrupted upload

@@ -165,13 +165,23 @@ func (p *Programs) putStaged(staged, name string) error {
 	if same, err := sameText(final, staged); err != nil || same {
 		return err
 	}
-	if err := os.Chmod(staged, 0o444); err != nil {
+	return installStaged(staged, final, 0o444)
+}
+
+// installStaged puts a staged file, checked and fsynced, in place as
+// final: its mode first, then the rename, then an fsync of final's
+// directory. Wherever a power cut falls, final is either as it was (the
+// staged file left in uploads/, which the next boot removes) or the whole
+// new file with its mode; the rename is durable once the directory is
+// synced.
+func installStaged(staged, final string, mode os.FileMode) error {
+	if err := os.Chmod(staged, mode); err != nil {
 		return err
 	}
 	if err := os.Rename(staged, final); err != nil {
 		return err
 	}
-	return dirsync.Sync(p.dir())
+	return dirsync.Sync(filepath.Dir(final))
 }
 
 // sameText says whether the text at path exists with staged's size and
