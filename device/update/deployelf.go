@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/nvboot/nvboot/device/contract"
-	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // The deploy of an image without a text store (the elf layout: a
@@ -157,37 +156,17 @@ func (p *Programs) putProgram(staged, path string) error {
 // left; refused while a trial is open.
 func (p *Programs) gcELF() (contract.GCResult, error) {
 	res := contract.GCResult{Removed: []string{}}
-	used, err := p.linked()
+	_, drop, err := p.programs()
 	if err != nil {
 		return res, err
 	}
-	progs, err := os.ReadDir(p.programsDir())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, err
-	}
-	before, err := freeBytes(p.dir())
+	counted, err := p.countFreed(&res.Bytes)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if after, err := freeBytes(p.dir()); err == nil {
-			res.Bytes = max(after-before, 0)
-		}
-	}()
-	for _, de := range progs {
-		if used[de.Name()] {
-			continue
-		}
-		path := filepath.Join(p.programsDir(), de.Name())
-		if err := os.Remove(path); err != nil {
-			return res, err
-		}
-		res.Removed = append(res.Removed, path)
-	}
-	if len(res.Removed) > 0 {
-		if err := dirsync.Sync(p.programsDir()); err != nil {
-			return res, err
-		}
+	defer counted()
+	if err := p.removePrograms(drop, &res.Removed); err != nil {
+		return res, err
 	}
 	up, _, err := p.dropUploads()
 	res.Removed = append(res.Removed, up...)
