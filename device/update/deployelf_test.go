@@ -251,14 +251,6 @@ func TestDeployELFCutUpload(t *testing.T) {
 		}
 		return req
 	}
-	refused := func(name string, r *http.Request, code int, want string) {
-		t.Helper()
-		w := httptest.NewRecorder()
-		f.u.ServeHTTP(w, r)
-		if w.Code != code || !strings.Contains(w.Body.String(), want) {
-			t.Errorf("%s: %d %q, want %d with %q", name, w.Code, w.Body.String(), code, want)
-		}
-	}
 
 	pr, pw := io.Pipe()
 	first := make(chan struct{})
@@ -279,20 +271,14 @@ func TestDeployELFCutUpload(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	refused("a second upload", request("", &unreadBody{t: t}), http.StatusConflict, "another deploy")
+	served(t, f.u, "a second upload", request("", &unreadBody{t: t}), http.StatusConflict, "another deploy")
 	mixed := request("", &unreadBody{t: t})
 	mixed.Header.Set(contract.HeaderHeaderSize, "4096")
-	refused("a program with a header file size", mixed, http.StatusBadRequest, "a whole-program deploy has no header file or text")
+	served(t, f.u, "a program with a header file size", mixed, http.StatusBadRequest, "a whole-program deploy has no header file or text")
 
 	pw.CloseWithError(errors.New("the client went away"))
 	<-first
-	for i := 0; !f.u.mu.TryLock(); i++ {
-		if i == 1000 {
-			t.Fatal("the cut upload never gave the lock back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	f.u.mu.Unlock()
+	waitUnlocked(t, f.u)
 	if tr := files(f.dir); tr != "" {
 		t.Errorf("the store after the cut upload holds %s", tr)
 	}
