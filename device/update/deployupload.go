@@ -92,16 +92,19 @@ var textDeploy = deployKind{
 	put:        (*Server).putText,
 }
 
-// deployKind is the kind this appliance's store takes.
-func (u *Server) deployKind() *deployKind {
+// kind is the kind of deploy this appliance's store takes.
+func (u *Server) kind() *deployKind {
 	if u.Programs.ELF {
 		return &elfDeploy
 	}
 	return &textDeploy
 }
 
+// deploy serves a deploy of either kind: the headers checked, the lock
+// taken and the room asked before a byte of the body is read; then the
+// body received and checked, the program put into the store, and tried.
 func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
-	up, err := u.deployHeaders(u.deployKind(), r)
+	up, err := u.deployHeaders(u.kind(), r)
 	if err != nil {
 		writeError(w, err)
 		return
