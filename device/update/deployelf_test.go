@@ -261,16 +261,7 @@ func TestDeployELFCutUpload(t *testing.T) {
 		close(first)
 	}()
 	go pw.Write(f.probe[:pageSize])
-	staged := filepath.Join(f.dir, "uploads", "program")
-	for i := 0; ; i++ {
-		if _, err := os.Stat(staged); err == nil {
-			break
-		}
-		if i == 1000 {
-			t.Fatal("the first upload never started staging its program")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStaged(t, filepath.Join(f.dir, "uploads", "program"))
 	served(t, f.u, "a second upload", request("", &unreadBody{t: t}), http.StatusConflict, "another deploy")
 	mixed := request("", &unreadBody{t: t})
 	mixed.Header.Set(contract.HeaderHeaderSize, "4096")

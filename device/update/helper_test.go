@@ -3,6 +3,7 @@ package update
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,4 +105,18 @@ func waitUnlocked(t *testing.T, u *Server) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	u.mu.Unlock()
+}
+
+// waitStaged waits until an upload's staged part appears at path.
+func waitStaged(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if i == 1000 {
+			t.Fatalf("the upload never started staging %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

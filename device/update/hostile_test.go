@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -191,16 +190,7 @@ func TestDeployRefusedBeforeItsBody(t *testing.T) {
 		first <- resp
 	}()
 	go pw.Write(full[:hsize+pageSize])
-	staged := f.p.uploadsDir() + "/text"
-	for i := 0; ; i++ {
-		if _, err := os.Stat(staged); err == nil {
-			break
-		}
-		if i == 1000 {
-			t.Fatal("the first upload never started staging its text")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStaged(t, f.p.uploadsDir()+"/text")
 
 	served(t, f.u, "a second upload", deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full)), http.StatusConflict, "another deploy")
 	// Over the network, its body not sent: answered at once all the same
