@@ -1,8 +1,6 @@
 package update
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
 	"errors"
@@ -18,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/nvboot/nvboot/device/contract"
-	"github.com/nvboot/nvboot/internal/dirsync"
 )
 
 // The deploy of an image without a text store (the elf layout: a
@@ -27,7 +24,8 @@ import (
 // one writable filesystem such an image has (contract.ELFDeployDir):
 // programs/ named by the SHA-256 of their bytes, services/ with the links,
 // uploads/ while one is received; the same layout, switch, trial, boot
-// recovery and lock as the text store's. The state is mounted read-write
+// recovery and lock as the text store's, and the same deploy path
+// (deploy): what differs is elfDeploy's. The state is mounted read-write
 // already, so a step needs no remount (Programs.writable runs it as it
 // is), and the program is its own clean copy: there is no pmem text to
 // repair.
@@ -38,111 +36,44 @@ func NewELFPrograms(dir string) *Programs {
 	return &Programs{Store: contract.TextStore{Dir: dir}, ELF: true}
 }
 
-// deployELF is a whole-program deploy: its headers are checked, the lock
-// taken and the state's free space asked before a byte of the body is
-// read; the body streams through one buffer into uploads/program, hashed;
-// the program is checked (the announced length and hash, an executable
-// static ELF for this machine), renamed to programs/HASH, and tried.
-func (u *Server) deployELF(w http.ResponseWriter, r *http.Request) {
-	up, err := u.deployELFHeaders(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !u.mu.TryLock() {
-		http.Error(w, "another deploy, gc or update is running on this appliance; try again when it is done", http.StatusConflict)
-		return
-	}
-	defer u.mu.Unlock()
-	if err := u.Programs.room(up.tsize); err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		writeError(w, err)
-		return
-	}
-	if err := u.readProgram(r, up); err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		writeError(w, err)
-		return
-	}
-	res, status, err := u.applyELF(up)
-	if err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		http.Error(w, err.Error(), status)
-		return
-	}
-	reply(w, res)
+// elfDeploy is a deploy of a whole static program into the state: no
+// header file, the program staged as uploads/program and checked once
+// whole.
+var elfDeploy = deployKind{
+	staged:     "program",
+	foreign:    refuseOFF2F,
+	sizes:      programSize,
+	stageError: stateStoreError,
+	check:      (*Server).checkWholeProgram,
+	put:        (*Server).putELF,
 }
 
-// deployELFHeaders checks a whole-program deploy's headers; the program's
-// size is kept in tsize. Nothing of the body is read.
-func (u *Server) deployELFHeaders(r *http.Request) (*upload, error) {
-	bad := func(format string, args ...any) error { return errorf(http.StatusBadRequest, format, args...) }
+// refuseOFF2F is the refusal of an OFF2F upload (or one of both kinds) by
+// an appliance without a text store.
+func refuseOFF2F(r *http.Request) error {
 	if r.Header.Get(contract.HeaderProgramSize) == "" {
-		return nil, bad("this appliance has no text store (the elf layout): it takes a whole static program (%s), not an OFF2F header file and text; deploy with an nvboot that reads %s's %q", contract.HeaderProgramSize, contract.PathFeatures, contract.FeatureDeployELF)
+		return badRequest("this appliance has no text store (the elf layout): it takes a whole static program (%s), not an OFF2F header file and text; deploy with an nvboot that reads %s's %q", contract.HeaderProgramSize, contract.PathFeatures, contract.FeatureDeployELF)
 	}
 	if r.Header.Get(contract.HeaderHeaderSize) != "" || r.Header.Get(contract.HeaderTextSize) != "" {
-		return nil, bad("%s with %s or %s: a whole-program deploy has no header file or text", contract.HeaderProgramSize, contract.HeaderHeaderSize, contract.HeaderTextSize)
+		return badRequest("%s with %s or %s: a whole-program deploy has no header file or text", contract.HeaderProgramSize, contract.HeaderHeaderSize, contract.HeaderTextSize)
 	}
-	up := &upload{service: r.Header.Get(contract.HeaderService)}
-	if _, ok := u.Images[up.service]; !ok {
-		return nil, bad("%s %q: no such service in this appliance's config", contract.HeaderService, up.service)
-	}
+	return nil
+}
+
+// programSize is a whole-program deploy's one size, the program's (no
+// header file).
+func programSize(r *http.Request) (hsize, tsize int64, err error) {
 	v := r.Header.Get(contract.HeaderProgramSize)
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > contract.MaxDeployBody {
-		return nil, bad("%s %q: want a byte count above 0 and up to %d; nothing was written", contract.HeaderProgramSize, v, contract.MaxDeployBody)
+		return 0, 0, badRequest("%s %q: want a byte count above 0 and up to %d; nothing was written", contract.HeaderProgramSize, v, contract.MaxDeployBody)
 	}
-	up.tsize = n
-	up.sum, err = hex.DecodeString(r.Header.Get(contract.HeaderBodySHA256))
-	if err != nil || len(up.sum) != sha256.Size {
-		return nil, bad("%s %q: want 64 hex digits", contract.HeaderBodySHA256, r.Header.Get(contract.HeaderBodySHA256))
-	}
-	if up.deadline, err = contract.ParseReadyDeadline(r.Header.Get(contract.HeaderDeadline)); err != nil {
-		return nil, errorf(http.StatusBadRequest, "%w", err)
-	}
-	switch cl := r.ContentLength; {
-	case cl >= 0 && cl < n:
-		return nil, bad("truncated upload: %d of %d bytes (the request's Content-Length); nothing was written", cl, n)
-	case cl > n:
-		return nil, bad("upload longer than the %d bytes announced (Content-Length %d); nothing was written", n, cl)
-	}
-	return up, nil
+	return 0, n, nil
 }
 
-// readProgram receives a whole-program deploy's body into uploads/ and
-// checks it: exactly as long as announced, the announced hash, a program
-// this appliance can run. On an error the staged program is gone again.
-func (u *Server) readProgram(r *http.Request, up *upload) (retErr error) {
-	st, err := u.Programs.newStageNamed(u.Sup, u.Limits.withDefaults().UploadBuffer, "program")
-	if err != nil {
-		return stateStoreError(err)
-	}
-	defer func() {
-		if retErr != nil {
-			if rerr := st.remove(); rerr != nil {
-				u.logf("deploy of %s: removing its staged program: %v", up.service, rerr)
-			}
-		}
-	}()
-	body := sha256.New()
-	if err := receiveText(r.Body, st, up.tsize, body); err != nil {
-		var rerr *readError
-		if errors.As(err, &rerr) {
-			return cutUpload(rerr.got, up.tsize, rerr.err)
-		}
-		return stateStoreError(err)
-	}
-	if m, _ := r.Body.Read(make([]byte, 1)); m > 0 {
-		return errorf(http.StatusBadRequest, "upload longer than the %d bytes announced; nothing was written", up.tsize)
-	}
-	if got := body.Sum(nil); !bytes.Equal(got, up.sum) {
-		return errorf(http.StatusBadRequest, "upload hash mismatch: the body hashes to %x, the sender said %x (damaged in transit?); nothing was written", got, up.sum)
-	}
-	if err := checkStaticProgram(st.path, runtime.GOARCH); err != nil {
-		return errorf(http.StatusBadRequest, "%w; nothing was written", err)
-	}
-	up.text = st
-	return nil
+// checkWholeProgram checks the staged program: one this appliance runs.
+func (u *Server) checkWholeProgram(up *upload) error {
+	return checkStaticProgram(up.text.path, runtime.GOARCH)
 }
 
 // checkStaticProgram checks that the file at path is a program this
@@ -180,32 +111,17 @@ func checkStaticProgram(path, goarch string) error {
 	return nil
 }
 
-// applyELF puts the checked program under its hash and has the
-// supervisor try it.
-func (u *Server) applyELF(up *upload) (contract.DeployResult, int, error) {
-	res := contract.DeployResult{Service: up.service, TextSent: true,
-		Previous: u.Programs.Current(up.service, u.Images[up.service])}
+// putELF renames the checked program to programs/HASH, on the
+// supervisor's goroutine.
+func (u *Server) putELF(up *upload, res *contract.DeployResult) error {
 	var ierr error
 	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.installProgram(up.text, hex.EncodeToString(up.sum)) }); err != nil {
-		return res, http.StatusServiceUnavailable, err
+		return errorf(http.StatusServiceUnavailable, "%w", err)
 	}
 	if ierr != nil {
-		return res, statusOf(stateStoreError(ierr)), fmt.Errorf("writing the program into %s (the service was not touched): %w", u.Programs.dir(), ierr)
+		return errorf(statusOf(stateStoreError(ierr)), "writing the program into %s (the service was not touched): %w", u.Programs.dir(), ierr)
 	}
-	if res.Program == res.Previous {
-		res.Result = contract.DeployUnchanged
-		return res, 0, nil
-	}
-	tr := u.Sup.Replace(up.service, up.deadline, u.Programs.Trial(up.service, res.Program, res.Previous))
-	res.Result, res.Reason, res.Ready, res.Downtime = tr.Result, tr.Reason, tr.Ready, tr.Downtime
-	if tr.Err != nil && tr.Result == "" {
-		return res, http.StatusConflict, tr.Err
-	}
-	if tr.Err != nil {
-		res.Reason = tr.Err.Error()
-	}
-	u.logf("deploy of %s: %s %s", up.service, res.Result, res.Reason)
-	return res, 0, nil
+	return nil
 }
 
 // installProgram renames a staged, checked and synced program to
@@ -233,50 +149,24 @@ func (p *Programs) putProgram(staged, path string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := os.Chmod(staged, 0o555); err != nil {
-		return err
-	}
-	if err := os.Rename(staged, path); err != nil {
-		return err
-	}
-	return dirsync.Sync(p.programsDir())
+	return installStaged(staged, path, 0o555)
 }
 
 // gcELF removes the programs no link names and what an interrupted upload
 // left; refused while a trial is open.
 func (p *Programs) gcELF() (contract.GCResult, error) {
 	res := contract.GCResult{Removed: []string{}}
-	used, err := p.linked()
+	_, drop, err := p.programs()
 	if err != nil {
 		return res, err
 	}
-	progs, err := os.ReadDir(p.programsDir())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, err
-	}
-	before, err := freeBytes(p.dir())
+	counted, err := p.countFreed(&res.Bytes)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		if after, err := freeBytes(p.dir()); err == nil {
-			res.Bytes = max(after-before, 0)
-		}
-	}()
-	for _, de := range progs {
-		if used[de.Name()] {
-			continue
-		}
-		path := filepath.Join(p.programsDir(), de.Name())
-		if err := os.Remove(path); err != nil {
-			return res, err
-		}
-		res.Removed = append(res.Removed, path)
-	}
-	if len(res.Removed) > 0 {
-		if err := dirsync.Sync(p.programsDir()); err != nil {
-			return res, err
-		}
+	defer counted()
+	if err := p.removePrograms(drop, &res.Removed); err != nil {
+		return res, err
 	}
 	up, _, err := p.dropUploads()
 	res.Removed = append(res.Removed, up...)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nvboot/nvboot/device/contract"
 	"github.com/nvboot/nvboot/host/deploy"
@@ -223,4 +224,66 @@ func files(dir string) string {
 		return nil
 	})
 	return strings.Join(l, " ")
+}
+
+// A whole program's upload holds the text store's guarantees, through the
+// same handler: a second upload while one is received gets 409 unread, a
+// program with a header file or text size 400; an upload cut by its
+// client, or one that stalls (408), gives the lock back with its staged
+// program removed and the store as it was; then a deploy goes through.
+func TestDeployELFCutUpload(t *testing.T) {
+	f := newELFFixture(t)
+	f.u.Limits = Limits{Stall: time.Second}
+	size := int64(len(f.probe))
+	hdr := map[string]string{contract.HeaderService: "srv", contract.HeaderProgramSize: strconv.FormatInt(size, 10),
+		contract.HeaderBodySHA256: sha(f.probe)}
+	// request is the upload over the network, or with url "" one to serve
+	// in-process.
+	request := func(url string, body io.Reader) *http.Request {
+		req := httptest.NewRequest(http.MethodPut, contract.PathDeploy, body)
+		if url != "" {
+			req, _ = http.NewRequest(http.MethodPut, url+contract.PathDeploy, body)
+		}
+		req.ContentLength = size
+		req.SetBasicAuth(contract.UpdateUser, testPassword)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		return req
+	}
+
+	pr, pw := io.Pipe()
+	first := make(chan struct{})
+	go func() {
+		if resp, err := http.DefaultClient.Do(request(f.srv.URL, pr)); err == nil {
+			resp.Body.Close()
+		}
+		close(first)
+	}()
+	go pw.Write(f.probe[:pageSize])
+	waitStaged(t, filepath.Join(f.dir, "uploads", "program"))
+	served(t, f.u, "a second upload", request("", &unreadBody{t: t}), http.StatusConflict, "another deploy")
+	mixed := request("", &unreadBody{t: t})
+	mixed.Header.Set(contract.HeaderHeaderSize, "4096")
+	served(t, f.u, "a program with a header file size", mixed, http.StatusBadRequest, "a whole-program deploy has no header file or text")
+
+	pw.CloseWithError(errors.New("the client went away"))
+	<-first
+	waitUnlocked(t, f.u)
+	if tr := files(f.dir); tr != "" {
+		t.Errorf("the store after the cut upload holds %s", tr)
+	}
+
+	c := rawRequest(t, f.srv.Listener.Addr().String(), http.MethodPut, contract.PathDeploy, hdr, int(size), f.probe[:pageSize])
+	if code, msg := answer(t, c); code != http.StatusRequestTimeout || !strings.Contains(msg, "stalled") {
+		t.Errorf("a stopped upload: %d %q, want 408 saying it stalled", code, msg)
+	}
+	if tr := files(f.dir); tr != "" {
+		t.Errorf("the store after the stalled upload holds %s", tr)
+	}
+
+	res, err := f.client().Deploy(context.Background(), deploy.Program{Service: "srv", ELF: f.probe})
+	if err != nil || res.Result != contract.DeployKept {
+		t.Fatalf("a deploy after the cut ones: %+v, %v", res, err)
+	}
 }

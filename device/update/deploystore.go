@@ -165,13 +165,23 @@ func (p *Programs) putStaged(staged, name string) error {
 	if same, err := sameText(final, staged); err != nil || same {
 		return err
 	}
-	if err := os.Chmod(staged, 0o444); err != nil {
+	return installStaged(staged, final, 0o444)
+}
+
+// installStaged puts a staged file, checked and fsynced, in place as
+// final: its mode first, then the rename, then an fsync of final's
+// directory. Wherever a power cut falls, final is either as it was (the
+// staged file left in uploads/, which the next boot removes) or the whole
+// new file with its mode; the rename is durable once the directory is
+// synced.
+func installStaged(staged, final string, mode os.FileMode) error {
+	if err := os.Chmod(staged, mode); err != nil {
 		return err
 	}
 	if err := os.Rename(staged, final); err != nil {
 		return err
 	}
-	return dirsync.Sync(p.dir())
+	return dirsync.Sync(filepath.Dir(final))
 }
 
 // sameText says whether the text at path exists with staged's size and
@@ -370,22 +380,12 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		return p.gcELF()
 	}
 	res := contract.GCResult{Removed: []string{}}
-	used, err := p.linked()
+	kept, drop, err := p.programs()
 	if err != nil {
 		return res, err
 	}
-	progs, err := os.ReadDir(p.programsDir())
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return res, err
-	}
 	var texts []string
-	var drop []string
-	for _, de := range progs {
-		path := filepath.Join(p.programsDir(), de.Name())
-		if !used[de.Name()] {
-			drop = append(drop, path)
-			continue
-		}
+	for _, path := range kept {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return res, err
@@ -412,26 +412,14 @@ func (p *Programs) gc() (contract.GCResult, error) {
 		manifests = append(manifests, keep.Name())
 	}
 	err = p.writable(func() error {
-		before, err := freeBytes(p.dir())
+		// What the store got back, whatever gc ends on.
+		counted, err := p.countFreed(&res.Bytes)
 		if err != nil {
 			return err
 		}
-		// What the store got back, whatever gc ends on.
-		defer func() {
-			if after, err := freeBytes(p.dir()); err == nil {
-				res.Bytes = max(after-before, 0)
-			}
-		}()
-		for _, path := range drop {
-			if err := os.Remove(path); err != nil {
-				return err
-			}
-			res.Removed = append(res.Removed, path)
-		}
-		if len(drop) > 0 {
-			if err := dirsync.Sync(p.programsDir()); err != nil {
-				return err
-			}
+		defer counted()
+		if err := p.removePrograms(drop, &res.Removed); err != nil {
+			return err
 		}
 		gone, err := (off2f.Store{Dir: p.dir()}).GC(manifests)
 		for _, e := range gone {
@@ -448,13 +436,64 @@ func (p *Programs) gc() (contract.GCResult, error) {
 	})
 	// The clean copies on the state filesystem: those of the kept
 	// programs' texts stay.
-	kept := map[string]bool{}
+	needed := map[string]bool{}
 	for _, t := range texts {
-		kept[t] = true
+		needed[t] = true
 	}
-	gone, n, cerr := p.gcCleanCopies(kept)
+	gone, n, cerr := p.gcCleanCopies(needed)
 	res.Removed, res.Bytes = append(res.Removed, gone...), res.Bytes+n
 	return res, errors.Join(err, cerr)
+}
+
+// programs returns the paths of the deployed programs, those a service's
+// link names and those none does; an error while a trial is open.
+func (p *Programs) programs() (linked, unlinked []string, err error) {
+	used, err := p.linked()
+	if err != nil {
+		return nil, nil, err
+	}
+	des, err := os.ReadDir(p.programsDir())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	for _, de := range des {
+		path := filepath.Join(p.programsDir(), de.Name())
+		if used[de.Name()] {
+			linked = append(linked, path)
+		} else {
+			unlinked = append(unlinked, path)
+		}
+	}
+	return linked, unlinked, nil
+}
+
+// removePrograms removes paths from programs/, adding each to removed,
+// then syncs the directory. Only with the store writable.
+func (p *Programs) removePrograms(paths []string, removed *[]string) error {
+	for _, path := range paths {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		*removed = append(*removed, path)
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	return dirsync.Sync(p.programsDir())
+}
+
+// countFreed starts counting what the store's filesystem gets back
+// (freeBytes); the function it returns sets *n to that.
+func (p *Programs) countFreed(n *int64) (func(), error) {
+	before, err := freeBytes(p.dir())
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if after, err := freeBytes(p.dir()); err == nil {
+			*n = max(after-before, 0)
+		}
+	}, nil
 }
 
 // linked returns the base names of the programs the services' links

@@ -21,16 +21,19 @@ import (
 	"github.com/nvboot/nvboot/off2f"
 )
 
-// A deploy's upload. Its headers are checked, the endpoint's lock taken
-// and the store's free space checked before a byte of the body is read.
-// The header file is then read into memory (at most
-// contract.MaxDeployHeader: it is parsed whole), and the text streams
-// through one fixed buffer (Limits.UploadBuffer) into the store's uploads
-// directory, each full buffer written in its own read-write window of the
-// store on the supervisor's goroutine, hashed and checked as it goes.
-// Nothing outside uploads/ changes before the whole upload arrived and was
-// checked; a refused, cut or stalled upload's staged text is removed
-// before the answer, and one a power cut left is removed at the next boot
+// A deploy's upload, of either kind (deployKind): an OFF2F program into
+// the text store, or a whole static program into the state of an image
+// without one (deployelf.go). Its headers are checked, the endpoint's lock
+// taken and the store's free space checked before a byte of the body is
+// read. A header file is then read into memory (at most
+// contract.MaxDeployHeader: it is parsed whole), and the staged part (the
+// text, or the whole program) streams through one fixed buffer
+// (Limits.UploadBuffer) into the store's uploads directory, each full
+// buffer written in its own read-write window of the store on the
+// supervisor's goroutine, hashed and checked as it goes. Nothing outside
+// uploads/ changes before the whole upload arrived and was checked; a
+// refused, cut or stalled upload's staged part is removed before the
+// answer, and one a power cut left is removed at the next boot
 // (Programs.UseDeployed) or by a gc.
 
 // pageSize is the unit of holes in a staged text, as in the store's own
@@ -39,25 +42,69 @@ const pageSize = 4096
 
 // upload is a deploy: what its headers announce, then what arrived.
 type upload struct {
+	kind         *deployKind
 	service      string
-	hsize, tsize int64
+	hsize, tsize int64  // the header file's size (0: a whole program), the staged part's
 	sum          []byte // the body's SHA-256, as announced
 	deadline     time.Duration
 	header       []byte // the header file
 	hdr          *off2f.Header
-	text         *stagedText // the text, staged in the store; nil: not sent
+	text         *stagedText // the staged part in the store; nil: not sent
+	textCheck    *textCheck  // the text's check, fed as it streamed; nil: no text
 }
 
-func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
+// deployKind is what differs between the two kinds of deploy; all else is
+// one path (deploy): the service, hash, deadline and Content-Length, the
+// lock, the room, the body through one buffer into uploads/, its length
+// and hash, the answers, and the trial.
+type deployKind struct {
+	// staged is the staged part's name in uploads/ (and in logs).
+	staged string
+	// foreign refuses the other kind's upload, before any other check.
+	foreign func(r *http.Request) error
+	// sizes are the header file's and the staged part's, from the
+	// headers, each checked.
+	sizes func(r *http.Request) (hsize, tsize int64, err error)
+	// streamText: the staged part is an OFF2F text, its header page and
+	// hash checked as it streams (textCheck).
+	streamText bool
+	// stageError is the answer to a staging write that failed: it names
+	// the store's filesystem and the image setting that sizes it.
+	stageError func(error) error
+	// check is the program's own check (400), once the body arrived whole
+	// and hashed as announced.
+	check func(u *Server, up *upload) error
+	// put writes the checked program into the store and sets res.Program
+	// (and res.Text); nothing is switched. Its error carries the answer's
+	// status.
+	put func(u *Server, up *upload, res *contract.DeployResult) error
+}
+
+// textDeploy is a deploy into the text store: the header file, then its
+// text unless the store holds it.
+var textDeploy = deployKind{
+	staged:     "text",
+	foreign:    refuseWholeProgram,
+	sizes:      textSizes,
+	streamText: true,
+	stageError: storeError,
+	check:      (*Server).checkProgram,
+	put:        (*Server).putText,
+}
+
+// kind is the kind of deploy this appliance's store takes.
+func (u *Server) kind() *deployKind {
 	if u.Programs.ELF {
-		u.deployELF(w, r)
-		return
+		return &elfDeploy
 	}
-	if r.Header.Get(contract.HeaderProgramSize) != "" {
-		http.Error(w, "this appliance deploys OFF2F programs into its text store (a header file and its text), not a whole program ("+contract.HeaderProgramSize+")", http.StatusBadRequest)
-		return
-	}
-	up, err := u.deployHeaders(r)
+	return &textDeploy
+}
+
+// deploy serves a deploy of either kind: the headers checked, the lock
+// taken and the room asked before a byte of the body is read; then the
+// body received and checked, the program put into the store, and tried.
+func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
+	up, err := u.deployHeaders(u.kind(), r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -69,77 +116,96 @@ func (u *Server) deploy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer u.mu.Unlock()
-	if err := u.Programs.room(up.hsize + up.tsize); err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		writeError(w, err)
-		return
+	err = u.Programs.room(up.hsize + up.tsize)
+	if err == nil {
+		err = u.readUpload(r, up)
 	}
-	if err := u.readUpload(r, up); err != nil {
-		u.logf("deploy of %s refused: %v", up.service, err)
-		writeError(w, err)
-		return
+	var res contract.DeployResult
+	if err == nil {
+		res, err = u.apply(up)
 	}
-	res, status, err := u.apply(up)
 	if err != nil {
 		u.logf("deploy of %s refused: %v", up.service, err)
-		http.Error(w, err.Error(), status)
+		writeError(w, err)
 		return
 	}
 	reply(w, res)
 }
 
-// deployHeaders checks what a deploy's headers announce: the service, the
-// sizes, the hash, the deadline, and the Content-Length against the sizes.
-// Nothing of the body is read.
-func (u *Server) deployHeaders(r *http.Request) (*upload, error) {
-	bad := func(format string, args ...any) error { return errorf(http.StatusBadRequest, format, args...) }
-	up := &upload{service: r.Header.Get(contract.HeaderService)}
-	if _, ok := u.Images[up.service]; !ok {
-		return nil, bad("%s %q: no such service in this appliance's config", contract.HeaderService, up.service)
+func badRequest(format string, args ...any) error {
+	return errorf(http.StatusBadRequest, format, args...)
+}
+
+// deployHeaders checks what a deploy's headers announce: the kind, the
+// service, the sizes, the hash, the deadline, and the Content-Length
+// against the sizes. Nothing of the body is read.
+func (u *Server) deployHeaders(k *deployKind, r *http.Request) (*upload, error) {
+	if err := k.foreign(r); err != nil {
+		return nil, err
 	}
-	size := func(h string) (int64, error) {
-		n, err := strconv.ParseInt(r.Header.Get(h), 10, 64)
-		if err != nil || n < 0 || n > contract.MaxDeployBody {
-			return 0, bad("%s %q: want a byte count up to %d", h, r.Header.Get(h), contract.MaxDeployBody)
-		}
-		return n, nil
+	up := &upload{kind: k, service: r.Header.Get(contract.HeaderService)}
+	if _, ok := u.Images[up.service]; !ok {
+		return nil, badRequest("%s %q: no such service in this appliance's config", contract.HeaderService, up.service)
 	}
 	var err error
-	if up.hsize, err = size(contract.HeaderHeaderSize); err != nil {
+	if up.hsize, up.tsize, err = k.sizes(r); err != nil {
 		return nil, err
-	}
-	if up.tsize, err = size(contract.HeaderTextSize); err != nil {
-		return nil, err
-	}
-	total := up.hsize + up.tsize
-	switch {
-	case up.hsize == 0 || total > contract.MaxDeployBody:
-		return nil, bad("upload of %d+%d bytes: the header file is empty, or the whole is above %d bytes", up.hsize, up.tsize, contract.MaxDeployBody)
-	case up.hsize > contract.MaxDeployHeader:
-		return nil, bad("the header file is %d bytes; this appliance takes header files up to %d bytes (it holds one in memory to check it); nothing was written", up.hsize, contract.MaxDeployHeader)
 	}
 	up.sum, err = hex.DecodeString(r.Header.Get(contract.HeaderBodySHA256))
 	if err != nil || len(up.sum) != sha256.Size {
-		return nil, bad("%s %q: want 64 hex digits", contract.HeaderBodySHA256, r.Header.Get(contract.HeaderBodySHA256))
+		return nil, badRequest("%s %q: want 64 hex digits", contract.HeaderBodySHA256, r.Header.Get(contract.HeaderBodySHA256))
 	}
 	if up.deadline, err = contract.ParseReadyDeadline(r.Header.Get(contract.HeaderDeadline)); err != nil {
-		return nil, errorf(http.StatusBadRequest, "%w", err)
+		return nil, badRequest("%w", err)
 	}
-	switch cl := r.ContentLength; {
+	switch cl, total := r.ContentLength, up.hsize+up.tsize; {
 	case cl >= 0 && cl < total:
-		return nil, bad("truncated upload: %d of %d bytes (the request's Content-Length); nothing was written", cl, total)
+		return nil, badRequest("truncated upload: %d of %d bytes (the request's Content-Length); nothing was written", cl, total)
 	case cl > total:
-		return nil, bad("upload longer than the %d bytes announced (Content-Length %d); nothing was written", total, cl)
+		return nil, badRequest("upload longer than the %d bytes announced (Content-Length %d); nothing was written", total, cl)
 	}
 	return up, nil
 }
 
+// refuseWholeProgram is the text store's refusal of a whole program.
+func refuseWholeProgram(r *http.Request) error {
+	if r.Header.Get(contract.HeaderProgramSize) != "" {
+		return badRequest("this appliance deploys OFF2F programs into its text store (a header file and its text), not a whole program (%s)", contract.HeaderProgramSize)
+	}
+	return nil
+}
+
+// textSizes are a text store deploy's sizes: a header file, not empty,
+// and a text (0: the store holds it).
+func textSizes(r *http.Request) (hsize, tsize int64, err error) {
+	size := func(h string) (int64, error) {
+		n, err := strconv.ParseInt(r.Header.Get(h), 10, 64)
+		if err != nil || n < 0 || n > contract.MaxDeployBody {
+			return 0, badRequest("%s %q: want a byte count up to %d", h, r.Header.Get(h), contract.MaxDeployBody)
+		}
+		return n, nil
+	}
+	if hsize, err = size(contract.HeaderHeaderSize); err != nil {
+		return 0, 0, err
+	}
+	if tsize, err = size(contract.HeaderTextSize); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case hsize == 0 || hsize+tsize > contract.MaxDeployBody:
+		return 0, 0, badRequest("upload of %d+%d bytes: the header file is empty, or the whole is above %d bytes", hsize, tsize, contract.MaxDeployBody)
+	case hsize > contract.MaxDeployHeader:
+		return 0, 0, badRequest("the header file is %d bytes; this appliance takes header files up to %d bytes (it holds one in memory to check it); nothing was written", hsize, contract.MaxDeployHeader)
+	}
+	return hsize, tsize, nil
+}
+
 // readUpload receives a deploy's body: the header file into memory, the
-// text into the store's uploads directory, then checks it: exactly as long
-// as announced, the announced hash, then the program itself (an OFF2F
-// header for this machine naming the store, its text matching it). On an
-// error the staged text is gone again.
+// staged part into the store's uploads directory, then checks it: exactly
+// as long as announced, the announced hash, then the program itself (the
+// kind's check). On an error the staged part is gone again.
 func (u *Server) readUpload(r *http.Request, up *upload) (retErr error) {
+	k := up.kind
 	total := up.hsize + up.tsize
 	body := sha256.New()
 	up.header = make([]byte, up.hsize)
@@ -148,39 +214,47 @@ func (u *Server) readUpload(r *http.Request, up *upload) (retErr error) {
 	if err != nil {
 		return cutUpload(int64(n), total, err)
 	}
-	var text *textCheck
 	if up.tsize > 0 {
-		st, err := u.Programs.newStage(u.Sup, u.Limits.withDefaults().UploadBuffer)
+		st, err := u.Programs.newStage(u.Sup, u.Limits.withDefaults().UploadBuffer, k.staged)
 		if err != nil {
-			return storeError(err)
+			return k.stageError(err)
 		}
 		defer func() {
 			if retErr != nil {
-				if rerr := st.remove(); rerr != nil {
-					u.logf("deploy of %s: removing its staged text: %v", up.service, rerr)
-				}
+				u.unstage(up.service, st)
 			}
 		}()
-		text = &textCheck{}
-		if err := receiveText(r.Body, st, up.tsize, io.MultiWriter(body, text)); err != nil {
+		var sum io.Writer = body
+		if k.streamText {
+			up.textCheck = &textCheck{}
+			sum = io.MultiWriter(body, up.textCheck)
+		}
+		if err := receiveText(r.Body, st, up.tsize, sum); err != nil {
 			var rerr *readError
 			if errors.As(err, &rerr) {
 				return cutUpload(up.hsize+rerr.got, total, rerr.err)
 			}
-			return storeError(err)
+			return k.stageError(err)
 		}
 		up.text = st
 	}
 	if m, _ := r.Body.Read(make([]byte, 1)); m > 0 {
-		return errorf(http.StatusBadRequest, "upload longer than the %d bytes announced; nothing was written", total)
+		return badRequest("upload longer than the %d bytes announced; nothing was written", total)
 	}
 	if got := body.Sum(nil); !bytes.Equal(got, up.sum) {
-		return errorf(http.StatusBadRequest, "upload hash mismatch: the body hashes to %x, the sender said %x (damaged in transit?); nothing was written", got, up.sum)
+		return badRequest("upload hash mismatch: the body hashes to %x, the sender said %x (damaged in transit?); nothing was written", got, up.sum)
 	}
-	if err := u.checkProgram(up, text); err != nil {
-		return errorf(http.StatusBadRequest, "%w", err)
+	if err := k.check(u, up); err != nil {
+		return badRequest("%w; nothing was written", err)
 	}
 	return nil
+}
+
+// unstage removes a refused upload's staged part, before the answer.
+func (u *Server) unstage(service string, st *stagedText) {
+	if err := st.remove(); err != nil {
+		u.logf("deploy of %s: removing its staged %s: %v", service, filepath.Base(st.path), err)
+	}
 }
 
 // readError is the body's failure while a text was received, after got
@@ -238,7 +312,7 @@ func storeError(err error) error {
 // checkProgram checks that the program can run here: an OFF2F header file
 // for this machine whose text is in this store, and the text, if sent,
 // the one the header names, whole.
-func (u *Server) checkProgram(up *upload, text *textCheck) error {
+func (u *Server) checkProgram(up *upload) error {
 	f, err := elf.NewFile(bytes.NewReader(up.header))
 	if err != nil {
 		return fmt.Errorf("the header file is not an ELF file: %w", err)
@@ -254,10 +328,10 @@ func (u *Server) checkProgram(up *upload, text *textCheck) error {
 		return fmt.Errorf("the program's note names the text store %s, this appliance's is %s", hdr.Note.StoreDir, dir)
 	}
 	up.hdr = hdr
-	if text == nil {
+	if up.textCheck == nil {
 		return nil
 	}
-	th, err := text.result()
+	th, err := up.textCheck.result()
 	if err != nil {
 		return fmt.Errorf("the text file: %w", err)
 	}
@@ -356,13 +430,9 @@ type stagedText struct {
 	off  int64 // the file offset of buf[0]
 }
 
-// newStage starts a staged text, empty, with a buffer of size bytes.
-func (p *Programs) newStage(sup Supervisor, size int) (*stagedText, error) {
-	return p.newStageNamed(sup, size, "text")
-}
-
-// newStageNamed is newStage of uploads/NAME.
-func (p *Programs) newStageNamed(sup Supervisor, size int, name string) (*stagedText, error) {
+// newStage starts a staged part, uploads/NAME, empty, with a buffer of
+// size bytes.
+func (p *Programs) newStage(sup Supervisor, size int, name string) (*stagedText, error) {
 	s := &stagedText{p: p, sup: sup, path: filepath.Join(p.uploadsDir(), name), buf: make([]byte, 0, size)}
 	err := s.window(func() error {
 		if err := os.MkdirAll(p.uploadsDir(), 0o755); err != nil {
@@ -459,14 +529,37 @@ func writeSparseAt(f *os.File, b []byte, off int64) error {
 	return nil
 }
 
-// apply writes the program into the store and has the supervisor try it.
-func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
-	textHash := off2f.HashName(up.hdr.Note.Hash)
-	res := contract.DeployResult{Service: up.service, Text: textHash, TextSent: up.text != nil,
+// apply puts the checked program into the store (the kind's put) and has
+// the supervisor try it. An error carries the answer's status.
+func (u *Server) apply(up *upload) (contract.DeployResult, error) {
+	res := contract.DeployResult{Service: up.service, TextSent: up.text != nil,
 		Previous: u.Programs.Current(up.service, u.Images[up.service])}
-	// The clean copy first, off the supervisor's goroutine (it reads the
-	// whole text): the program names it, and is written only once it is
-	// durable.
+	if err := up.kind.put(u, up, &res); err != nil {
+		return res, err
+	}
+	if res.Program == res.Previous {
+		res.Result = contract.DeployUnchanged
+		return res, nil
+	}
+	name := up.service
+	tr := u.Sup.Replace(name, up.deadline, u.Programs.Trial(name, res.Program, res.Previous))
+	res.Result, res.Reason, res.Ready, res.Downtime = tr.Result, tr.Reason, tr.Ready, tr.Downtime
+	if tr.Err != nil && tr.Result == "" {
+		return res, errorf(http.StatusConflict, "%w", tr.Err)
+	}
+	if tr.Err != nil {
+		res.Reason = tr.Err.Error()
+	}
+	u.logf("deploy of %s: %s %s", name, res.Result, res.Reason)
+	return res, nil
+}
+
+// putText writes an OFF2F program into the text store: its text's clean
+// copy first, off the supervisor's goroutine (it reads the whole text):
+// the program names it, and is written only once it is durable. Then, on
+// the supervisor's goroutine, the staged text and the header file.
+func (u *Server) putText(up *upload, res *contract.DeployResult) error {
+	res.Text = off2f.HashName(up.hdr.Note.Hash)
 	fallback, err := u.Programs.cleanCopy(up.hdr, up.text)
 	var header []byte
 	if err == nil {
@@ -476,15 +569,13 @@ func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
 		// Refused: the staged text goes before the answer, as for any
 		// refused upload.
 		if up.text != nil {
-			if rerr := up.text.remove(); rerr != nil {
-				u.logf("deploy of %s: removing its staged text: %v", up.service, rerr)
-			}
+			u.unstage(up.service, up.text)
 		}
-		return res, statusOf(err), err
+		return err
 	}
 	var ierr error
-	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(header, textHash, up.text) }); err != nil {
-		return res, http.StatusServiceUnavailable, err
+	if err := u.Sup.Do(func() { res.Program, ierr = u.Programs.install(header, res.Text, up.text) }); err != nil {
+		return errorf(http.StatusServiceUnavailable, "%w", err)
 	}
 	if ierr != nil {
 		status, hint := http.StatusConflict, ""
@@ -492,21 +583,7 @@ func (u *Server) apply(up *upload) (contract.DeployResult, int, error) {
 			status = http.StatusInsufficientStorage
 			hint = "; the text store is full: remove what no service runs (nvboot deploy -gc), or build the image with a larger TextStoreMiB"
 		}
-		return res, status, fmt.Errorf("writing the program into the text store (the service was not touched): %w%s", ierr, hint)
+		return errorf(status, "writing the program into the text store (the service was not touched): %w%s", ierr, hint)
 	}
-	if res.Program == res.Previous {
-		res.Result = contract.DeployUnchanged
-		return res, 0, nil
-	}
-	name := up.service
-	tr := u.Sup.Replace(name, up.deadline, u.Programs.Trial(name, res.Program, res.Previous))
-	res.Result, res.Reason, res.Ready, res.Downtime = tr.Result, tr.Reason, tr.Ready, tr.Downtime
-	if tr.Err != nil && tr.Result == "" {
-		return res, http.StatusConflict, tr.Err
-	}
-	if tr.Err != nil {
-		res.Reason = tr.Err.Error()
-	}
-	u.logf("deploy of %s: %s %s", name, res.Result, res.Reason)
-	return res, 0, nil
+	return nil
 }

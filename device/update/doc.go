@@ -91,7 +91,9 @@
 // no text store; its Programs (NewELFPrograms, deployelf.go) is a
 // directory on the state filesystem, contract.ELFDeployDir, laid out as
 // below (programs/, services/, uploads/), and its features say
-// contract.FeatureDeployELF. A deploy there is one whole static program
+// contract.FeatureDeployELF. One handler serves both kinds of deploy;
+// what differs is named in one place, a deployKind (textDeploy,
+// elfDeploy). A deploy there is one whole static program
 // (contract.HeaderProgramSize bytes, no header file or text), checked
 // before its body exactly as above (the room on the state's filesystem),
 // streamed through the same buffer into uploads/program, fsynced and

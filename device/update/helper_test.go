@@ -1,6 +1,9 @@
 package update
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,4 +81,42 @@ func (s *fakeSupervisor) Replace(name string, deadline time.Duration, ops TrialO
 func probeProgram(t *testing.T) []byte {
 	t.Helper()
 	return vmtest.StaticBytes(t, "../../off2f/testdata/progs/probe")
+}
+
+// served serves r in-process and checks that the answer has code and
+// says want.
+func served(t *testing.T, u *Server, name string, r *http.Request, code int, want string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	u.ServeHTTP(w, r)
+	if w.Code != code || !strings.Contains(w.Body.String(), want) {
+		t.Errorf("%s: %d %q, want %d with %q", name, w.Code, w.Body.String(), code, want)
+	}
+}
+
+// waitUnlocked waits until the endpoint's lock is free again, as a cut
+// upload must leave it.
+func waitUnlocked(t *testing.T, u *Server) {
+	t.Helper()
+	for i := 0; !u.mu.TryLock(); i++ {
+		if i == 1000 {
+			t.Fatal("the cut upload never gave the lock back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	u.mu.Unlock()
+}
+
+// waitStaged waits until an upload's staged part appears at path.
+func waitStaged(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if i == 1000 {
+			t.Fatalf("the upload never started staging %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -191,26 +190,9 @@ func TestDeployRefusedBeforeItsBody(t *testing.T) {
 		first <- resp
 	}()
 	go pw.Write(full[:hsize+pageSize])
-	staged := f.p.uploadsDir() + "/text"
-	for i := 0; ; i++ {
-		if _, err := os.Stat(staged); err == nil {
-			break
-		}
-		if i == 1000 {
-			t.Fatal("the first upload never started staging its text")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStaged(t, f.p.uploadsDir()+"/text")
 
-	refused := func(name string, r *http.Request, code int, want string) {
-		t.Helper()
-		w := httptest.NewRecorder()
-		f.u.ServeHTTP(w, r)
-		if w.Code != code || !strings.Contains(w.Body.String(), want) {
-			t.Errorf("%s: %d %q, want %d with %q", name, w.Code, w.Body.String(), code, want)
-		}
-	}
-	refused("a second upload", deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full)), http.StatusConflict, "another deploy")
+	served(t, f.u, "a second upload", deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full)), http.StatusConflict, "another deploy")
 	// Over the network, its body not sent: answered at once all the same
 	// (the stall limit is a minute, the client waits half of it).
 	hdr := map[string]string{contract.HeaderService: "srv", contract.HeaderHeaderSize: strconv.FormatInt(hsize, 10),
@@ -222,31 +204,22 @@ func TestDeployRefusedBeforeItsBody(t *testing.T) {
 
 	short := deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full))
 	short.ContentLength = hsize
-	refused("Content-Length short of the sizes", short, http.StatusBadRequest, "truncated upload")
+	served(t, f.u, "Content-Length short of the sizes", short, http.StatusBadRequest, "truncated upload")
 	long := deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full))
 	long.ContentLength = hsize + tsize + 1
-	refused("Content-Length beyond the sizes", long, http.StatusBadRequest, "longer than")
-	refused("a header file above the limit", deployRequest("", &unreadBody{t: t}, contract.MaxDeployHeader+1, 0, sum(full)), http.StatusBadRequest, "header files up to")
+	served(t, f.u, "Content-Length beyond the sizes", long, http.StatusBadRequest, "longer than")
+	served(t, f.u, "a header file above the limit", deployRequest("", &unreadBody{t: t}, contract.MaxDeployHeader+1, 0, sum(full)), http.StatusBadRequest, "header files up to")
 
 	// Cut by its client: the endpoint sees the body end early.
 	pw.CloseWithError(fmt.Errorf("the client went away"))
 	<-first
-	for i := 0; ; i++ {
-		if f.u.mu.TryLock() {
-			f.u.mu.Unlock()
-			break
-		}
-		if i == 1000 {
-			t.Fatal("the cut upload never gave the lock back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUnlocked(t, f.u)
 	if after := tree(t, f.store); after != before {
 		t.Errorf("the cut upload changed the store:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	// The store full: refused unread, whoever asks.
 	f.p.statfs = func(string) (int64, error) { return tsize, nil }
-	refused("no room in the store", deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full)), http.StatusInsufficientStorage, "nvboot deploy -gc")
+	served(t, f.u, "no room in the store", deployRequest("", &unreadBody{t: t}, hsize, tsize, sum(full)), http.StatusInsufficientStorage, "nvboot deploy -gc")
 	f.p.statfs = nil
 	res, err := f.client(testPassword).Deploy(context.Background(), deploy.Program{Service: "srv", Header: h, Text: x})
 	if err != nil || res.Result != contract.DeployKept {

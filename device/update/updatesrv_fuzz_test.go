@@ -28,7 +28,7 @@ func FuzzDeployUpload(f *testing.F) {
 		r.Header.Set(contract.HeaderTextSize, tsize)
 		r.Header.Set(contract.HeaderDeadline, deadline)
 		r.Header.Set(contract.HeaderBodySHA256, sum(body))
-		up, err := u.deployHeaders(r)
+		up, err := u.deployHeaders(&textDeploy, r)
 		if err == nil {
 			err = u.readUpload(r, up)
 		}
