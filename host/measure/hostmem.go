@@ -43,7 +43,7 @@ type qemuMemory struct {
 	// the files, not here.
 	SharedPss int64
 	// RAMPss is its Pss of the guest's RAM: the anonymous mapping of the
-	// RAM's size.
+	// RAM's size, or QEMU's memfd of it.
 	RAMPss int64
 	// TCGPss is its Pss of TCG's translation cache: the anonymous
 	// executable mapping (or the memfd QEMU names tcg-jit), the code it
@@ -79,13 +79,17 @@ func readQEMUMemory(pid int, shared []string, ramBytes int64) (qemuMemory, error
 			q.SharedPss += m.Fields["Pss"]
 		case m.Path == "" && strings.Contains(m.Perms, "x"), strings.HasPrefix(m.Path, "/memfd:tcg-jit"):
 			q.TCGPss += m.Fields["Pss"]
-		case m.Path == "" && m.Size >= ramBytes && m.Size <= ramBytes+ramSlack:
+		case (m.Path == "" || strings.HasPrefix(m.Path, ramMemfd)) && m.Size >= ramBytes && m.Size <= ramBytes+ramSlack:
 			// QEMU maps the RAM with room to align it.
 			q.RAMPss += m.Fields["Pss"]
 		}
 	}
 	return q, nil
 }
+
+// ramMemfd is how smaps names the guest's RAM in 4 KiB pages
+// (vm.Config.SmallPageRAM): QEMU's memfd, named after its backend's type.
+const ramMemfd = "/memfd:memory-backend-memfd"
 
 // ramSlack is how much larger than the RAM QEMU's mapping of it may be.
 const ramSlack = 4 << 20

@@ -136,3 +136,33 @@ VmFlags: mr mw me
 		t.Errorf("smapsFields: %v", f)
 	}
 }
+
+// The guest's RAM in 4 KiB pages (vm.Config.SmallPageRAM) is QEMU's memfd
+// named after its backend: counted as the RAM as the anonymous one is.
+func TestReadQEMUMemoryMemfdRAM(t *testing.T) {
+	page := os.Getpagesize()
+	const ram = 6 << 20 // a size no other mapping of the test process has
+	fd, err := unix.MemfdCreate("memory-backend-memfd", 0)
+	if err != nil {
+		t.Skipf("no memfd here: %v", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, ram); err != nil {
+		t.Fatal(err)
+	}
+	r, err := unix.Mmap(fd, 0, ram, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(r)
+	for i := 0; i < 40; i++ {
+		r[i*page] = 1
+	}
+	q, err := readQEMUMemory(os.Getpid(), nil, ram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.RAMPss < int64(40*page) || q.RAMPss > ram {
+		t.Errorf("RAMPss %d, want at least the 40 pages written (%d)", q.RAMPss, 40*page)
+	}
+}

@@ -58,6 +58,11 @@ func TestMeasureDensity(t *testing.T) {
 		if q := get(p + "qemu_own_mib"); q.Min <= 0 {
 			t.Errorf("%sqemu_own_mib %+v: a QEMU costs nothing?", p, q)
 		}
+		// Under TCG each guest's translation cache is capped (QEMU's
+		// default grew to about 94 MiB in this boot).
+		if c := get(p + "tcg_cache_mib"); out.Env["accel"] == "tcg" && (out.Env["tcg_cache_mib"] != "16" || c.Max > 16.5) {
+			t.Errorf("%stcg_cache_mib %+v with tcg_cache_mib %q in the env: want at most the 16 MiB asked for", p, c, out.Env["tcg_cache_mib"])
+		}
 		m, kept := get(p+"shared_mapped_mib").Median, get(p+"shared_files_mib").Median
 		if m <= 0 || kept < m-0.2 {
 			t.Errorf("%s: the guests map %.1f MiB of the shared files, the host keeps %.1f: want some mapped, and every mapped page kept", p, m, kept)

@@ -79,8 +79,8 @@ files' mappings, plus the page-cache pages of the files every guest uses
 (the text store, the disk, the kernel: mincore), counted once, their cache
 dropped before the first guest starts. -start says how the N start:
 staggered (each once the one before has answered) and burst (all at once).
-Each guest is one of run -shared-text: free page reporting on, and under
-TCG a translation cache of -tcg-cache MiB (16). It prints per N the host
+Each guest is one of run -shared-text: free page reporting on, its RAM in
+4 KiB pages, under TCG a translation cache of -tcg-cache MiB (16). It prints per N the host
 memory per appliance and the guests' times to their first answer, and the
 ratios density_N.off2f_vs_<layout> (off2f's memory per appliance over the
 layout's, from the staggered runs; density_N.burst.off2f_vs_<layout> from

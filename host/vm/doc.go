@@ -106,7 +106,9 @@
 // flush (wall-clock time only: the device clock counts guest
 // instructions). A virtio-balloon with free page reporting (its kernel
 // reports free 2 MiB blocks, QEMU drops their pages) makes a guest cost
-// what it holds, not every page it ever touched.
+// what it holds, not every page it ever touched; RAM in 4 KiB pages
+// (SmallPageRAM, a memfd backend) over the transparent huge pages QEMU
+// asks for its anonymous RAM, with which one page touched costs 2 MiB.
 //
 // A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
 // boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,
@@ -287,8 +289,9 @@
 //     guests map one file at once, neither can write it (EPERM, no
 //     read-write mount, a forced write dropped), the file's bytes are
 //     unchanged: TestReadOnlyPmem.
-//   - The TCG cache and free page reporting on each board, a negative
-//     cache refused: TestArgsDensity.
+//   - The TCG cache, free page reporting and 4 KiB RAM on each board, a
+//     negative cache and SmallPageRAM off the pc board refused:
+//     TestArgsDensity.
 //   - A power cut keeps what the guest wrote to pmem, and the fsdax
 //     namespace the guest set up is found again, with every pmem kind and
 //     on microvm (its disk on virtio-mmio):

@@ -50,6 +50,8 @@ func (c Config) argsMicrovm(accel string) ([]string, error) {
 		return nil, fmt.Errorf("vm: firmware %q on the microvm board: it runs its own (QEMU's bios-microvm.bin, qboot's), which boots -kernel", c.Firmware)
 	case c.Watchdog:
 		return nil, errors.New("vm: Watchdog on the microvm board: the i6300esb is a PCI device, and microvm has no PCI")
+	case c.SmallPageRAM:
+		return nil, errors.New("vm: SmallPageRAM on the microvm board: the pc board's only")
 	case c.Reboot && c.NoACPI:
 		return nil, errors.New("vm: NoACPI with Reboot: a board without ACPI powers off by a reset, which Reboot would make a new boot")
 	case c.Kernel == "":

@@ -84,13 +84,19 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 	for _, size := range sizes {
 		total += size
 	}
+	if c.SmallPageRAM && c.PmemAs != PmemE820 {
+		// The RAM a backend of its own, which the machine takes as its
+		// RAM (e820Args makes it a NUMA node's instead).
+		p.args = append(p.args, "-object", c.ramBackend(memMiB))
+		p.machine = ",memory-backend=ram"
+	}
 	if len(c.NVDIMMs) == 0 {
-		p.args = []string{"-m", fmt.Sprintf("%dM", memMiB)}
+		p.args = append(p.args, "-m", fmt.Sprintf("%dM", memMiB))
 		return p, nil
 	}
 	switch c.PmemAs {
 	case "", PmemNVDIMM:
-		p.machine = ",nvdimm=on"
+		p.machine += ",nvdimm=on"
 		for i, n := range c.NVDIMMs {
 			p.args = append(p.args,
 				"-object", fmt.Sprintf("memory-backend-file,id=pm%d,share=on,mem-path=%s,size=%d%s", i, n.Path, sizes[i], n.backendOptions()),
@@ -125,6 +131,16 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 	return p, nil
 }
 
+// ramBackend is the RAM's memory backend, id "ram": anonymous memory, or
+// with SmallPageRAM a memfd, which the kernel backs with 4 KiB pages where
+// it gives QEMU's anonymous RAM transparent huge pages (QEMU asks for them).
+func (c Config) ramBackend(memMiB int) string {
+	if c.SmallPageRAM {
+		return fmt.Sprintf("memory-backend-memfd,id=ram,size=%dM", memMiB)
+	}
+	return fmt.Sprintf("memory-backend-ram,id=ram,size=%dM", memMiB)
+}
+
 // e820Args lays out pmem as e820 regions after the RAM (PmemE820): the pc
 // board's and the microvm board's, which keep RAM below 4 GiB alike.
 func (c Config) e820Args(memMiB int, sizes []int64) (pmemSetup, error) {
@@ -148,7 +164,7 @@ func (c Config) e820Args(memMiB int, sizes []int64) (pmemSetup, error) {
 	if int64(memMiB)+total>>20 > lowRAMLimit {
 		return p, fmt.Errorf("vm: %d MiB of RAM and %d MiB of pmem: as e820 regions they must fit in the first %d MiB", memMiB, total>>20, lowRAMLimit)
 	}
-	p.args = append(p.args, "-object", fmt.Sprintf("memory-backend-ram,id=ram,size=%dM", memMiB), "-numa", "node,memdev=ram")
+	p.args = append(p.args, "-object", c.ramBackend(memMiB), "-numa", "node,memdev=ram")
 	off := int64(memMiB) << 20
 	for i, n := range c.NVDIMMs {
 		p.args = append(p.args,

@@ -112,6 +112,12 @@ type Config struct {
 	// guest costs the host what it uses, not every page it ever touched
 	// (the kernel's decompression, freed init memory and heap).
 	FreePageReporting bool
+	// SmallPageRAM backs the guest's RAM with 4 KiB pages (a memfd) over
+	// the transparent huge pages QEMU asks for its anonymous RAM: with
+	// those a guest that touches one page of a 2 MiB range costs the host
+	// the whole range, and the pages free page reporting gives back are
+	// only whole free 2 MiB blocks. The pc board only.
+	SmallPageRAM bool
 }
 
 // Disk is a virtio block device (vda, vdb, ... in order).

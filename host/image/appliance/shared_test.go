@@ -46,8 +46,8 @@ func TestVMConfigSharedText(t *testing.T) {
 		t.Errorf("shared text: NVDIMMs %v as %s (NoACPI %v), disk %+v; want %v as NVDIMMs, ACPI on, the disk read-only", c.NVDIMMs, c.PmemAs, c.NoACPI, c.Disks[0], want)
 	}
 	// One of many: it gives back what it frees, and TCG's cache is capped.
-	if !c.FreePageReporting || c.TCGCacheMiB != SharedTCGCacheMiB {
-		t.Errorf("shared text: free page reporting %v, TCG cache %d MiB; want on, %d", c.FreePageReporting, c.TCGCacheMiB, SharedTCGCacheMiB)
+	if !c.FreePageReporting || !c.SmallPageRAM || c.TCGCacheMiB != SharedTCGCacheMiB {
+		t.Errorf("shared text: free page reporting %v, 4 KiB pages %v, TCG cache %d MiB; want on, on, %d", c.FreePageReporting, c.SmallPageRAM, c.TCGCacheMiB, SharedTCGCacheMiB)
 	}
 	if c, err = VMConfig(dir, im, BootOptions{PmemDir: guest, SharedText: true, TCGCacheMiB: 64}); err != nil || c.TCGCacheMiB != 64 {
 		t.Errorf("shared text with a TCG cache of 64 MiB: %v, %d", err, c.TCGCacheMiB)
@@ -56,7 +56,7 @@ func TestVMConfigSharedText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NVDIMMs[0].ReadOnly || c.Disks[0].ReadOnly || c.FreePageReporting || c.TCGCacheMiB != 0 {
+	if c.NVDIMMs[0].ReadOnly || c.Disks[0].ReadOnly || c.FreePageReporting || c.SmallPageRAM || c.TCGCacheMiB != 0 {
 		t.Errorf("without SharedText: %+v", c)
 	}
 	for name, tc := range map[string]struct {
