@@ -291,7 +291,8 @@
 //     unchanged: TestReadOnlyPmem.
 //   - The TCG cache, free page reporting and 4 KiB RAM on each board, a
 //     negative cache and SmallPageRAM off the pc board refused:
-//     TestArgsDensity.
+//     TestArgsDensity. A guest that frees 96 MiB gives it back to the host
+//     with free page reporting and keeps it without: TestFreePageReporting.
 //   - A power cut keeps what the guest wrote to pmem, and the fsdax
 //     namespace the guest set up is found again, with every pmem kind and
 //     on microvm (its disk on virtio-mmio):
