@@ -117,8 +117,9 @@ func readConfig(t *testing.T, path string) map[string]string {
 // TestKeyIgnoresComments: the cache key changes with what the build does
 // (an option, a "# CONFIG_X is not set", the script's commands) and not with
 // a reworded comment, which must not cost a kernel rebuild. Each arch's key
-// covers its own fragment and script and the common fragment, never the
-// other arch's: adding or changing the arm64 kernel rebuilds no x86 kernel.
+// covers its own fragment and script, the common fragment and the shared
+// steps (build-common.sh), never the other arch's: changing the arm64
+// kernel rebuilds no x86 kernel.
 func TestKeyIgnoresComments(t *testing.T) {
 	if _, err := os.Stat("/usr/src/linux-source-6.1.tar.xz"); err != nil {
 		t.Skip("linux-source-6.1 not installed (build.sh -print-key would install it)")
@@ -129,7 +130,7 @@ func TestKeyIgnoresComments(t *testing.T) {
 	key := func(arch string, edit func(dir string)) string {
 		t.Helper()
 		dir := t.TempDir()
-		for _, f := range []string{"build.sh", "build-x86_64.sh", "build-arm64.sh", "check.sh", "common.config", "x86_64.config", "arm64.config"} {
+		for _, f := range []string{"build.sh", "build-common.sh", "build-x86_64.sh", "build-arm64.sh", "check.sh", "common.config", "x86_64.config", "arm64.config"} {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -172,6 +173,8 @@ func TestKeyIgnoresComments(t *testing.T) {
 			{"a command in the script", appendTo("build-"+arch+".sh", "true\n"), false},
 			{"an option of the other arch", appendTo(other+".config", "CONFIG_PRINTK_TIME=y\n"), true},
 			{"a command in the other arch's script", appendTo("build-"+other+".sh", "true\n"), true},
+			{"a comment in the shared steps", appendTo("build-common.sh", "\n# a note\n"), true},
+			{"a command in the shared steps", appendTo("build-common.sh", "true\n"), false},
 		} {
 			if got := key(arch, tc.edit); (got == base) != tc.same {
 				t.Errorf("%s: %s: key %s, unchanged key %s: want the same %v", arch, tc.name, got, base, tc.same)
