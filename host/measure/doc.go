@@ -110,11 +110,16 @@
 // beside it (shared_cached_mib), and so is the sum of the QEMUs' Pss of
 // the store's mappings (shared_mapped_mib: the kernel keeps a large folio
 // whole while any page of it is mapped, so the host keeps more than the
-// guests map). Each QEMU's TCG translation cache (the anonymous executable
-// mapping) and guest RAM (the anonymous mapping of its size) are reported
-// too, and the ratios come with and without the translation caches, which
-// a KVM host has not. Host memory per appliance is that sum over N; the
-// ratios density_N.off2f_vs_<layout> compare off2f's with each layout's.
+// guests map). Each guest runs as a shared-text guest does: free page
+// reporting, its RAM in 4 KiB pages, under TCG a translation cache of
+// DensityOptions.TCGCacheMiB. Each QEMU's TCG translation cache (the
+// anonymous executable mapping), its guest's RAM (the mapping of the RAM's
+// size, anonymous or memfd) and the rest (vmm_mib) are reported too. Host
+// memory per appliance is that sum over N; the ratios
+// density_N.off2f_vs_<layout> compare off2f's with each layout's, .no_tcg
+// without the translation caches, which a KVM host has not, and .guest the
+// guests' RAM and the shared files alone, what the image decides whatever
+// VMM runs it.
 // It runs on the wall clock, its pmem as NVDIMMs (the one transport that
 // tells a guest a region is read-only); the times to the first answer
 // under TCG with N guests on a few host cores are a figure of the host's
@@ -128,8 +133,8 @@
 // guest's time counts instructions, so a busy host stretches them; the
 // spread figure shows it. A boot that does not reach its first answer
 // within three minutes fails the run. A density run's memory is this host's
-// QEMU's under TCG (its translation cache is most of a guest's own
-// memory); its kept page cache depends on the host's page cache (large
+// QEMU's under TCG (its cache and own memory, 40 MiB a guest, weigh as
+// much as the big appliance's off2f guest); its kept page cache depends on the host's page cache (large
 // folios, read-ahead): the env records the read_ahead_kb of the work
 // directory's disk.
 package measure
