@@ -91,6 +91,8 @@ fuzz: build
 	$(GO) test ./pheap -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pool -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzDeployUpload$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzDeployUploadELF$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./device/update -run '^$$' -fuzz '^FuzzCheckStaticProgram$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/efivar -run '^$$' -fuzz '^FuzzParseLoadOption$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./device/sntp -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./format/mbr -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
