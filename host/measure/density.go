@@ -29,8 +29,16 @@ const (
 )
 
 // DefaultSettle is how long a density run waits after the last answer
-// before it reads the memory: the guests' services are up and idle.
-const DefaultSettle = 2 * time.Second
+// before it reads the memory: the guests' services are up and idle, and
+// their kernels have reported the memory they freed (Linux waits 2 s
+// before it reports). The run then reads again each second until no
+// guest's RAM shrank by more than settledBytes, up to maxSettleReads.
+const DefaultSettle = 5 * time.Second
+
+const (
+	settledBytes   = 1 << 20
+	maxSettleReads = 30
+)
 
 // DensityOptions say what RunDensity measures.
 type DensityOptions struct {
@@ -167,6 +175,10 @@ type DensityReport struct {
 	// directory, which the shared files' cached pages depend on; 0:
 	// unknown.
 	ReadAheadKiB int
+	// ShmemTHP is the host's transparent huge page mode for shared memory
+	// (never, advise, ...), which decides whether the guests' memfd RAM is
+	// in 4 KiB pages; "": unknown.
+	ShmemTHP string
 }
 
 // Run returns the run of layout l, start and n; nil when there is none.
@@ -231,6 +243,7 @@ func RunDensity(ctx context.Context, o DensityOptions) (*DensityReport, error) {
 		Settle: cmp.Or(o.Settle, DefaultSettle), Layouts: o.Layouts, Counts: o.Counts, Starts: o.Starts, Images: images,
 		TCGCacheMiB: boot.TCGCacheMiB}
 	rep.ReadAheadKiB = readAheadKiB(dir)
+	rep.ShmemTHP = shmemTHP()
 	d := &density{dir: dir, images: images, boot: boot, settle: rep.Settle, ramBytes: int64(rep.MemMiB) << 20, logf: logf}
 	for _, l := range o.Layouts {
 		logf("%s: first boot, to create the service's state (not measured)", l)
@@ -387,17 +400,26 @@ func (d *density) run(ctx context.Context, l appliance.Layout, start string, n i
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	for i, s := range served {
-		select {
-		case <-s.VM.Done():
-			return nil, fmt.Errorf("guest %d of %d ended before its memory was read: %v; console:\n%s", i+1, n, s.VM.Wait(context.Background()), s.VM.ConsoleTail(25))
-		default:
-		}
-		q, err := readQEMUMemory(s.VM.Pid(), shared, d.ramBytes)
+	for reads := 1; ; reads++ {
+		qs, err := d.readQEMUs(served, shared)
 		if err != nil {
-			return nil, fmt.Errorf("guest %d of %d: %w", i+1, n, err)
+			return nil, err
 		}
-		r.QEMUs = append(r.QEMUs, q)
+		settled := r.QEMUs != nil
+		for i, q := range qs {
+			if settled && q.RAMPss < r.QEMUs[i].RAMPss-settledBytes {
+				settled = false
+			}
+		}
+		r.QEMUs = qs
+		if settled || reads == maxSettleReads {
+			break
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	for _, f := range shared {
 		b, err := residentBytes(f)
@@ -411,6 +433,24 @@ func (d *density) run(ctx context.Context, l appliance.Layout, start string, n i
 		r.Shared[filepath.Base(f)] = b
 	}
 	return r, nil
+}
+
+// readQEMUs reads the memory of every guest's QEMU, each still running.
+func (d *density) readQEMUs(served []*Served, shared []string) ([]qemuMemory, error) {
+	var qs []qemuMemory
+	for i, s := range served {
+		select {
+		case <-s.VM.Done():
+			return nil, fmt.Errorf("guest %d of %d ended before its memory was read: %v; console:\n%s", i+1, len(served), s.VM.Wait(context.Background()), s.VM.ConsoleTail(25))
+		default:
+		}
+		q, err := readQEMUMemory(s.VM.Pid(), shared, d.ramBytes)
+		if err != nil {
+			return nil, fmt.Errorf("guest %d of %d: %w", i+1, len(served), err)
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
 }
 
 // freePorts are n host ports free at once on 127.0.0.1, held until all

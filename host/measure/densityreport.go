@@ -152,16 +152,19 @@ func (r *DensityReport) Env() map[string]string {
 		"clock":     r.Machine.Clock,
 		"pmem":      "NVDIMMs; the text store one read-only file for every guest (share=on, readonly=on, unarmed=on)",
 		"mem_mib":   strconv.Itoa(r.MemMiB),
-		"settle":    r.Settle.String(),
+		"settle":    r.Settle.String() + ", then each second until no guest's RAM shrank by 1 MiB",
 		"host_cpus": strconv.Itoa(runtime.NumCPU()),
 		"starts":    strings.Join(r.Starts, ","),
-		"memory": "read " + r.Settle.String() + " after the last answer: each QEMU's Pss (smaps_rollup) less its Pss of the shared files' mappings (smaps), " +
+		"memory": "read once the guests settled after the last answer (settle): each QEMU's Pss (smaps_rollup) less its Pss of the shared files' mappings (smaps), " +
 			"plus the page-cache pages of the files every guest uses (text store, disk, kernel; mincore) that stay when the host drops what it can (the pages the guests map), counted once; " +
 			"the files' cache dropped before the first guest starts",
 		"times": "wall clock from each QEMU's start to its first HTTP answer, with N guests on this host's CPUs: a figure of the host's load, not of a device",
 	}
 	if r.Accel == "tcg" {
-		e["tcg_cache_mib"] = strconv.Itoa(r.TCGCacheMiB)
+		e["tcg_tb_size_mib"] = strconv.Itoa(r.TCGCacheMiB)
+	}
+	if r.ShmemTHP != "" {
+		e["shmem_thp"] = r.ShmemTHP
 	}
 	e["free_page_reporting"] = "on: each guest's virtio-balloon reports the memory its kernel frees, and QEMU gives it back to the host"
 	if r.ReadAheadKiB != 0 {

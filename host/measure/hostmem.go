@@ -253,3 +253,28 @@ func readAheadKiB(dir string) int {
 	}
 	return 0
 }
+
+// shmemTHPFile says when the kernel gives shared memory (a memfd: the
+// guests' RAM in 4 KiB pages) transparent huge pages.
+const shmemTHPFile = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+// shmemTHP is the mode shmemTHPFile selects ("never", "advise", ...), its
+// bracketed word; "" when the kernel has no such file.
+func shmemTHP() string {
+	b, err := os.ReadFile(shmemTHPFile)
+	if err != nil {
+		return ""
+	}
+	return selectedMode(string(b))
+}
+
+// selectedMode is the bracketed word of a sysfs mode list
+// ("always within_size advise [never] deny force" -> "never").
+func selectedMode(s string) string {
+	for _, w := range strings.Fields(s) {
+		if strings.HasPrefix(w, "[") && strings.HasSuffix(w, "]") {
+			return strings.Trim(w, "[]")
+		}
+	}
+	return ""
+}

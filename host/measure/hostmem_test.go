@@ -166,3 +166,17 @@ func TestReadQEMUMemoryMemfdRAM(t *testing.T) {
 		t.Errorf("RAMPss %d, want at least the 40 pages written (%d)", q.RAMPss, 40*page)
 	}
 }
+
+// The sysfs mode list's selected word, and none when nothing is selected.
+func TestSelectedMode(t *testing.T) {
+	for in, want := range map[string]string{
+		"always within_size advise [never] deny force\n": "never",
+		"[always] madvise never":                         "always",
+		"always madvise never":                           "",
+		"":                                               "",
+	} {
+		if got := selectedMode(in); got != want {
+			t.Errorf("selectedMode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

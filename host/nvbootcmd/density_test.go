@@ -60,8 +60,8 @@ func TestMeasureDensity(t *testing.T) {
 		}
 		// Under TCG each guest's translation cache is capped (QEMU's
 		// default grew to about 94 MiB in this boot).
-		if c := get(p + "tcg_cache_mib"); out.Env["accel"] == "tcg" && (out.Env["tcg_cache_mib"] != "16" || c.Max > 16.5) {
-			t.Errorf("%stcg_cache_mib %+v with tcg_cache_mib %q in the env: want at most the 16 MiB asked for", p, c, out.Env["tcg_cache_mib"])
+		if c := get(p + "tcg_cache_mib"); out.Env["accel"] == "tcg" && (out.Env["tcg_tb_size_mib"] != "16" || c.Max > 16.5) {
+			t.Errorf("%stcg_cache_mib %+v with tcg_tb_size_mib %q in the env: want at most the 16 MiB asked for", p, c, out.Env["tcg_tb_size_mib"])
 		}
 		m, kept := get(p+"shared_mapped_mib").Median, get(p+"shared_files_mib").Median
 		if m <= 0 || kept < m-0.2 {

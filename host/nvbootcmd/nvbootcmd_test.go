@@ -46,6 +46,13 @@ func TestHelp(t *testing.T) {
 	if err != nil || !strings.Contains(out, "measure") {
 		t.Errorf("help: %v\n%s", err, out)
 	}
+	// The shared-text guest's translation cache the help names is the one
+	// it gets.
+	for verb, want := range map[string]string{"run": "a %d MiB translation cache", "measure": "-tcg-cache MiB (%d)"} {
+		if out, _, _ := execute(verb, "-h"); !strings.Contains(out, fmt.Sprintf(want, appliance.SharedTCGCacheMiB)) {
+			t.Errorf("%s -h does not say %q", verb, fmt.Sprintf(want, appliance.SharedTCGCacheMiB))
+		}
+	}
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -90,6 +97,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"measure", "-density", "2", "-profile"}, "-profile with -density"},
 		{[]string{"measure", "-density", "2", "-clock", "device"}, "-clock device with -density"},
 		{[]string{"measure", "-density", "2", "-pmem", "e820"}, "-pmem e820 with -density"},
+		{[]string{"measure", "-density", "2", "-tcg-cache", "-1"}, "-tcg-cache -1"},
+		{[]string{"measure", "-tcg-cache", "8"}, "-tcg-cache without -density"},
 		{[]string{"run", "-clock", "device", "-cpu-rate", "7", "x"}, "-cpu-rate"},
 		{[]string{"run", "-clock", "device", "-cpu-rate", "fast", "x"}, "want a whole number of instructions per second"},
 		{[]string{"powercut", "-clock", "device", "-accel", "kvm"}, "-clock device with -accel kvm"},

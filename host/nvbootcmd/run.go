@@ -98,7 +98,7 @@ GDIR's lock is held as DIR's is by a run without it. One of many, the guest
 costs the host what it uses: it has a virtio-balloon with free page
 reporting (QEMU gives back what the guest's kernel frees), its RAM in
 4 KiB pages, and under TCG a 16 MiB translation cache (QEMU's default
-grows to about 100 MiB a guest).
+grew to 94 MiB in the big appliance's boot).
 Not the default: a run
 without it keeps deploying into the image's own store (nvboot deploy), and
 boots on e820 pmem without ACPI, about 40 ms of a 1-GIPS boot sooner.

@@ -65,8 +65,8 @@ func (c Config) argsArm64(accel string) ([]string, error) {
 		return nil, fmt.Errorf("vm: the arm64 board runs under TCG (-accel %s: this x86 host cannot run an arm64 guest with KVM)", accel)
 	case c.NoACPI:
 		return nil, errors.New("vm: NoACPI is the pc board's: the arm64 board boots its kernel with a device tree and no ACPI already")
-	case c.SmallPageRAM:
-		return nil, errors.New("vm: SmallPageRAM on the arm64 board: the pc board's only")
+	case c.SmallPageRAM || c.FreePageReporting:
+		return nil, errors.New("vm: SmallPageRAM or FreePageReporting on the arm64 board: the pc board's only (the arm64 kernel has no virtio-balloon)")
 	case uefi && !c.BootDisk:
 		return nil, errors.New("vm: UEFI firmware on the arm64 board boots its disk (BootDisk): with a kernel to boot directly, leave Firmware and FirmwareVars empty (QEMU's boot stub enters it)")
 	case !uefi && c.Kernel == "":

@@ -147,17 +147,21 @@ func TestArgsDensity(t *testing.T) {
 	// The RAM in 4 KiB pages: the machine's memory backend, or the RAM's
 	// NUMA node with e820 pmem; refused where the board is not a pc.
 	for as, want := range map[string]string{PmemNVDIMM: "-machine pc,smm=off,vmport=off,memory-backend=ram,nvdimm=on", PmemVirtio: "memory-backend=ram -accel",
-		PmemE820: "-numa node,memdev=ram", "none": "memory-backend=ram -accel"} {
+		PmemE820: "-numa node,memdev=ram", "none": "memory-backend=ram -accel", "e820, none": "memory-backend=ram -accel"} {
 		c := Config{Kernel: "bz", SmallPageRAM: true, PmemAs: as, NVDIMMs: []NVDIMM{{Path: "t", Size: 128 << 20}}}
-		if as == "none" {
+		switch as {
+		case "none":
 			c.PmemAs, c.NVDIMMs = "", nil
+		case "e820, none":
+			c.PmemAs, c.NVDIMMs = PmemE820, nil
 		}
 		a, err := c.args("tcg")
 		if s := strings.Join(a, " "); err != nil || !strings.Contains(s, "-object memory-backend-memfd,id=ram,size=256M") || !strings.Contains(s, want) {
 			t.Errorf("SmallPageRAM, pmem %s: %v\n%s", as, err, s)
 		}
 	}
-	for _, c := range []Config{{Kernel: "bz", Board: BoardMicrovm, SmallPageRAM: true}, {Kernel: "Image", Arch: ArchArm64, SmallPageRAM: true}} {
+	for _, c := range []Config{{Kernel: "bz", Board: BoardMicrovm, SmallPageRAM: true}, {Kernel: "Image", Arch: ArchArm64, SmallPageRAM: true},
+		{Kernel: "Image", Arch: ArchArm64, FreePageReporting: true}} {
 		if _, err := c.args("tcg"); err == nil || !strings.Contains(err.Error(), "pc board's only") {
 			t.Errorf("SmallPageRAM on %s%s: %v", c.Board, c.Arch, err)
 		}

@@ -99,16 +99,18 @@
 // device-tree regions have no read-only kind, so the kernel would take
 // writes that QEMU drops silently; vm refuses them.
 //
-// Many guests on one host (Config.TCGCacheMiB, Config.FreePageReporting):
-// under TCG each QEMU's translation cache grows to about 100 MiB in an
-// appliance's boot, with metadata besides, more than the guest's own
-// memory; tb-size caps it, at the price of translating again after each
+// Many guests on one host (Config.TCGCacheMiB, Config.FreePageReporting,
+// Config.SmallPageRAM): under TCG each QEMU's translation cache grew to
+// 94 MiB in the big appliance's boot (kv's: 56), with metadata besides,
+// more than the guest's own memory; tb-size caps it, at the price of translating again after each
 // flush (wall-clock time only: the device clock counts guest
 // instructions). A virtio-balloon with free page reporting (its kernel
 // reports free 2 MiB blocks, QEMU drops their pages) makes a guest cost
 // what it holds, not every page it ever touched; RAM in 4 KiB pages
-// (SmallPageRAM, a memfd backend) over the transparent huge pages QEMU
-// asks for its anonymous RAM, with which one page touched costs 2 MiB.
+// (SmallPageRAM, a memfd backend, while the host's shmem_enabled is never)
+// over the transparent huge pages QEMU asks for its anonymous RAM, with
+// which one page touched costs 2 MiB. The pc board's only: the arm64
+// kernel has no virtio-balloon.
 //
 // A board without ACPI (Config.NoACPI, with e820 pmem and a direct kernel
 // boot): QEMU builds no ACPI tables, vm adds acpi=off to the command line,

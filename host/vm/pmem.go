@@ -84,7 +84,7 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 	for _, size := range sizes {
 		total += size
 	}
-	if c.SmallPageRAM && c.PmemAs != PmemE820 {
+	if c.SmallPageRAM && (c.PmemAs != PmemE820 || len(c.NVDIMMs) == 0) {
 		// The RAM a backend of its own, which the machine takes as its
 		// RAM (e820Args makes it a NUMA node's instead).
 		p.args = append(p.args, "-object", c.ramBackend(memMiB))
@@ -133,7 +133,8 @@ func (c Config) pmemArgs(memMiB int) (pmemSetup, error) {
 
 // ramBackend is the RAM's memory backend, id "ram": anonymous memory, or
 // with SmallPageRAM a memfd, which the kernel backs with 4 KiB pages where
-// it gives QEMU's anonymous RAM transparent huge pages (QEMU asks for them).
+// it gives QEMU's anonymous RAM transparent huge pages (QEMU asks for them),
+// as long as the host's shmem_enabled is never (its default) or deny.
 func (c Config) ramBackend(memMiB int) string {
 	if c.SmallPageRAM {
 		return fmt.Sprintf("memory-backend-memfd,id=ram,size=%dM", memMiB)

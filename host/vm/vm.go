@@ -100,9 +100,9 @@ type Config struct {
 	// whose power-off is a reset.
 	Reboot bool
 	// TCGCacheMiB caps TCG's translation cache (-accel tcg,tb-size=N):
-	// 0 is QEMU's default, which grows to about 100 MiB in an appliance's
-	// boot, the emulator's memory, not the guest's, paid again by every
-	// guest. Smaller makes TCG translate code again after each flush of
+	// 0 is QEMU's default, which grew to 94 MiB in the big appliance's
+	// boot (kv's: 56), the emulator's memory, not the guest's, paid again
+	// by every guest. Smaller makes TCG translate code again after each flush of
 	// the full cache: slower on the wall clock, the same on the device
 	// clock, which counts guest instructions. Not used under KVM.
 	TCGCacheMiB int
@@ -110,13 +110,15 @@ type Config struct {
 	// page reporting: the guest's kernel reports the free memory it has
 	// (in 2 MiB blocks) and QEMU gives those pages back to the host, so a
 	// guest costs the host what it uses, not every page it ever touched
-	// (the kernel's decompression, freed init memory and heap).
+	// (the kernel's decompression, freed init memory and heap). x86-64
+	// only: the arm64 kernel has no virtio-balloon.
 	FreePageReporting bool
 	// SmallPageRAM backs the guest's RAM with 4 KiB pages (a memfd) over
 	// the transparent huge pages QEMU asks for its anonymous RAM: with
 	// those a guest that touches one page of a 2 MiB range costs the host
 	// the whole range, and the pages free page reporting gives back are
-	// only whole free 2 MiB blocks. The pc board only.
+	// only whole free 2 MiB blocks (while the host's shmem_enabled is
+	// never, its default, or deny). The pc board only.
 	SmallPageRAM bool
 }
 

@@ -25,9 +25,10 @@ import (
 // uses: free page reporting (vm.Config.FreePageReporting) gives back what
 // its kernel frees, its RAM is in 4 KiB pages (vm.Config.SmallPageRAM),
 // and under TCG the translation cache is capped at
-// SharedTCGCacheMiB (QEMU's default grows to about 100 MiB a guest, more
-// than the appliance's own memory; 16 MiB boots the big appliance in 1.4x
-// the time of the default, 8 MiB in 2.6x, 4 MiB in 11x, measured).
+// SharedTCGCacheMiB (QEMU's default grew to 94 MiB in the big appliance's
+// boot, more than its guest's RAM; a smaller cap flushes a full cache more
+// often, and each flush is translated again, which slows the wall-clock
+// boot, never the device clock's).
 
 // SharedTCGCacheMiB is a shared-text guest's TCG translation cache when
 // BootOptions.TCGCacheMiB leaves it unset.
