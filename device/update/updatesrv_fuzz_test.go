@@ -26,16 +26,8 @@ func FuzzDeployUpload(f *testing.F) {
 	u := &Server{Programs: &Programs{Store: contract.TextStore{Dir: f.TempDir()}, Mounter: &lockedMounter{}, CleanDir: f.TempDir(), ImageFallback: f.TempDir()},
 		Sup: &fakeSupervisor{}, Images: map[string]string{"srv": "/bin/srv"}, Limits: Limits{UploadBuffer: 8192}}
 	f.Fuzz(func(t *testing.T, service, hsize, tsize, deadline string, body []byte) {
-		r := httptest.NewRequest("PUT", contract.PathDeploy, bytes.NewReader(body))
-		r.Header.Set(contract.HeaderService, service)
-		r.Header.Set(contract.HeaderHeaderSize, hsize)
-		r.Header.Set(contract.HeaderTextSize, tsize)
-		r.Header.Set(contract.HeaderDeadline, deadline)
-		r.Header.Set(contract.HeaderBodySHA256, sum(body))
-		up, err := u.deployHeaders(&textDeploy, r)
-		if err == nil {
-			err = u.readUpload(r, up)
-		}
+		up, err := fuzzUpload(u, &textDeploy, body, map[string]string{contract.HeaderService: service,
+			contract.HeaderHeaderSize: hsize, contract.HeaderTextSize: tsize, contract.HeaderDeadline: deadline})
 		staged := filepath.Join(u.Programs.uploadsDir(), "text")
 		if err != nil {
 			if _, serr := os.Stat(u.Programs.uploadsDir()); serr == nil {
@@ -59,6 +51,21 @@ func FuzzDeployUpload(f *testing.F) {
 	})
 }
 
+// fuzzUpload is a deploy of kind k with the headers hdr and body, its
+// body's hash right: the headers' checks, then the body read and staged.
+func fuzzUpload(u *Server, k *deployKind, body []byte, hdr map[string]string) (*upload, error) {
+	r := httptest.NewRequest("PUT", contract.PathDeploy, bytes.NewReader(body))
+	for h, v := range hdr {
+		r.Header.Set(h, v)
+	}
+	r.Header.Set(contract.HeaderBodySHA256, sum(body))
+	up, err := u.deployHeaders(k, r)
+	if err == nil {
+		err = u.readUpload(r, up)
+	}
+	return up, err
+}
+
 // FuzzDeployUploadELF: the whole-program upload of an image without a text
 // store, as FuzzDeployUpload is the text store's: headers and a body from
 // the network. Refused, it leaves no uploads directory; accepted, its
@@ -75,15 +82,8 @@ func FuzzDeployUploadELF(f *testing.F) {
 	p.UseDeployed([]contract.Service{{Name: "srv", Path: "/bin/srv"}}, func(string, ...any) {})
 	u := &Server{Programs: p, Sup: &fakeSupervisor{}, Images: p.Images, Limits: Limits{UploadBuffer: 8192}}
 	f.Fuzz(func(t *testing.T, service, psize, deadline string, body []byte) {
-		r := httptest.NewRequest("PUT", contract.PathDeploy, bytes.NewReader(body))
-		r.Header.Set(contract.HeaderService, service)
-		r.Header.Set(contract.HeaderProgramSize, psize)
-		r.Header.Set(contract.HeaderDeadline, deadline)
-		r.Header.Set(contract.HeaderBodySHA256, sum(body))
-		up, err := u.deployHeaders(&elfDeploy, r)
-		if err == nil {
-			err = u.readUpload(r, up)
-		}
+		up, err := fuzzUpload(u, &elfDeploy, body, map[string]string{contract.HeaderService: service,
+			contract.HeaderProgramSize: psize, contract.HeaderDeadline: deadline})
 		if err != nil {
 			if _, serr := os.Stat(u.Programs.uploadsDir()); serr == nil {
 				t.Errorf("refused (%v), yet the uploads directory is left", err)
