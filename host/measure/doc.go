@@ -118,8 +118,8 @@
 // memory per appliance is that sum over N; the ratios
 // density_N.off2f_vs_<layout> compare off2f's with each layout's, .no_tcg
 // without the translation caches, which a KVM host has not, and .guest the
-// guests' RAM and the shared files alone, what the image decides whatever
-// VMM runs it.
+// guests' RAM and the shared files alone, the part the image's layout
+// decides.
 // It runs on the wall clock, its pmem as NVDIMMs (the one transport that
 // tells a guest a region is read-only); the times to the first answer
 // under TCG with N guests on a few host cores are a figure of the host's
@@ -132,9 +132,9 @@
 // device clock the throttled disk's waits pass on the host's clock while the
 // guest's time counts instructions, so a busy host stretches them; the
 // spread figure shows it. A boot that does not reach its first answer
-// within three minutes fails the run. A density run's memory is this host's
-// QEMU's under TCG (its cache and own memory, 40 MiB a guest, weigh as
-// much as the big appliance's off2f guest); its kept page cache depends on the host's page cache (large
+// within three minutes fails the run. A density run's memory is this
+// host's QEMU's under TCG (its cache and own memory, about 40 MiB a guest,
+// more than the big appliance's off2f guest's RAM); its kept page cache depends on the host's page cache (large
 // folios, read-ahead): the env records the read_ahead_kb of the work
 // directory's disk.
 package measure
