@@ -237,19 +237,24 @@ func (r *Report) Chart(title string, layouts ...appliance.Layout) []byte {
 	c.text(plotX+plotWidth/2, y, chartFont, false, "middle", "#444", axisLabel)
 	height := y + chartMargin
 
+	return c.svg(width, height)
+}
+
+// canvas collects a chart's elements: lines under bars and text.
+type canvas struct{ lines, shapes bytes.Buffer }
+
+// svg is the chart drawn on c, width by height on a white ground: the
+// lines (the grid) first, under the shapes.
+func (c *canvas) svg(width, height float64) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="%.0f">`+"\n",
 		math.Ceil(width), math.Ceil(height), math.Ceil(width), math.Ceil(height), chartFont)
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="white"/>`+"\n", math.Ceil(width), math.Ceil(height))
-	// The grid first, under the bars.
 	b.Write(c.lines.Bytes())
 	b.Write(c.shapes.Bytes())
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
-
-// canvas collects a chart's elements: lines under bars and text.
-type canvas struct{ lines, shapes bytes.Buffer }
 
 func (c *canvas) text(x, y, size float64, bold bool, anchor, fill, s string) {
 	fmt.Fprintf(&c.shapes, `<text x="%.1f" y="%.1f"`, x, y)

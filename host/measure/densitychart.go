@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"html"
@@ -98,12 +97,5 @@ func (r *DensityReport) Chart(title string) []byte {
 		}
 	}
 	height := top + plotH + 2*chartFont + 14 + chartMargin
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="%.0f">`+"\n",
-		math.Ceil(width), math.Ceil(height), math.Ceil(width), math.Ceil(height), chartFont)
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%.0f" height="%.0f" fill="white"/>`+"\n", math.Ceil(width), math.Ceil(height))
-	b.Write(c.lines.Bytes())
-	b.Write(c.shapes.Bytes())
-	b.WriteString("</svg>\n")
-	return b.Bytes()
+	return c.svg(width, height)
 }

@@ -3,8 +3,9 @@ package measure
 import (
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -209,13 +210,8 @@ func (r *DensityReport) WriteTable(w io.Writer) error {
 		}
 	}
 	rat := r.Ratios()
-	keys := make([]string, 0, len(rat))
-	for k := range rat {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Fprintln(w)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(rat)) {
 		fmt.Fprintf(w, "%-36s %.3f\n", k, rat[k])
 	}
 	return nil

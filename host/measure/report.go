@@ -3,8 +3,9 @@ package measure
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -251,13 +252,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	rat := r.Ratios()
-	keys := make([]string, 0, len(rat))
-	for k := range rat {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	fmt.Fprintln(w)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(rat)) {
 		fmt.Fprintf(w, "%-42s %.3f", k, rat[k])
 		if k == RatioSpread {
 			_, where := r.Spread()
