@@ -3,7 +3,6 @@ package nvbootcmd
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,15 +65,7 @@ func TestRunBoards(t *testing.T) {
 
 	r := startRun(t, "-pmem", "virtio", "-port", fwd, dir)
 	r.expect("NVBOOT-MARK service-ready kv", 0)
-	req, _ := http.NewRequest("PUT", url+"/kv/board", strings.NewReader("written on virtio-pmem"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %d", resp.StatusCode)
-	}
+	kvPut(t, url, "/kv/board", "written on virtio-pmem")
 	mode("pheap/msync")
 	r.powerOff()
 

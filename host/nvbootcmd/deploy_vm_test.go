@@ -82,8 +82,13 @@ func kvGet(t *testing.T, url, path string) (int, string, string) {
 func kvPut(t *testing.T, url, path, value string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, url+path, strings.NewReader(value))
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT %s %q: %v %v", path, value, resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("PUT %s %q: %v", path, value, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT %s %q: %d", path, value, resp.StatusCode)
 	}
 }
 

@@ -3,7 +3,6 @@ package nvbootcmd
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,15 +33,7 @@ func TestRunArm64(t *testing.T) {
 	if !strings.Contains(r.out.String(), "Booting Linux") && !strings.Contains(r.out.String(), "NVBOOT-MARK init") {
 		t.Errorf("no kernel or nvinit on the console:\n%s", r.out.String())
 	}
-	req, _ := http.NewRequest("PUT", url+"/kv/greeting", strings.NewReader("hello from arm64"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("PUT: %d", resp.StatusCode)
-	}
+	kvPut(t, url, "/kv/greeting", "hello from arm64")
 	if code, v, _ := kvGet(t, url, "/kv/greeting"); code != 200 || v != "hello from arm64" {
 		t.Fatalf("GET after PUT: %d %q", code, v)
 	}
